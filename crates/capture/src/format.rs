@@ -1,0 +1,619 @@
+//! The evidence file format: one set of types, written by the recorder and
+//! read by the analyzer.
+//!
+//! An episode directory holds two files written by [`crate::Recorder::finish`]:
+//!
+//! * [`CYCLES_FILE`] (`control_timing.jsonl`): one [`Header`] line, then one
+//!   [`CycleRecord`] line per retained cycle, oldest first.
+//! * [`SUMMARY_FILE`] (`control_timing_summary.json`): one [`Summary`]
+//!   object. It is written last, so its presence means the finish completed.
+//!
+//! Every timestamp is an integer number of nanoseconds, and the header's
+//! [`ClockTable`] names the clock domain of every timestamp field. The full
+//! field reference, with units and absence rules, is `docs/evidence-format.md`.
+//!
+//! Invariant kept by this module: a field is only ever added with
+//! `#[serde(default)]` inside one schema version; anything that changes the
+//! meaning of an existing field bumps [`SCHEMA_VERSION`], and the reader keeps
+//! accepting every older version listed in [`SUPPORTED_SCHEMA_VERSIONS`].
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CaptureError, Result};
+
+/// The schema version this crate writes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Every schema version this crate can read.
+pub const SUPPORTED_SCHEMA_VERSIONS: &[u32] = &[1];
+/// File name of the per-cycle evidence inside an episode directory.
+pub const CYCLES_FILE: &str = "control_timing.jsonl";
+/// File name of the capture summary inside an episode directory.
+pub const SUMMARY_FILE: &str = "control_timing_summary.json";
+
+/// The clock a timestamp was taken on.
+///
+/// Two timestamps may be subtracted only when their domains are
+/// [comparable](ClockDomain::comparable_with).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockDomain {
+    /// `CLOCK_MONOTONIC` nanoseconds, read directly from the kernel.
+    HostMonotonic,
+    /// TSC ticks read in the loop and mapped onto `CLOCK_MONOTONIC`
+    /// nanoseconds when the file was written, through the two anchors in
+    /// [`TscCalibration`].
+    TscHostMonotonic,
+    /// A simulation clock (for example an uncapped run, `rtf = 0`). It has
+    /// no fixed relation to host time.
+    Simulation,
+}
+
+impl ClockDomain {
+    /// Whether timestamps of `self` and `other` can be subtracted.
+    ///
+    /// Host monotonic and TSC-derived timestamps are comparable (the TSC is
+    /// mapped onto the monotonic clock); a simulation clock is comparable
+    /// only with itself.
+    pub fn comparable_with(self, other: ClockDomain) -> bool {
+        use ClockDomain::*;
+        matches!(
+            (self, other),
+            (
+                HostMonotonic | TscHostMonotonic,
+                HostMonotonic | TscHostMonotonic
+            ) | (Simulation, Simulation)
+        )
+    }
+
+    /// The name used in the files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockDomain::HostMonotonic => "host_monotonic",
+            ClockDomain::TscHostMonotonic => "tsc_host_monotonic",
+            ClockDomain::Simulation => "simulation",
+        }
+    }
+}
+
+/// The clock domain of every timestamp field of a [`CycleRecord`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockTable {
+    /// `CycleRecord::start_ns`.
+    pub start_ns: ClockDomain,
+    /// `CycleRecord::end_ns`.
+    pub end_ns: ClockDomain,
+    /// `CycleRecord::sleep_start_ns`.
+    pub sleep_start_ns: ClockDomain,
+    /// `CycleRecord::wake_ns`.
+    pub wake_ns: ClockDomain,
+    /// `CycleRecord::target_ns`.
+    pub target_ns: ClockDomain,
+    /// `SpanRecord::start_ns`.
+    pub span_start_ns: ClockDomain,
+}
+
+/// One (TSC tick, monotonic nanosecond) pair taken back to back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockAnchor {
+    /// Raw TSC ticks (the midpoint of the two reads that bracket `monotonic_ns`).
+    pub raw: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds.
+    pub monotonic_ns: u64,
+    /// Half the width of the bracket, in nanoseconds: how far `raw` may be
+    /// from the instant `monotonic_ns` was read.
+    pub uncertainty_ns: u64,
+}
+
+/// How TSC ticks were mapped onto host monotonic nanoseconds.
+///
+/// `ns(raw) = start.monotonic_ns + (raw − start.raw) × ns_per_tick`, where
+/// `ns_per_tick` is the slope between the two anchors (or quanta's own
+/// calibration when the anchors are less than `MIN_FIT_SPAN_NS` apart).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TscCalibration {
+    /// Taken when the recorder was built.
+    pub start: ClockAnchor,
+    /// Taken when the files were written.
+    pub end: ClockAnchor,
+    /// Nanoseconds per raw tick used for the mapping.
+    pub ns_per_tick: f64,
+    /// `anchors` when the slope came from the two anchors, `quanta` when the
+    /// anchors were too close and quanta's calibration was used.
+    pub slope_source: String,
+}
+
+/// Fixed capacities the recorder was built with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// Most cycles kept in the ring (`run.timing_max_cycles`).
+    pub max_cycles: u64,
+    /// Most spans stored per cycle; extra spans are counted in `spans_dropped`.
+    pub max_spans_per_cycle: u32,
+    /// Most attributes stored per span.
+    pub max_attrs_per_span: u32,
+    /// Deepest span nesting stored.
+    pub max_span_depth: u32,
+}
+
+/// A registered stage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageInfo {
+    /// Stage name, as it appears in `SpanRecord::stage`.
+    pub name: String,
+    /// Whether thread CPU time is measured for this stage's spans.
+    pub cpu_time: bool,
+}
+
+/// A registered attribute key with the values it may take.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeInfo {
+    /// Key name, as it appears in `SpanRecord::attrs`.
+    pub key: String,
+    /// Every value registered for this key.
+    pub values: Vec<String>,
+}
+
+/// Kind of a per-cycle caller value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// A signed 64-bit integer (counters, sequence numbers, robot timestamps).
+    Int,
+    /// A 64-bit float (rates, ratios).
+    Float,
+}
+
+/// A registered per-cycle caller value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueInfo {
+    /// Name, as it appears in `CycleRecord::values`.
+    pub name: String,
+    /// Integer or float.
+    pub kind: ValueKind,
+    /// Free-text unit (`ms`, `ratio`, `count`), for the reader.
+    pub unit: String,
+}
+
+/// What the recorder's own bookkeeping costs, measured when it was built.
+///
+/// Each figure is the median over `samples` batches of the per-operation
+/// time, in nanoseconds of wall time on the thread that built the recorder.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overhead {
+    /// One raw TSC read.
+    pub clock_read_ns: f64,
+    /// One `CLOCK_THREAD_CPUTIME_ID` read (a system call).
+    pub thread_cpu_read_ns: f64,
+    /// Beginning and ending one cycle with no spans.
+    pub cycle_ns: f64,
+    /// Opening and closing one span, wall time only.
+    pub span_wall_ns: f64,
+    /// Opening and closing one span with thread CPU time.
+    pub span_cpu_ns: f64,
+    /// Batches the medians were taken over.
+    pub samples: u32,
+}
+
+/// Marker for the header line (`"type": "header"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeaderTag {
+    /// The only value.
+    #[default]
+    #[serde(rename = "header")]
+    Header,
+}
+
+/// Marker for a cycle line (`"type": "cycle"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CycleTag {
+    /// The only value.
+    #[default]
+    #[serde(rename = "cycle")]
+    Cycle,
+}
+
+/// The first line of `control_timing.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always `"header"`.
+    #[serde(rename = "type")]
+    pub kind: HeaderTag,
+    /// Schema version of this file.
+    pub schema_version: u32,
+    /// Name and version of the writer, e.g. `looptime-capture 0.1.0`.
+    pub producer: String,
+    /// Clock domain of every timestamp field.
+    pub clocks: ClockTable,
+    /// How TSC ticks became nanoseconds.
+    pub tsc: TscCalibration,
+    /// Fixed capacities.
+    pub capacity: Capacity,
+    /// The loop's nominal period, when the caller declared one.
+    #[serde(default)]
+    pub nominal_period_ns: Option<u64>,
+    /// Whether the recorder measured thread CPU time at all.
+    pub thread_cpu_time: bool,
+    /// Registered stages, in id order.
+    pub stages: Vec<StageInfo>,
+    /// Registered phases, in id order.
+    pub phases: Vec<String>,
+    /// Registered attribute keys and values.
+    pub attributes: Vec<AttributeInfo>,
+    /// Registered per-cycle values.
+    pub values: Vec<ValueInfo>,
+    /// The recorder's own measured cost.
+    pub overhead: Overhead,
+    /// Free-form caller metadata (run id, config hash, ...).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// One retained cycle: a line of `control_timing.jsonl` after the header.
+///
+/// A cycle is: wait for the release point (`sleep_start_ns` to `wake_ns`),
+/// start (`start_ns`), work with spans, end of work (`end_ns`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CycleRecord {
+    /// Always `"cycle"`.
+    #[serde(rename = "type")]
+    pub kind: CycleTag,
+    /// Cycle index, counted from 0 when the recorder was built; never reset.
+    pub cycle: u64,
+    /// Phase name (one of `Header::phases`).
+    pub phase: String,
+    /// Start of the cycle's work.
+    pub start_ns: u64,
+    /// End of the cycle's work; absent when the run stopped inside the cycle.
+    #[serde(default)]
+    pub end_ns: Option<u64>,
+    /// The release point the cycle was scheduled for; absent when the caller
+    /// gave none.
+    #[serde(default)]
+    pub target_ns: Option<u64>,
+    /// When the wait before this cycle began; absent when there was no wait
+    /// (the cycle was overdue, or the caller did not mark it).
+    #[serde(default)]
+    pub sleep_start_ns: Option<u64>,
+    /// When the wait before this cycle ended (after sleep and spin).
+    #[serde(default)]
+    pub wake_ns: Option<u64>,
+    /// True when the release point had already passed when the scheduler
+    /// came to wait for it (the previous cycle overran).
+    #[serde(default)]
+    pub overdue: bool,
+    /// Release points skipped entirely before this cycle (keep-phase policy).
+    #[serde(default)]
+    pub skipped: u32,
+    /// Spans of this cycle that did not fit its slots and were not stored.
+    #[serde(default)]
+    pub spans_dropped: u32,
+    /// Caller values set during the cycle, by name.
+    #[serde(default)]
+    pub values: BTreeMap<String, serde_json::Number>,
+    /// Stored spans, in the order they were opened.
+    #[serde(default)]
+    pub spans: Vec<SpanRecord>,
+}
+
+/// One stored span.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanRecord {
+    /// Stage name (one of `Header::stages`).
+    pub stage: String,
+    /// Index in this cycle's `spans` of the enclosing span; absent at depth 0.
+    #[serde(default)]
+    pub parent: Option<u32>,
+    /// Nesting depth, 0 for a top-level span.
+    pub depth: u32,
+    /// When the span opened.
+    pub start_ns: u64,
+    /// Wall time from open to close. A parent's time includes its children's.
+    pub wall_ns: u64,
+    /// Thread CPU time from open to close; absent when not measured.
+    #[serde(default)]
+    pub cpu_ns: Option<u64>,
+    /// True when the span was still open when its cycle ended and was closed
+    /// at the cycle's end.
+    #[serde(default)]
+    pub closed_by_cycle_end: bool,
+    /// Attributes set on the span, by key.
+    #[serde(default)]
+    pub attrs: BTreeMap<String, String>,
+}
+
+/// How a capture ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureStatus {
+    /// `finish` after the run ended normally.
+    Complete,
+    /// `finish` after an orderly abort (Ctrl-C, SIGTERM, error).
+    Aborted,
+}
+
+/// Counts that say what the capture kept and what it lost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureInfo {
+    /// Ring capacity in cycles.
+    pub capacity_cycles: u64,
+    /// Cycles begun since the recorder was built.
+    pub total_cycles: u64,
+    /// Cycles written to the JSONL.
+    pub retained_cycles: u64,
+    /// Earlier cycles overwritten by the ring (`total − retained`).
+    pub dropped_cycles: u64,
+    /// Spans that did not fit their cycle, over the whole run (including
+    /// cycles later dropped).
+    pub spans_dropped: u64,
+    /// Spans dropped in the retained cycles only (the sum of their
+    /// `spans_dropped`).
+    pub spans_dropped_retained: u64,
+    /// Spans opened while no cycle was open (not stored).
+    pub spans_outside_cycle: u64,
+    /// First retained cycle index.
+    pub first_cycle: Option<u64>,
+    /// Last retained cycle index.
+    pub last_cycle: Option<u64>,
+    /// `start_ns` of the first retained cycle.
+    pub first_start_ns: Option<u64>,
+    /// `start_ns` of the last retained cycle.
+    pub last_start_ns: Option<u64>,
+}
+
+/// A distribution of nanosecond values, from an HDR histogram with three
+/// significant figures (values are exact to 0.1 %).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Number of values.
+    pub count: u64,
+    /// Values below zero that were recorded as zero (clock-mapping noise).
+    #[serde(default)]
+    pub negative_count: u64,
+    /// Arithmetic mean (ns).
+    pub mean_ns: f64,
+    /// Smallest value (ns).
+    pub min_ns: u64,
+    /// Median (ns).
+    pub p50_ns: u64,
+    /// 90th percentile (ns).
+    pub p90_ns: u64,
+    /// 99th percentile (ns).
+    pub p99_ns: u64,
+    /// 99.9th percentile (ns).
+    pub p999_ns: u64,
+    /// Largest value (ns).
+    pub max_ns: u64,
+}
+
+/// A continuous run of cycles in one phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentSummary {
+    /// Phase name.
+    pub phase: String,
+    /// First cycle index of the segment.
+    pub first_cycle: u64,
+    /// Last cycle index of the segment.
+    pub last_cycle: u64,
+    /// Cycles in the segment.
+    pub cycles: u64,
+    /// `(cycles − 1) / (last start − first start)`, in hertz; absent with
+    /// fewer than two cycles.
+    pub loop_hz: Option<f64>,
+    /// Adjacent start-to-start intervals within the segment.
+    pub period: Option<Distribution>,
+    /// Cycles marked overdue.
+    pub overdue: u64,
+    /// Release points skipped.
+    pub skipped: u64,
+}
+
+/// Wall and CPU distributions of one stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageSummary {
+    /// Stage name.
+    pub stage: String,
+    /// Spans stored.
+    pub count: u64,
+    /// Wall time of the spans.
+    pub wall: Distribution,
+    /// CPU time of the spans that measured it.
+    pub cpu: Option<Distribution>,
+}
+
+/// `control_timing_summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Schema version of this file.
+    pub schema_version: u32,
+    /// Name and version of the writer.
+    pub producer: String,
+    /// Complete or aborted.
+    pub status: CaptureStatus,
+    /// What was kept and lost.
+    pub capture: CaptureInfo,
+    /// Phase segments, in time order.
+    pub segments: Vec<SegmentSummary>,
+    /// `end_ns − start_ns` of every cycle that ended.
+    pub work: Option<Distribution>,
+    /// `wake_ns − target_ns` of every cycle that waited, when comparable.
+    pub sleep_overshoot: Option<Distribution>,
+    /// `start_ns − target_ns` of every cycle with a target, when comparable.
+    pub deadline_lag: Option<Distribution>,
+    /// Why `sleep_overshoot` and `deadline_lag` are absent, when they are.
+    #[serde(default)]
+    pub schedule_metrics_absent_reason: Option<String>,
+    /// Per-stage distributions, in stage id order.
+    pub stages: Vec<StageSummary>,
+    /// The recorder's own cost (copied from the header).
+    pub overhead: Overhead,
+}
+
+/// Reads a `control_timing.jsonl` file line by line into the schema types.
+///
+/// This is the strict, shared reader: the analyzer builds its lenient mode on
+/// [`EvidenceReader::next_line`].
+#[derive(Debug)]
+pub struct EvidenceReader {
+    path: PathBuf,
+    lines: std::io::Lines<BufReader<File>>,
+    line_no: u64,
+    header: Header,
+}
+
+impl EvidenceReader {
+    /// Opens `path` and parses its header line.
+    ///
+    /// # Errors
+    /// [`CaptureError::Open`] when the file cannot be opened,
+    /// [`CaptureError::Empty`] when it has no header line,
+    /// [`CaptureError::Parse`] when the header is not valid, and
+    /// [`CaptureError::UnsupportedSchema`] for an unknown `schema_version`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|source| CaptureError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let mut lines = BufReader::with_capacity(1 << 16, file).lines();
+        let first = match lines.next() {
+            None => return Err(CaptureError::Empty { path }),
+            Some(Err(source)) => return Err(CaptureError::Read { path, source }),
+            Some(Ok(line)) => line,
+        };
+        if first.trim().is_empty() {
+            return Err(CaptureError::Empty { path });
+        }
+        // Check the version before the full header so that a future schema
+        // gets "unsupported version", not a confusing missing-field error.
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: Option<u32>,
+        }
+        let version: Version =
+            serde_json::from_str(&first).map_err(|source| CaptureError::Parse {
+                path: path.clone(),
+                line: 1,
+                source,
+            })?;
+        match version.schema_version {
+            Some(v) if SUPPORTED_SCHEMA_VERSIONS.contains(&v) => {}
+            found => {
+                return Err(CaptureError::UnsupportedSchema {
+                    path,
+                    found,
+                    supported: SUPPORTED_SCHEMA_VERSIONS,
+                })
+            }
+        }
+        let header: Header =
+            serde_json::from_str(&first).map_err(|source| CaptureError::Parse {
+                path: path.clone(),
+                line: 1,
+                source,
+            })?;
+        Ok(Self {
+            path,
+            lines,
+            line_no: 1,
+            header,
+        })
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The file being read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next raw line with its 1-based line number, or `None` at the end.
+    /// Blank lines are skipped.
+    ///
+    /// # Errors
+    /// [`CaptureError::Read`] on an I/O error (including invalid UTF-8).
+    pub fn next_line(&mut self) -> Option<Result<(u64, String)>> {
+        loop {
+            let line = self.lines.next()?;
+            self.line_no += 1;
+            match line {
+                Err(source) => {
+                    return Some(Err(CaptureError::Read {
+                        path: self.path.clone(),
+                        source,
+                    }))
+                }
+                Ok(l) if l.trim().is_empty() => continue,
+                Ok(l) => return Some(Ok((self.line_no, l))),
+            }
+        }
+    }
+
+    /// Parses one cycle line.
+    ///
+    /// # Errors
+    /// [`CaptureError::Parse`] naming the file and line.
+    pub fn parse_cycle(&self, line_no: u64, line: &str) -> Result<CycleRecord> {
+        serde_json::from_str(line).map_err(|source| CaptureError::Parse {
+            path: self.path.clone(),
+            line: line_no,
+            source,
+        })
+    }
+
+    /// Reads every remaining cycle, failing on the first bad line.
+    ///
+    /// # Errors
+    /// The first read or parse error, with file and line.
+    pub fn read_all(mut self) -> Result<(Header, Vec<CycleRecord>)> {
+        let mut cycles = Vec::new();
+        while let Some(next) = self.next_line() {
+            let (no, line) = next?;
+            cycles.push(self.parse_cycle(no, &line)?);
+        }
+        Ok((self.header, cycles))
+    }
+}
+
+/// Reads and parses `control_timing_summary.json`.
+///
+/// # Errors
+/// [`CaptureError::Open`] when the file is missing, [`CaptureError::Parse`]
+/// when it is not a valid summary, [`CaptureError::UnsupportedSchema`] for an
+/// unknown version.
+pub fn read_summary(path: impl AsRef<Path>) -> Result<Summary> {
+    let path = path.as_ref().to_path_buf();
+    let text = std::fs::read_to_string(&path).map_err(|source| CaptureError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| CaptureError::Parse {
+            path: path.clone(),
+            line: 1,
+            source,
+        })?;
+    let found = value
+        .get("schema_version")
+        .and_then(|v| v.as_u64())
+        .map(|v| v as u32);
+    if !found.is_some_and(|v| SUPPORTED_SCHEMA_VERSIONS.contains(&v)) {
+        return Err(CaptureError::UnsupportedSchema {
+            path,
+            found,
+            supported: SUPPORTED_SCHEMA_VERSIONS,
+        });
+    }
+    serde_json::from_value(value).map_err(|source| CaptureError::Parse {
+        path,
+        line: 1,
+        source,
+    })
+}

@@ -1,0 +1,1140 @@
+//! The in-loop recorder.
+//!
+//! # What keeps this off the control path
+//!
+//! * Every buffer (cycle ring, span slots, value slots, the open-span stack,
+//!   the per-stage CPU switches) is allocated in [`RecorderBuilder::build`];
+//!   nothing on the recording methods allocates, resizes or frees.
+//! * Names (stages, phases, attribute keys and values, caller values) are
+//!   registered on the builder and turned into small typed ids; the control
+//!   thread only copies `u16`s and `u64`s.
+//! * Wall time is a raw TSC read (quanta); ticks are converted to
+//!   nanoseconds only when the files are written. Thread CPU time is one
+//!   `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` per span edge and can be turned
+//!   off for the whole recorder or per stage.
+//! * There are no locks, no I/O and no formatting. Overflow is counted:
+//!   the ring overwrites its oldest cycle (`dropped_cycles`), a cycle that is
+//!   out of span slots (or nesting depth) counts the span in `spans_dropped`,
+//!   a span outside any cycle counts in `spans_outside_cycle`. No method
+//!   panics on overflow or blocks.
+
+use std::collections::BTreeMap;
+
+use crate::error::{CaptureError, Result};
+use crate::format::{
+    AttributeInfo, Capacity, ClockAnchor, ClockDomain, ClockTable, Header, HeaderTag, Overhead,
+    StageInfo, TscCalibration, ValueInfo, ValueKind, SCHEMA_VERSION,
+};
+use crate::sys;
+
+/// Default number of cycles kept (`run.timing_max_cycles`).
+pub const DEFAULT_MAX_CYCLES: usize = 20_000;
+/// Default number of span slots per cycle.
+pub const DEFAULT_MAX_SPANS_PER_CYCLE: usize = 16;
+/// Attributes stored per span.
+pub const MAX_ATTRS_PER_SPAN: usize = 4;
+/// Deepest span nesting stored; deeper spans are counted as dropped.
+pub const MAX_SPAN_DEPTH: usize = 16;
+/// Most per-cycle caller values.
+pub const MAX_VALUES: usize = 16;
+/// Largest accepted ring capacity (cycles).
+pub const MAX_CYCLES_CEILING: usize = 50_000_000;
+/// Largest accepted span slot count per cycle.
+pub const MAX_SPANS_CEILING: usize = 1024;
+/// Anchors closer than this use quanta's calibration instead of their own slope.
+pub const MIN_FIT_SPAN_NS: u64 = 50_000_000;
+
+const NO_SPAN: u16 = u16::MAX;
+const NAME_TABLE_MAX: usize = u16::MAX as usize - 1;
+
+/// A registered stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StageId(u16);
+/// A registered phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PhaseId(u16);
+/// A registered attribute key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttrKey(u16);
+/// A registered value of one attribute key (it carries its key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttrValue {
+    key: u16,
+    value: u16,
+}
+/// A registered per-cycle caller value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ValueId {
+    index: u8,
+    kind: ValueKind,
+}
+
+impl StageId {
+    /// Position in the header's stage table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl PhaseId {
+    /// Position in the header's phase table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What the scheduler says about the release point a cycle starts at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Release {
+    /// The scheduled target, in the domain declared with
+    /// [`RecorderBuilder::target_clock`].
+    pub target_ns: Option<u64>,
+    /// The release point had already passed when the scheduler came to it.
+    pub overdue: bool,
+    /// Whole release points skipped before this cycle.
+    pub skipped: u32,
+}
+
+impl Release {
+    /// A cycle with no schedule information.
+    pub const NONE: Release = Release {
+        target_ns: None,
+        overdue: false,
+        skipped: 0,
+    };
+
+    /// An on-time cycle scheduled for `target_ns`.
+    pub fn at(target_ns: u64) -> Release {
+        Release {
+            target_ns: Some(target_ns),
+            overdue: false,
+            skipped: 0,
+        }
+    }
+}
+
+/// Registers names and capacities, then allocates the [`Recorder`].
+///
+/// ```
+/// use looptime_capture::{RecorderBuilder, Release};
+/// let mut b = RecorderBuilder::new();
+/// b.max_cycles(1_000).max_spans_per_cycle(8);
+/// let running = b.phase("running").unwrap();
+/// let read = b.stage("camera_read").unwrap();
+/// let mut rec = b.build().unwrap();
+/// rec.begin_cycle(running, Release::NONE);
+/// {
+///     let _span = rec.span(read);
+/// }
+/// rec.end_cycle();
+/// assert_eq!(rec.total_cycles(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RecorderBuilder {
+    max_cycles: usize,
+    max_spans: usize,
+    thread_cpu: bool,
+    measure_overhead: bool,
+    nominal_period_ns: Option<u64>,
+    target_clock: ClockDomain,
+    stages: Vec<StageInfo>,
+    phases: Vec<String>,
+    attributes: Vec<AttributeInfo>,
+    values: Vec<ValueInfo>,
+    metadata: BTreeMap<String, String>,
+}
+
+impl Default for RecorderBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecorderBuilder {
+    /// Defaults: 20,000 cycles, 16 spans a cycle, thread CPU time on,
+    /// targets on host monotonic time, overhead self-measurement on.
+    pub fn new() -> Self {
+        Self {
+            max_cycles: DEFAULT_MAX_CYCLES,
+            max_spans: DEFAULT_MAX_SPANS_PER_CYCLE,
+            thread_cpu: true,
+            measure_overhead: true,
+            nominal_period_ns: None,
+            target_clock: ClockDomain::HostMonotonic,
+            stages: Vec::new(),
+            phases: Vec::new(),
+            attributes: Vec::new(),
+            values: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Cycles kept in the ring (1 to [`MAX_CYCLES_CEILING`]).
+    pub fn max_cycles(&mut self, n: usize) -> &mut Self {
+        self.max_cycles = n;
+        self
+    }
+
+    /// Span slots per cycle (1 to [`MAX_SPANS_CEILING`]).
+    pub fn max_spans_per_cycle(&mut self, n: usize) -> &mut Self {
+        self.max_spans = n;
+        self
+    }
+
+    /// Measure thread CPU time for spans (default on). When off, no stage
+    /// measures it, whatever it was registered with.
+    pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
+        self.thread_cpu = on;
+        self
+    }
+
+    /// Time the recorder's own bookkeeping when building (default on; takes
+    /// about a millisecond). When off, the header's overhead is all zeros.
+    pub fn measure_overhead(&mut self, on: bool) -> &mut Self {
+        self.measure_overhead = on;
+        self
+    }
+
+    /// Declare the loop's nominal period (written to the header).
+    pub fn nominal_period_ns(&mut self, ns: u64) -> &mut Self {
+        self.nominal_period_ns = Some(ns);
+        self
+    }
+
+    /// The clock domain of [`Release::target_ns`] (default host monotonic).
+    pub fn target_clock(&mut self, domain: ClockDomain) -> &mut Self {
+        self.target_clock = domain;
+        self
+    }
+
+    /// Free-form metadata copied to the header.
+    pub fn metadata(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    fn check_name(table: &'static str, name: &str, taken: bool, len: usize) -> Result<()> {
+        let reason = if name.is_empty() {
+            Some("the name is empty")
+        } else if taken {
+            Some("it is already registered")
+        } else if len >= NAME_TABLE_MAX {
+            Some("the table is full")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(CaptureError::Registration {
+                table,
+                name: name.to_string(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Register a stage whose spans measure thread CPU time (when the
+    /// recorder does).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn stage(&mut self, name: &str) -> Result<StageId> {
+        self.stage_with_cpu_time(name, true)
+    }
+
+    /// Register a stage, choosing whether its spans measure thread CPU time.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn stage_with_cpu_time(&mut self, name: &str, cpu_time: bool) -> Result<StageId> {
+        let taken = self.stages.iter().any(|s| s.name == name);
+        Self::check_name("stage", name, taken, self.stages.len())?;
+        self.stages.push(StageInfo {
+            name: name.to_string(),
+            cpu_time,
+        });
+        Ok(StageId((self.stages.len() - 1) as u16))
+    }
+
+    /// Register a phase.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn phase(&mut self, name: &str) -> Result<PhaseId> {
+        let taken = self.phases.iter().any(|p| p == name);
+        Self::check_name("phase", name, taken, self.phases.len())?;
+        self.phases.push(name.to_string());
+        Ok(PhaseId((self.phases.len() - 1) as u16))
+    }
+
+    /// Register an attribute key.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn attr_key(&mut self, name: &str) -> Result<AttrKey> {
+        let taken = self.attributes.iter().any(|a| a.key == name);
+        Self::check_name("attribute key", name, taken, self.attributes.len())?;
+        self.attributes.push(AttributeInfo {
+            key: name.to_string(),
+            values: Vec::new(),
+        });
+        Ok(AttrKey((self.attributes.len() - 1) as u16))
+    }
+
+    /// Register a value of attribute `key`.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate value.
+    pub fn attr_value(&mut self, key: AttrKey, name: &str) -> Result<AttrValue> {
+        let Some(attr) = self.attributes.get_mut(key.0 as usize) else {
+            return Err(CaptureError::Registration {
+                table: "attribute value",
+                name: name.to_string(),
+                reason: "its key was registered on another builder",
+            });
+        };
+        let taken = attr.values.iter().any(|v| v == name);
+        Self::check_name("attribute value", name, taken, attr.values.len())?;
+        attr.values.push(name.to_string());
+        Ok(AttrValue {
+            key: key.0,
+            value: (attr.values.len() - 1) as u16,
+        })
+    }
+
+    /// Register a per-cycle caller value (at most [`MAX_VALUES`]).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name, or when
+    /// [`MAX_VALUES`] are already registered.
+    pub fn value(&mut self, name: &str, kind: ValueKind, unit: &str) -> Result<ValueId> {
+        let taken = self.values.iter().any(|v| v.name == name);
+        Self::check_name("value", name, taken, self.values.len())?;
+        if self.values.len() >= MAX_VALUES {
+            return Err(CaptureError::Registration {
+                table: "value",
+                name: name.to_string(),
+                reason: "at most 16 values can be registered",
+            });
+        }
+        self.values.push(ValueInfo {
+            name: name.to_string(),
+            kind,
+            unit: unit.to_string(),
+        });
+        Ok(ValueId {
+            index: (self.values.len() - 1) as u8,
+            kind,
+        })
+    }
+
+    /// Allocate the recorder. If no phase was registered, one phase named
+    /// `running` is registered (its id is `PhaseId` index 0, see
+    /// [`Recorder::default_phase`]).
+    ///
+    /// # Errors
+    /// [`CaptureError::InvalidOption`] when a capacity is out of range.
+    pub fn build(&self) -> Result<Recorder> {
+        if self.max_cycles == 0 || self.max_cycles > MAX_CYCLES_CEILING {
+            return Err(CaptureError::InvalidOption {
+                option: "max_cycles",
+                value: self.max_cycles as u64,
+                expected: "1 to 50,000,000 cycles",
+            });
+        }
+        if self.max_spans == 0 || self.max_spans > MAX_SPANS_CEILING {
+            return Err(CaptureError::InvalidOption {
+                option: "max_spans_per_cycle",
+                value: self.max_spans as u64,
+                expected: "1 to 1024 spans",
+            });
+        }
+        let mut spec = self.clone();
+        if spec.phases.is_empty() {
+            spec.phases.push("running".to_string());
+        }
+        let overhead = if spec.measure_overhead {
+            measure_overhead()
+        } else {
+            Overhead::default()
+        };
+        Ok(Recorder::allocate(spec, overhead))
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CycleSlot {
+    index: u64,
+    phase: u16,
+    n_spans: u16,
+    spans_dropped: u32,
+    skipped: u32,
+    overdue: bool,
+    has_target: bool,
+    has_wait: bool,
+    ended: bool,
+    values_set: u16,
+    target_ns: u64,
+    start: u64,
+    end: u64,
+    sleep_start: u64,
+    wake: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SpanSlot {
+    stage: u16,
+    parent: u16,
+    depth: u8,
+    n_attrs: u8,
+    cpu: bool,
+    open: bool,
+    closed_by_cycle_end: bool,
+    attrs: [(u16, u16); MAX_ATTRS_PER_SPAN],
+    start: u64,
+    end: u64,
+    cpu_start: u64,
+    cpu_end: u64,
+}
+
+/// The preallocated, bounded recorder. See the module docs for what keeps
+/// it off the control path.
+#[derive(Debug)]
+pub struct Recorder {
+    enabled: bool,
+    clock: quanta::Clock,
+    spec: RecorderBuilder,
+    overhead: Overhead,
+    start_anchor: ClockAnchor,
+    cycles: Box<[CycleSlot]>,
+    spans: Box<[SpanSlot]>,
+    values: Box<[u64]>,
+    stage_cpu: Box<[bool]>,
+    max_spans: usize,
+    head: usize,
+    len: usize,
+    total: u64,
+    in_cycle: bool,
+    cur: usize,
+    generation: u64,
+    stack: [u16; MAX_SPAN_DEPTH],
+    depth: usize,
+    pending_sleep_start: Option<u64>,
+    pending_wake: Option<u64>,
+    spans_dropped: u64,
+    spans_outside_cycle: u64,
+}
+
+impl Recorder {
+    fn allocate(spec: RecorderBuilder, overhead: Overhead) -> Recorder {
+        let clock = quanta::Clock::new();
+        let n_values = spec.values.len();
+        let stage_cpu: Box<[bool]> = spec
+            .stages
+            .iter()
+            .map(|s| s.cpu_time && spec.thread_cpu)
+            .collect();
+        let start_anchor = take_anchor(&clock);
+        Recorder {
+            enabled: true,
+            cycles: vec![CycleSlot::default(); spec.max_cycles].into_boxed_slice(),
+            spans: vec![SpanSlot::default(); spec.max_cycles * spec.max_spans].into_boxed_slice(),
+            values: vec![0u64; spec.max_cycles * n_values].into_boxed_slice(),
+            stage_cpu,
+            max_spans: spec.max_spans,
+            clock,
+            spec,
+            overhead,
+            start_anchor,
+            head: 0,
+            len: 0,
+            total: 0,
+            in_cycle: false,
+            cur: 0,
+            generation: 0,
+            stack: [NO_SPAN; MAX_SPAN_DEPTH],
+            depth: 0,
+            pending_sleep_start: None,
+            pending_wake: None,
+            spans_dropped: 0,
+            spans_outside_cycle: 0,
+        }
+    }
+
+    /// A recorder that records nothing and allocates nothing: every method is
+    /// a single branch. Used when `--control-timing` is off.
+    pub fn disabled() -> Recorder {
+        let spec = RecorderBuilder::new();
+        Recorder {
+            enabled: false,
+            clock: quanta::Clock::new(),
+            overhead: Overhead::default(),
+            start_anchor: ClockAnchor {
+                raw: 0,
+                monotonic_ns: 0,
+                uncertainty_ns: 0,
+            },
+            cycles: Box::new([]),
+            spans: Box::new([]),
+            values: Box::new([]),
+            stage_cpu: Box::new([]),
+            max_spans: 0,
+            spec,
+            head: 0,
+            len: 0,
+            total: 0,
+            in_cycle: false,
+            cur: 0,
+            generation: 0,
+            stack: [NO_SPAN; MAX_SPAN_DEPTH],
+            depth: 0,
+            pending_sleep_start: None,
+            pending_wake: None,
+            spans_dropped: 0,
+            spans_outside_cycle: 0,
+        }
+    }
+
+    /// Whether this recorder records (false for [`Recorder::disabled`]).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The phase registered first (or the implicit `running` phase).
+    pub fn default_phase(&self) -> PhaseId {
+        PhaseId(0)
+    }
+
+    /// A raw TSC read on the recorder's clock.
+    #[inline]
+    pub fn now_raw(&self) -> u64 {
+        self.clock.raw()
+    }
+
+    /// Mark the start of the wait before the next cycle.
+    #[inline]
+    pub fn begin_wait(&mut self) {
+        if self.enabled {
+            self.pending_sleep_start = Some(self.clock.raw());
+            self.pending_wake = None;
+        }
+    }
+
+    /// Mark the end of the wait (after sleep and spin). Ignored without a
+    /// preceding [`begin_wait`](Self::begin_wait).
+    #[inline]
+    pub fn end_wait(&mut self) {
+        if self.enabled && self.pending_sleep_start.is_some() {
+            self.pending_wake = Some(self.clock.raw());
+        }
+    }
+
+    /// Begin a cycle in `phase`. A cycle still open is ended first. When the
+    /// ring is full the oldest cycle is overwritten and counted as dropped.
+    #[inline]
+    pub fn begin_cycle(&mut self, phase: PhaseId, release: Release) {
+        if !self.enabled {
+            return;
+        }
+        if self.in_cycle {
+            self.end_cycle();
+        }
+        let cap = self.cycles.len();
+        let slot = self.head;
+        self.head += 1;
+        if self.head == cap {
+            self.head = 0;
+        }
+        if self.len < cap {
+            self.len += 1;
+        }
+        let (has_wait, sleep_start, wake) = match (self.pending_sleep_start, self.pending_wake) {
+            (Some(s), Some(w)) => (true, s, w),
+            _ => (false, 0, 0),
+        };
+        self.pending_sleep_start = None;
+        self.pending_wake = None;
+        let c = &mut self.cycles[slot];
+        *c = CycleSlot {
+            index: self.total,
+            phase: phase.0,
+            n_spans: 0,
+            spans_dropped: 0,
+            skipped: release.skipped,
+            overdue: release.overdue,
+            has_target: release.target_ns.is_some(),
+            has_wait,
+            ended: false,
+            values_set: 0,
+            target_ns: release.target_ns.unwrap_or(0),
+            start: 0,
+            end: 0,
+            sleep_start,
+            wake,
+        };
+        self.total += 1;
+        self.cur = slot;
+        self.in_cycle = true;
+        self.depth = 0;
+        self.generation = self.generation.wrapping_add(1);
+        c.start = self.clock.raw();
+    }
+
+    /// End the open cycle (no-op without one). Spans still open are closed
+    /// at this instant and marked `closed_by_cycle_end`.
+    #[inline]
+    pub fn end_cycle(&mut self) {
+        if !self.enabled || !self.in_cycle {
+            return;
+        }
+        let now = self.clock.raw();
+        let base = self.cur * self.max_spans;
+        for d in 0..self.depth {
+            let s = &mut self.spans[base + self.stack[d] as usize];
+            if s.open {
+                if s.cpu {
+                    s.cpu_end = sys::thread_cpu_ns();
+                }
+                s.end = now;
+                s.open = false;
+                s.closed_by_cycle_end = true;
+            }
+        }
+        self.depth = 0;
+        let c = &mut self.cycles[self.cur];
+        c.end = now;
+        c.ended = true;
+        self.in_cycle = false;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Open a span of `stage`; it closes when the guard drops. Nest spans by
+    /// opening them on the guard (`outer.span(inner_stage)`).
+    #[inline]
+    pub fn span(&mut self, stage: StageId) -> SpanGuard<'_> {
+        let idx = self.open_span(stage);
+        let generation = self.generation;
+        SpanGuard {
+            rec: self,
+            idx,
+            generation,
+        }
+    }
+
+    #[inline]
+    fn open_span(&mut self, stage: StageId) -> u16 {
+        if !self.enabled {
+            return NO_SPAN;
+        }
+        if !self.in_cycle {
+            self.spans_outside_cycle += 1;
+            return NO_SPAN;
+        }
+        let c = &mut self.cycles[self.cur];
+        if c.n_spans as usize >= self.max_spans || self.depth >= MAX_SPAN_DEPTH {
+            c.spans_dropped = c.spans_dropped.saturating_add(1);
+            self.spans_dropped += 1;
+            return NO_SPAN;
+        }
+        let i = c.n_spans;
+        c.n_spans += 1;
+        let parent = if self.depth > 0 {
+            self.stack[self.depth - 1]
+        } else {
+            NO_SPAN
+        };
+        self.stack[self.depth] = i;
+        let depth = self.depth as u8;
+        self.depth += 1;
+        let cpu = self
+            .stage_cpu
+            .get(stage.0 as usize)
+            .copied()
+            .unwrap_or(false);
+        let s = &mut self.spans[self.cur * self.max_spans + i as usize];
+        s.stage = stage.0;
+        s.parent = parent;
+        s.depth = depth;
+        s.n_attrs = 0;
+        s.cpu = cpu;
+        s.open = true;
+        s.closed_by_cycle_end = false;
+        s.end = 0;
+        s.cpu_end = 0;
+        // CPU first and wall last, so the wall time excludes the system call.
+        if cpu {
+            s.cpu_start = sys::thread_cpu_ns();
+        }
+        s.start = self.clock.raw();
+        i
+    }
+
+    #[inline]
+    fn close_span(&mut self, idx: u16, generation: u64) {
+        if idx == NO_SPAN || generation != self.generation || !self.in_cycle {
+            return;
+        }
+        let end = self.clock.raw();
+        let s = &mut self.spans[self.cur * self.max_spans + idx as usize];
+        if !s.open {
+            return;
+        }
+        s.end = end;
+        if s.cpu {
+            s.cpu_end = sys::thread_cpu_ns();
+        }
+        s.open = false;
+        // Pop to this span; guards nest, so it is normally the top.
+        if let Some(pos) = self.stack[..self.depth].iter().rposition(|&x| x == idx) {
+            self.depth = pos;
+        }
+    }
+
+    #[inline]
+    fn set_attr(&mut self, idx: u16, generation: u64, value: AttrValue) {
+        if idx == NO_SPAN || generation != self.generation || !self.in_cycle {
+            return;
+        }
+        let s = &mut self.spans[self.cur * self.max_spans + idx as usize];
+        let n = s.n_attrs as usize;
+        if let Some(existing) = s.attrs[..n].iter_mut().find(|(k, _)| *k == value.key) {
+            existing.1 = value.value;
+        } else if n < MAX_ATTRS_PER_SPAN {
+            s.attrs[n] = (value.key, value.value);
+            s.n_attrs += 1;
+        }
+    }
+
+    /// Set an integer value for the open cycle (ignored outside a cycle, or
+    /// if `id` is a float value).
+    #[inline]
+    pub fn set_int(&mut self, id: ValueId, v: i64) {
+        if id.kind == ValueKind::Int {
+            self.set_bits(id, v as u64);
+        }
+    }
+
+    /// Set a float value for the open cycle (ignored outside a cycle, or if
+    /// `id` is an integer value).
+    #[inline]
+    pub fn set_float(&mut self, id: ValueId, v: f64) {
+        if id.kind == ValueKind::Float {
+            self.set_bits(id, v.to_bits());
+        }
+    }
+
+    #[inline]
+    fn set_bits(&mut self, id: ValueId, bits: u64) {
+        if !self.enabled || !self.in_cycle {
+            return;
+        }
+        let n = self.spec.values.len();
+        let i = id.index as usize;
+        if i >= n {
+            return;
+        }
+        self.values[self.cur * n + i] = bits;
+        self.cycles[self.cur].values_set |= 1 << i;
+    }
+
+    /// Cycles begun since the recorder was built (or reset).
+    pub fn total_cycles(&self) -> u64 {
+        self.total
+    }
+
+    /// Cycles currently retained.
+    pub fn retained_cycles(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Earlier cycles overwritten by the ring.
+    pub fn dropped_cycles(&self) -> u64 {
+        self.total - self.len as u64
+    }
+
+    /// Spans that did not fit their cycle, over the whole run.
+    pub fn spans_dropped(&self) -> u64 {
+        self.spans_dropped
+    }
+
+    /// Spans opened outside any cycle.
+    pub fn spans_outside_cycle(&self) -> u64 {
+        self.spans_outside_cycle
+    }
+
+    /// Whether a cycle is open.
+    pub fn in_cycle(&self) -> bool {
+        self.in_cycle
+    }
+
+    /// The overhead measured when the recorder was built.
+    pub fn overhead(&self) -> &Overhead {
+        &self.overhead
+    }
+
+    /// Forget every recorded cycle and counter, keeping the memory and the
+    /// registered names (for the next episode). Does not allocate.
+    pub fn reset(&mut self) {
+        self.head = 0;
+        self.len = 0;
+        self.total = 0;
+        self.in_cycle = false;
+        self.depth = 0;
+        self.generation = self.generation.wrapping_add(1);
+        self.pending_sleep_start = None;
+        self.pending_wake = None;
+        self.spans_dropped = 0;
+        self.spans_outside_cycle = 0;
+        if self.enabled {
+            self.start_anchor = take_anchor(&self.clock);
+        }
+    }
+
+    // ----- read-out, used by the writer (not on the control path) -----
+
+    pub(crate) fn clock(&self) -> &quanta::Clock {
+        &self.clock
+    }
+
+    pub(crate) fn start_anchor(&self) -> ClockAnchor {
+        self.start_anchor
+    }
+
+    pub(crate) fn header(&self, tsc: TscCalibration) -> Header {
+        let spec = &self.spec;
+        Header {
+            kind: HeaderTag::Header,
+            schema_version: SCHEMA_VERSION,
+            producer: producer(),
+            clocks: ClockTable {
+                start_ns: ClockDomain::TscHostMonotonic,
+                end_ns: ClockDomain::TscHostMonotonic,
+                sleep_start_ns: ClockDomain::TscHostMonotonic,
+                wake_ns: ClockDomain::TscHostMonotonic,
+                target_ns: spec.target_clock,
+                span_start_ns: ClockDomain::TscHostMonotonic,
+            },
+            tsc,
+            capacity: Capacity {
+                max_cycles: spec.max_cycles as u64,
+                max_spans_per_cycle: spec.max_spans as u32,
+                max_attrs_per_span: MAX_ATTRS_PER_SPAN as u32,
+                max_span_depth: MAX_SPAN_DEPTH as u32,
+            },
+            nominal_period_ns: spec.nominal_period_ns,
+            thread_cpu_time: spec.thread_cpu,
+            stages: spec
+                .stages
+                .iter()
+                .map(|s| StageInfo {
+                    name: s.name.clone(),
+                    cpu_time: s.cpu_time && spec.thread_cpu,
+                })
+                .collect(),
+            phases: spec.phases.clone(),
+            attributes: spec.attributes.clone(),
+            values: spec.values.clone(),
+            overhead: self.overhead.clone(),
+            metadata: spec.metadata.clone(),
+        }
+    }
+
+    /// Retained cycles, oldest first, as raw views.
+    pub(crate) fn retained(&self) -> impl Iterator<Item = RawCycle<'_>> + '_ {
+        let cap = self.cycles.len();
+        let first = (self.head + cap - self.len) % cap.max(1);
+        let n_values = self.spec.values.len();
+        (0..self.len).map(move |i| {
+            let slot = (first + i) % cap;
+            RawCycle {
+                slot: &self.cycles[slot],
+                spans: &self.spans[slot * self.max_spans
+                    ..slot * self.max_spans + self.cycles[slot].n_spans as usize],
+                values: &self.values[slot * n_values..(slot + 1) * n_values],
+                open: self.in_cycle && slot == self.cur,
+            }
+        })
+    }
+
+    pub(crate) fn spec(&self) -> &RecorderBuilder {
+        &self.spec
+    }
+}
+
+/// The name and version written as `producer`.
+pub(crate) fn producer() -> String {
+    format!("looptime-capture {}", env!("CARGO_PKG_VERSION"))
+}
+
+pub(crate) struct RawCycle<'a> {
+    slot: &'a CycleSlot,
+    spans: &'a [SpanSlot],
+    values: &'a [u64],
+    open: bool,
+}
+
+impl RawCycle<'_> {
+    pub(crate) fn to_record(
+        &self,
+        spec: &RecorderBuilder,
+        map: &TscMap,
+    ) -> crate::format::CycleRecord {
+        use crate::format::{CycleRecord, CycleTag, SpanRecord};
+        let c = self.slot;
+        let ended = c.ended && !self.open;
+        let mut values = BTreeMap::new();
+        for (i, info) in spec.values.iter().enumerate() {
+            if c.values_set & (1 << i) == 0 {
+                continue;
+            }
+            let bits = self.values[i];
+            let number = match info.kind {
+                ValueKind::Int => Some(serde_json::Number::from(bits as i64)),
+                ValueKind::Float => serde_json::Number::from_f64(f64::from_bits(bits)),
+            };
+            if let Some(n) = number {
+                values.insert(info.name.clone(), n);
+            }
+        }
+        let end_raw = if ended { Some(c.end) } else { None };
+        let spans = self
+            .spans
+            .iter()
+            .map(|s| {
+                // A span left open by an aborted cycle ends at the cycle's
+                // end, or at its own start when the cycle never ended.
+                let end = if s.open {
+                    end_raw.unwrap_or(s.start)
+                } else {
+                    s.end
+                };
+                SpanRecord {
+                    stage: spec
+                        .stages
+                        .get(s.stage as usize)
+                        .map(|st| st.name.clone())
+                        .unwrap_or_default(),
+                    parent: (s.parent != NO_SPAN).then_some(s.parent as u32),
+                    depth: s.depth as u32,
+                    start_ns: map.to_ns(s.start),
+                    wall_ns: map.to_ns(end).saturating_sub(map.to_ns(s.start)),
+                    cpu_ns: (s.cpu && !s.open).then(|| s.cpu_end.saturating_sub(s.cpu_start)),
+                    closed_by_cycle_end: s.closed_by_cycle_end || s.open,
+                    attrs: s.attrs[..s.n_attrs as usize]
+                        .iter()
+                        .filter_map(|&(k, v)| {
+                            let a = spec.attributes.get(k as usize)?;
+                            Some((a.key.clone(), a.values.get(v as usize)?.clone()))
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        CycleRecord {
+            kind: CycleTag::Cycle,
+            cycle: c.index,
+            phase: spec
+                .phases
+                .get(c.phase as usize)
+                .cloned()
+                .unwrap_or_default(),
+            start_ns: map.to_ns(c.start),
+            end_ns: end_raw.map(|e| map.to_ns(e)),
+            target_ns: c.has_target.then_some(c.target_ns),
+            sleep_start_ns: c.has_wait.then(|| map.to_ns(c.sleep_start)),
+            wake_ns: c.has_wait.then(|| map.to_ns(c.wake)),
+            overdue: c.overdue,
+            skipped: c.skipped,
+            spans_dropped: c.spans_dropped,
+            values,
+            spans,
+        }
+    }
+}
+
+/// Closes its span when dropped. Derefs to the [`Recorder`], so a nested span
+/// is opened on the guard and the borrow checker keeps the nesting honest.
+#[must_use = "a span closes when its guard is dropped; bind it with `let _span = ...`"]
+#[derive(Debug)]
+pub struct SpanGuard<'a> {
+    rec: &'a mut Recorder,
+    idx: u16,
+    generation: u64,
+}
+
+impl SpanGuard<'_> {
+    /// Set an attribute on this span (replacing a value of the same key; at
+    /// most [`MAX_ATTRS_PER_SPAN`] keys, extra keys are ignored).
+    #[inline]
+    pub fn set(&mut self, value: AttrValue) {
+        let (idx, generation) = (self.idx, self.generation);
+        self.rec.set_attr(idx, generation, value);
+    }
+
+    /// Whether this span is stored (false when it was dropped for lack of
+    /// slots or depth, opened outside a cycle, or the recorder is disabled).
+    pub fn is_recorded(&self) -> bool {
+        self.idx != NO_SPAN
+    }
+}
+
+impl std::ops::Deref for SpanGuard<'_> {
+    type Target = Recorder;
+    fn deref(&self) -> &Recorder {
+        self.rec
+    }
+}
+
+impl std::ops::DerefMut for SpanGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Recorder {
+        self.rec
+    }
+}
+
+impl Drop for SpanGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let (idx, generation) = (self.idx, self.generation);
+        self.rec.close_span(idx, generation);
+    }
+}
+
+/// Maps raw ticks onto host monotonic nanoseconds (fixed point, 32
+/// fractional bits).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TscMap {
+    raw0: u64,
+    ns0: u64,
+    scale_q32: i128,
+}
+
+impl TscMap {
+    pub(crate) fn new(start: ClockAnchor, ns_per_tick: f64) -> TscMap {
+        TscMap {
+            raw0: start.raw,
+            ns0: start.monotonic_ns,
+            scale_q32: (ns_per_tick * (1u64 << 32) as f64).round() as i128,
+        }
+    }
+
+    pub(crate) fn to_ns(self, raw: u64) -> u64 {
+        let dt = raw as i128 - self.raw0 as i128;
+        let ns = self.ns0 as i128 + ((dt * self.scale_q32) >> 32);
+        ns.clamp(0, u64::MAX as i128) as u64
+    }
+}
+
+/// Builds the calibration written to the header from the start anchor and a
+/// fresh end anchor.
+pub(crate) fn calibrate(clock: &quanta::Clock, start: ClockAnchor) -> TscCalibration {
+    let end = take_anchor(clock);
+    let span_ns = end.monotonic_ns.saturating_sub(start.monotonic_ns);
+    let (ns_per_tick, source) = if span_ns >= MIN_FIT_SPAN_NS && end.raw > start.raw {
+        (span_ns as f64 / (end.raw - start.raw) as f64, "anchors")
+    } else {
+        let ticks = 1u64 << 30;
+        (
+            clock.delta_as_nanos(0, ticks) as f64 / ticks as f64,
+            "quanta",
+        )
+    };
+    TscCalibration {
+        start,
+        end,
+        ns_per_tick,
+        slope_source: source.to_string(),
+    }
+}
+
+/// Takes the tightest of several (raw, monotonic, raw) brackets.
+pub(crate) fn take_anchor(clock: &quanta::Clock) -> ClockAnchor {
+    let mut best: Option<(u64, u64, u64)> = None;
+    for _ in 0..32 {
+        let r1 = clock.raw();
+        let mono = sys::monotonic_ns();
+        let r2 = clock.raw();
+        let width = r2.wrapping_sub(r1);
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, r1 / 2 + r2 / 2 + (r1 % 2 + r2 % 2) / 2, mono));
+        }
+    }
+    let (width, raw, mono) = best.unwrap_or((0, clock.raw(), sys::monotonic_ns()));
+    ClockAnchor {
+        raw,
+        monotonic_ns: mono,
+        uncertainty_ns: clock.delta_as_nanos(0, width) / 2 + 1,
+    }
+}
+
+/// Times the recorder's own operations on a scratch recorder.
+fn measure_overhead() -> Overhead {
+    const BATCHES: usize = 31;
+    const PER: usize = 64;
+    let mut spec = RecorderBuilder::new();
+    spec.max_cycles(PER).max_spans_per_cycle(PER);
+    spec.phases.push("overhead".into());
+    spec.stages.push(StageInfo {
+        name: "wall".into(),
+        cpu_time: false,
+    });
+    spec.stages.push(StageInfo {
+        name: "cpu".into(),
+        cpu_time: true,
+    });
+    let mut rec = Recorder::allocate(spec, Overhead::default());
+    let clock = rec.clock.clone();
+    let phase = PhaseId(0);
+    let per_op = |t0: u64, t1: u64| clock.delta_as_nanos(t0, t1) as f64 / PER as f64;
+    let mut cycle = Vec::with_capacity(BATCHES);
+    let mut wall = Vec::with_capacity(BATCHES);
+    let mut cpu = Vec::with_capacity(BATCHES);
+    let mut raw_read = Vec::with_capacity(BATCHES);
+    let mut cpu_read = Vec::with_capacity(BATCHES);
+    for _ in 0..BATCHES {
+        let t0 = clock.raw();
+        for _ in 0..PER {
+            rec.begin_cycle(phase, Release::NONE);
+            rec.end_cycle();
+        }
+        cycle.push(per_op(t0, clock.raw()));
+
+        for (stage, out) in [(StageId(0), &mut wall), (StageId(1), &mut cpu)] {
+            rec.begin_cycle(phase, Release::NONE);
+            let t0 = clock.raw();
+            for _ in 0..PER {
+                let _s = rec.span(stage);
+            }
+            out.push(per_op(t0, clock.raw()));
+            rec.end_cycle();
+        }
+
+        let t0 = clock.raw();
+        let mut acc = 0u64;
+        for _ in 0..PER {
+            acc = acc.wrapping_add(std::hint::black_box(clock.raw()));
+        }
+        std::hint::black_box(acc);
+        raw_read.push(per_op(t0, clock.raw()));
+
+        let t0 = clock.raw();
+        for _ in 0..PER {
+            acc = acc.wrapping_add(std::hint::black_box(sys::thread_cpu_ns()));
+        }
+        std::hint::black_box(acc);
+        cpu_read.push(per_op(t0, clock.raw()));
+    }
+    Overhead {
+        clock_read_ns: median(&mut raw_read),
+        thread_cpu_read_ns: median(&mut cpu_read),
+        cycle_ns: median(&mut cycle),
+        span_wall_ns: median(&mut wall),
+        span_cpu_ns: median(&mut cpu),
+        samples: BATCHES as u32,
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.get(v.len() / 2).copied().unwrap_or(0.0);
+    (m * 10.0).round() / 10.0
+}

@@ -1,0 +1,131 @@
+//! Writing the evidence files at finish (never on the control path).
+//!
+//! Each file is written to a hidden temporary name in the episode
+//! directory, flushed, `fsync`ed and renamed into place, then the directory
+//! is `fsync`ed. The JSONL is renamed first and the summary last, so:
+//!
+//! * a finish interrupted before the first rename leaves only a `.tmp`
+//!   file, which no reader takes for evidence;
+//! * a finish interrupted between the renames leaves a complete JSONL and no
+//!   summary, which the analyzer reports as `incomplete`.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{CaptureError, Result};
+use crate::format::{CaptureStatus, Summary, CYCLES_FILE, SUMMARY_FILE};
+use crate::recorder::{calibrate, Recorder, TscMap};
+use crate::summary::SummaryBuilder;
+
+/// What [`Recorder::finish`] wrote.
+#[derive(Debug, Clone)]
+pub struct FinishReport {
+    /// Path of `control_timing.jsonl`.
+    pub cycles_path: PathBuf,
+    /// Path of `control_timing_summary.json`.
+    pub summary_path: PathBuf,
+    /// The summary as written.
+    pub summary: Summary,
+    /// Bytes written to the JSONL.
+    pub cycles_bytes: u64,
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
+    move |source| CaptureError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `fill`'s output to `dir/name` atomically; returns the bytes written.
+fn write_atomic(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<(PathBuf, u64)> {
+    let final_path = dir.join(name);
+    let tmp_path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let file = File::create(&tmp_path).map_err(write_err(&tmp_path))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        fill(&mut w).map_err(write_err(&tmp_path))?;
+        let file = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .map_err(write_err(&tmp_path))?;
+        file.sync_all().map_err(write_err(&tmp_path))?;
+        let bytes = file.metadata().map_err(write_err(&tmp_path))?.len();
+        fs::rename(&tmp_path, &final_path).map_err(write_err(&final_path))?;
+        Ok(bytes)
+    })();
+    match result {
+        Ok(bytes) => Ok((final_path, bytes)),
+        Err(e) => {
+            // Best effort: a leftover temp file is never read as evidence.
+            let _ = fs::remove_file(&tmp_path);
+            Err(e)
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(write_err(dir))
+}
+
+impl Recorder {
+    /// Write `control_timing.jsonl` and `control_timing_summary.json` into
+    /// the existing directory `dir`. Call it after the loop, with
+    /// [`CaptureStatus::Aborted`] for an orderly abort. A cycle still open
+    /// is written with no `end_ns`. The recorder is left as it was, so
+    /// finishing twice writes the same cycles again.
+    ///
+    /// # Errors
+    /// [`CaptureError::MissingDirectory`] when `dir` does not exist, and
+    /// [`CaptureError::Write`] when a file cannot be written, synced or
+    /// renamed; in both cases no complete-looking file is left behind.
+    pub fn finish(&self, dir: &Path, status: CaptureStatus) -> Result<FinishReport> {
+        if !dir.is_dir() {
+            return Err(CaptureError::MissingDirectory {
+                path: dir.to_path_buf(),
+            });
+        }
+        let tsc = calibrate(self.clock(), self.start_anchor());
+        let map = TscMap::new(tsc.start, tsc.ns_per_tick);
+        let header = self.header(tsc);
+        let spec = self.spec();
+        let mut summary = SummaryBuilder::new(&header);
+
+        let (cycles_path, cycles_bytes) = write_atomic(dir, CYCLES_FILE, |w| {
+            serde_json::to_writer(&mut *w, &header)?;
+            w.write_all(b"\n")?;
+            for raw in self.retained() {
+                let record = raw.to_record(spec, &map);
+                serde_json::to_writer(&mut *w, &record)?;
+                w.write_all(b"\n")?;
+                summary.push(&record);
+            }
+            Ok(())
+        })?;
+        let summary = summary.finish(
+            &header,
+            status,
+            self.total_cycles(),
+            self.spans_dropped(),
+            self.spans_outside_cycle(),
+        );
+        let (summary_path, _) = write_atomic(dir, SUMMARY_FILE, |w| {
+            serde_json::to_writer_pretty(&mut *w, &summary)?;
+            w.write_all(b"\n")
+        })?;
+        sync_dir(dir)?;
+        Ok(FinishReport {
+            cycles_path,
+            summary_path,
+            summary,
+            cycles_bytes,
+        })
+    }
+}

@@ -1,0 +1,363 @@
+//! Behaviour of the recorder and its files: ring semantics, round trip,
+//! atomic finish, nesting, overflow accounting.
+
+use std::fs;
+use std::path::Path;
+
+use looptime_capture::format::{read_summary, CaptureStatus};
+use looptime_capture::{
+    CaptureError, EvidenceReader, RecorderBuilder, Release, ValueKind, CYCLES_FILE, MAX_SPAN_DEPTH,
+    SUMMARY_FILE,
+};
+use proptest::prelude::*;
+
+fn quiet_builder() -> RecorderBuilder {
+    let mut b = RecorderBuilder::new();
+    b.measure_overhead(false);
+    b
+}
+
+fn lines_of(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn round_trip_preserves_everything_recorded() {
+    let mut b = quiet_builder();
+    b.max_cycles(8)
+        .max_spans_per_cycle(3)
+        .nominal_period_ns(10_000_000)
+        .metadata("run", "unit-test");
+    let warmup = b.phase("warmup").unwrap();
+    let running = b.phase("running").unwrap();
+    let cam = b.stage("camera_read").unwrap();
+    let decode = b.stage_with_cpu_time("decode", false).unwrap();
+    let mode = b.attr_key("mode").unwrap();
+    let inline = b.attr_value(mode, "inline").unwrap();
+    let background = b.attr_value(mode, "background").unwrap();
+    let seq = b.value("robot_seq", ValueKind::Int, "count").unwrap();
+    let rate = b.value("success_rate", ValueKind::Float, "ratio").unwrap();
+    let mut rec = b.build().unwrap();
+
+    for i in 0..5u64 {
+        rec.begin_wait();
+        rec.end_wait();
+        let phase = if i < 2 { warmup } else { running };
+        rec.begin_cycle(
+            phase,
+            Release {
+                target_ns: Some(1_000 + i * 10_000_000),
+                overdue: i == 3,
+                skipped: (i == 4) as u32,
+            },
+        );
+        rec.set_int(seq, 100 + i as i64);
+        if i % 2 == 0 {
+            rec.set_float(rate, 0.5);
+        }
+        {
+            let mut c = rec.span(cam);
+            c.set(if i % 2 == 0 { inline } else { background });
+            let _d = c.span(decode);
+        }
+        rec.end_cycle();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    let (header, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+
+    assert_eq!(header.phases, ["warmup", "running"]);
+    assert_eq!(header.stages.len(), 2);
+    assert!(header.stages[0].cpu_time && !header.stages[1].cpu_time);
+    assert_eq!(header.nominal_period_ns, Some(10_000_000));
+    assert_eq!(header.metadata["run"], "unit-test");
+    assert_eq!(cycles.len(), 5);
+    for (i, c) in cycles.iter().enumerate() {
+        let i = i as u64;
+        assert_eq!(c.cycle, i);
+        assert_eq!(c.phase, if i < 2 { "warmup" } else { "running" });
+        assert_eq!(c.target_ns, Some(1_000 + i * 10_000_000));
+        assert_eq!(c.overdue, i == 3);
+        assert_eq!(c.skipped, (i == 4) as u32);
+        assert_eq!(c.values["robot_seq"].as_i64(), Some(100 + i as i64));
+        assert_eq!(
+            c.values.get("success_rate").and_then(|v| v.as_f64()),
+            (i % 2 == 0).then_some(0.5)
+        );
+        let (sleep, wake, end) = (
+            c.sleep_start_ns.unwrap(),
+            c.wake_ns.unwrap(),
+            c.end_ns.unwrap(),
+        );
+        assert!(sleep <= wake && wake <= c.start_ns && c.start_ns <= end);
+        assert_eq!(c.spans.len(), 2);
+        let (outer, inner) = (&c.spans[0], &c.spans[1]);
+        assert_eq!(
+            (outer.stage.as_str(), outer.depth, outer.parent),
+            ("camera_read", 0, None)
+        );
+        assert_eq!(
+            (inner.stage.as_str(), inner.depth, inner.parent),
+            ("decode", 1, Some(0))
+        );
+        assert_eq!(
+            outer.attrs["mode"],
+            if i % 2 == 0 { "inline" } else { "background" }
+        );
+        assert!(outer.cpu_ns.is_some() && inner.cpu_ns.is_none());
+        // The child lies inside its parent, which lies inside the cycle.
+        assert!(outer.start_ns >= c.start_ns && outer.start_ns + outer.wall_ns <= end);
+        assert!(inner.start_ns >= outer.start_ns);
+        assert!(inner.start_ns + inner.wall_ns <= outer.start_ns + outer.wall_ns);
+    }
+
+    // Lossless: re-serialising what was read gives the file byte for byte.
+    let lines = lines_of(&report.cycles_path);
+    assert_eq!(serde_json::to_string(&header).unwrap(), lines[0]);
+    for (c, line) in cycles.iter().zip(&lines[1..]) {
+        assert_eq!(&serde_json::to_string(c).unwrap(), line);
+    }
+    let summary = read_summary(&report.summary_path).unwrap();
+    assert_eq!(summary, report.summary);
+    assert_eq!(summary.status, CaptureStatus::Complete);
+    // Two segments: warmup (cycles 0-1) and running (2-4).
+    assert_eq!(summary.segments.len(), 2);
+    assert_eq!(
+        (
+            summary.segments[0].first_cycle,
+            summary.segments[0].last_cycle
+        ),
+        (0, 1)
+    );
+    assert_eq!(summary.segments[1].cycles, 3);
+    assert_eq!(summary.segments[1].overdue, 1);
+    assert_eq!(summary.segments[1].skipped, 1);
+}
+
+#[test]
+fn open_cycle_at_abort_is_written_without_end() {
+    let mut b = quiet_builder();
+    let s = b.stage("work").unwrap();
+    let mut rec = b.build().unwrap();
+    let p = rec.default_phase();
+    rec.begin_cycle(p, Release::NONE);
+    rec.end_cycle();
+    rec.begin_cycle(p, Release::NONE);
+    let guard = rec.span(s);
+    std::mem::forget(guard); // the span is still open when we abort
+    let dir = tempfile::tempdir().unwrap();
+    let report = rec.finish(dir.path(), CaptureStatus::Aborted).unwrap();
+    let (_, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(cycles.len(), 2);
+    assert!(cycles[0].end_ns.is_some());
+    assert_eq!(cycles[1].end_ns, None);
+    assert!(cycles[1].spans[0].closed_by_cycle_end);
+    assert_eq!(report.summary.status, CaptureStatus::Aborted);
+    // Only the ended cycle has a work duration.
+    assert_eq!(report.summary.work.as_ref().unwrap().count, 1);
+}
+
+#[test]
+fn depth_beyond_the_limit_is_counted_not_stored() {
+    fn nest(g: &mut looptime_capture::Recorder, stage: looptime_capture::StageId, left: usize) {
+        if left == 0 {
+            return;
+        }
+        let mut s = g.span(stage);
+        nest(&mut s, stage, left - 1);
+    }
+    let mut b = quiet_builder();
+    b.max_spans_per_cycle(64);
+    let s = b.stage("s").unwrap();
+    let mut rec = b.build().unwrap();
+    rec.begin_cycle(rec.default_phase(), Release::NONE);
+    nest(&mut rec, s, MAX_SPAN_DEPTH + 4);
+    rec.end_cycle();
+    assert_eq!(rec.spans_dropped(), 4);
+    let dir = tempfile::tempdir().unwrap();
+    let report = rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    let (_, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(cycles[0].spans.len(), MAX_SPAN_DEPTH);
+    assert_eq!(cycles[0].spans_dropped, 4);
+    assert_eq!(
+        cycles[0].spans.last().unwrap().depth as usize,
+        MAX_SPAN_DEPTH - 1
+    );
+}
+
+#[test]
+fn finishing_into_a_vanished_directory_fails_cleanly() {
+    let rec = quiet_builder().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("episode");
+    fs::create_dir(&gone).unwrap();
+    fs::remove_dir(&gone).unwrap();
+    let err = rec.finish(&gone, CaptureStatus::Complete).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::MissingDirectory { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("episode"));
+    assert!(!gone.exists());
+}
+
+#[test]
+fn finishing_into_an_unwritable_directory_leaves_nothing() {
+    // /proc refuses new files even for root, so this holds on CI as root.
+    let dir = Path::new("/proc/self");
+    let rec = quiet_builder().build().unwrap();
+    let err = rec.finish(dir, CaptureStatus::Complete).unwrap_err();
+    assert!(matches!(err, CaptureError::Write { .. }), "{err}");
+    assert!(!dir.join(CYCLES_FILE).exists());
+    assert!(!dir.join(SUMMARY_FILE).exists());
+}
+
+#[test]
+fn failed_summary_write_leaves_no_summary_and_no_temp_file() {
+    let mut b = quiet_builder();
+    b.max_cycles(4);
+    let mut rec = b.build().unwrap();
+    rec.begin_cycle(rec.default_phase(), Release::NONE);
+    rec.end_cycle();
+    let dir = tempfile::tempdir().unwrap();
+    // A non-empty directory where the summary should go: rename must fail.
+    fs::create_dir_all(dir.path().join(SUMMARY_FILE).join("blocker")).unwrap();
+    let err = rec.finish(dir.path(), CaptureStatus::Complete).unwrap_err();
+    assert!(matches!(err, CaptureError::Write { .. }), "{err}");
+    assert!(
+        dir.path().join(SUMMARY_FILE).is_dir(),
+        "summary slot untouched"
+    );
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
+}
+
+#[test]
+fn builder_rejects_bad_capacities_and_names() {
+    let mut b = quiet_builder();
+    b.max_cycles(0);
+    assert!(matches!(
+        b.build(),
+        Err(CaptureError::InvalidOption {
+            option: "max_cycles",
+            ..
+        })
+    ));
+    let mut b = quiet_builder();
+    b.max_spans_per_cycle(5000);
+    assert!(b.build().is_err());
+    let mut b = quiet_builder();
+    b.stage("x").unwrap();
+    assert!(matches!(
+        b.stage("x"),
+        Err(CaptureError::Registration { .. })
+    ));
+    assert!(b.phase("").is_err());
+}
+
+#[test]
+fn overhead_is_measured_and_written() {
+    let rec = RecorderBuilder::new().build().unwrap();
+    let o = rec.overhead();
+    assert!(o.samples > 0);
+    assert!(o.clock_read_ns > 0.0 && o.span_wall_ns > 0.0 && o.thread_cpu_read_ns > 0.0);
+    // A span with CPU time does two more clock_gettime calls than one without.
+    assert!(o.span_cpu_ns > o.span_wall_ns);
+}
+
+#[derive(Debug, Clone)]
+struct Script {
+    capacity: usize,
+    max_spans: usize,
+    /// For each cycle, how many top-level spans and whether each has a child.
+    cycles: Vec<Vec<bool>>,
+}
+
+fn script() -> impl Strategy<Value = Script> {
+    (
+        1usize..12,
+        1usize..5,
+        prop::collection::vec(prop::collection::vec(any::<bool>(), 0..5), 0..40),
+    )
+        .prop_map(|(capacity, max_spans, cycles)| Script {
+            capacity,
+            max_spans,
+            cycles,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ring_keeps_exactly_the_latest_cycles(s in script()) {
+        let mut b = quiet_builder();
+        b.max_cycles(s.capacity).max_spans_per_cycle(s.max_spans).thread_cpu_time(false);
+        let stage = b.stage("s").unwrap();
+        let child = b.stage("c").unwrap();
+        let mut rec = b.build().unwrap();
+        let mut expected_dropped_spans = Vec::new();
+        for spans in &s.cycles {
+            rec.begin_cycle(rec.default_phase(), Release::NONE);
+            let mut opened = 0usize;
+            for &has_child in spans {
+                let mut g = g_span(&mut rec, stage);
+                opened += 1;
+                if has_child {
+                    let _c = g.span(child);
+                    opened += 1;
+                }
+            }
+            rec.end_cycle();
+            expected_dropped_spans.push(opened.saturating_sub(s.max_spans));
+        }
+        let total = s.cycles.len();
+        let retained = total.min(s.capacity);
+        let dir = tempfile::tempdir().unwrap();
+        let report = rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+        let (_, cycles) = EvidenceReader::open(&report.cycles_path).unwrap().read_all().unwrap();
+
+        prop_assert_eq!(cycles.len(), retained);
+        let first = (total - retained) as u64;
+        for (k, c) in cycles.iter().enumerate() {
+            let i = first as usize + k;
+            prop_assert_eq!(c.cycle, i as u64);
+            prop_assert_eq!(c.spans_dropped as usize, expected_dropped_spans[i]);
+            let opened: usize = s.cycles[i].iter().map(|&h| 1 + h as usize).sum();
+            prop_assert_eq!(c.spans.len(), opened.min(s.max_spans));
+        }
+        let cap = &report.summary.capture;
+        prop_assert_eq!(cap.total_cycles, total as u64);
+        prop_assert_eq!(cap.retained_cycles, retained as u64);
+        prop_assert_eq!(cap.dropped_cycles, (total - retained) as u64);
+        prop_assert_eq!(cap.spans_dropped, expected_dropped_spans.iter().sum::<usize>() as u64);
+        prop_assert_eq!(
+            cap.spans_dropped_retained,
+            expected_dropped_spans[total - retained..].iter().sum::<usize>() as u64
+        );
+    }
+}
+
+fn g_span(
+    rec: &mut looptime_capture::Recorder,
+    s: looptime_capture::StageId,
+) -> looptime_capture::SpanGuard<'_> {
+    rec.span(s)
+}

@@ -1,0 +1,145 @@
+//! Proves the hot-path claim: once built, the recorder performs no heap
+//! allocation, reallocation or free, across ring wraparound, span overflow,
+//! depth overflow, attributes, caller values and the wait marks.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use looptime_capture::{RecorderBuilder, Release, ValueKind};
+
+struct Counting;
+
+// Per-thread counters, so the test harness's other threads do not count.
+// Const-initialised thread locals without destructors never allocate.
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    static REALLOCS: Cell<u64> = const { Cell::new(0) };
+    static FREES: Cell<u64> = const { Cell::new(0) };
+}
+
+fn bump(counter: &'static std::thread::LocalKey<Cell<u64>>) {
+    if COUNTING.with(Cell::get) {
+        counter.with(|c| c.set(c.get() + 1));
+    }
+}
+
+fn counting(on: bool) {
+    COUNTING.with(|c| c.set(on));
+}
+
+fn count(counter: &'static std::thread::LocalKey<Cell<u64>>) -> u64 {
+    counter.with(Cell::get)
+}
+
+// SAFETY: every method forwards to the system allocator unchanged; the
+// counters are atomics and do not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump(&ALLOCS);
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        bump(&FREES);
+        // SAFETY: ptr came from System.alloc with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump(&REALLOCS);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn recording_never_allocates() {
+    const CYCLES: u64 = 120_000;
+    const CAPACITY: usize = 1_000;
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(CAPACITY).max_spans_per_cycle(4);
+    let warmup = b.phase("warmup").unwrap();
+    let running = b.phase("running").unwrap();
+    let outer = b.stage("outer").unwrap();
+    let inner = b.stage_with_cpu_time("inner", false).unwrap();
+    let mode = b.attr_key("mode").unwrap();
+    let inline = b.attr_value(mode, "inline").unwrap();
+    let seq = b.value("robot_seq", ValueKind::Int, "count").unwrap();
+    let rate = b.value("success_rate", ValueKind::Float, "ratio").unwrap();
+    let mut rec = b.build().unwrap();
+
+    counting(true);
+    for i in 0..CYCLES {
+        rec.begin_wait();
+        rec.end_wait();
+        let phase = if i < 100 { warmup } else { running };
+        rec.begin_cycle(
+            phase,
+            Release {
+                target_ns: Some(i * 10_000_000),
+                overdue: i % 97 == 0,
+                skipped: (i % 1000 == 0) as u32,
+            },
+        );
+        rec.set_int(seq, i as i64);
+        rec.set_float(rate, 0.99);
+        {
+            let mut o = rec.span(outer);
+            o.set(inline);
+            {
+                let _i1 = o.span(inner);
+            }
+            {
+                let mut i2 = o.span(inner);
+                // Nesting past MAX_SPAN_DEPTH and past the 4 slots overflows.
+                let _deep = i2.span(inner);
+            }
+        }
+        // Two more top-level spans: the 5th and 6th of the cycle, dropped.
+        {
+            let _s = rec.span(outer);
+        }
+        {
+            let _s = rec.span(outer);
+        }
+        rec.end_cycle();
+        // A span outside any cycle is counted, not stored.
+        if i % 10_000 == 0 {
+            let _s = rec.span(outer);
+        }
+    }
+    counting(false);
+
+    assert_eq!(count(&ALLOCS), 0, "allocations on the hot path");
+    assert_eq!(count(&REALLOCS), 0, "reallocations on the hot path");
+    assert_eq!(count(&FREES), 0, "frees on the hot path");
+    // The loop really exercised wraparound and overflow.
+    assert_eq!(rec.total_cycles(), CYCLES);
+    assert_eq!(rec.retained_cycles(), CAPACITY as u64);
+    assert_eq!(rec.dropped_cycles(), CYCLES - CAPACITY as u64);
+    // Each cycle opens 6 spans into 4 slots: 2 dropped per cycle.
+    assert_eq!(rec.spans_dropped(), 2 * CYCLES);
+    assert_eq!(rec.spans_outside_cycle(), CYCLES / 10_000);
+}
+
+#[test]
+fn disabled_recorder_never_allocates() {
+    let mut rec = looptime_capture::Recorder::disabled();
+    let stage = {
+        let mut b = RecorderBuilder::new();
+        b.stage("s").unwrap()
+    };
+    counting(true);
+    let before = count(&ALLOCS);
+    for _ in 0..10_000 {
+        rec.begin_cycle(rec.default_phase(), Release::NONE);
+        let _s = rec.span(stage);
+    }
+    let after = count(&ALLOCS);
+    counting(false);
+    assert_eq!(after, before);
+    assert_eq!(rec.total_cycles(), 0);
+}
