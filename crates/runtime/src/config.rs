@@ -1,0 +1,616 @@
+//! The runtime's TOML configuration.
+//!
+//! Every table rejects unknown keys (the error names the key), and
+//! [`Config::validate`] rejects out-of-range values with the key's dotted
+//! name. [`Config::default`] is the embedded default used without
+//! `--config`; `configs/default.toml` spells out the same values, and a test
+//! keeps the two equal.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
+
+/// A config that cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has an unknown key.
+    #[error("config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's message (it names the key and the line).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("config key `{key}` = {value} is out of range: expected {expected}")]
+    OutOfRange {
+        /// Dotted key name.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[run]`
+    pub run: RunConfig,
+    /// `[scheduler]`
+    pub scheduler: SchedulerSection,
+    /// `[realtime]`
+    pub realtime: RealtimeSection,
+    /// `[lifecycle]`
+    pub lifecycle: LifecycleSection,
+    /// `[stats]`
+    pub stats: StatsSection,
+    /// `[stages]`
+    pub stages: StagesSection,
+}
+
+/// `[run]`: rate, duration and capture.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// Control rate in hertz.
+    pub rate_hz: f64,
+    /// Length of the running phase in simulated seconds.
+    pub duration_s: f64,
+    /// Length of the warmup phase in simulated seconds.
+    pub warmup_s: f64,
+    /// Episodes (rollouts) per session.
+    pub episodes: u32,
+    /// Real-time factor: effective period = nominal / rtf; 0 = uncapped.
+    pub rtf: f64,
+    /// Record control timing (`--control-timing`).
+    pub control_timing: bool,
+    /// Cycles kept by the recorder.
+    pub timing_max_cycles: u64,
+    /// Span slots per cycle.
+    pub timing_max_spans_per_cycle: u32,
+    /// Measure thread CPU time per span.
+    pub timing_thread_cpu: bool,
+    /// Seed of the simulated costs.
+    pub seed: u64,
+    /// Where sessions are written.
+    pub runs_dir: String,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            rate_hz: 100.0,
+            duration_s: 5.0,
+            warmup_s: 1.0,
+            episodes: 1,
+            rtf: 1.0,
+            control_timing: false,
+            timing_max_cycles: 20_000,
+            timing_max_spans_per_cycle: 16,
+            timing_thread_cpu: true,
+            seed: 1,
+            runs_dir: "runs".into(),
+        }
+    }
+}
+
+/// `[scheduler]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSection {
+    /// `rebase` or `keep-phase`.
+    pub overrun_policy: OverrunPolicy,
+    /// Sleep ends this many microseconds before the deadline.
+    pub spin_margin_us: f64,
+    /// `dt_measured` is bounded at this many periods.
+    pub max_dt_periods: f64,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        Self {
+            overrun_policy: OverrunPolicy::Rebase,
+            spin_margin_us: DEFAULT_SPIN_MARGIN_NS as f64 / 1e3,
+            max_dt_periods: 3.0,
+        }
+    }
+}
+
+/// `[realtime]`: off by default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RealtimeSection {
+    /// Ask for SCHED_FIFO on the control thread.
+    pub enabled: bool,
+    /// SCHED_FIFO priority.
+    pub priority: i32,
+    /// Pin the control thread to this CPU (-1 = no pinning).
+    pub cpu: i64,
+    /// mlockall while running.
+    pub mlockall: bool,
+    /// Hold /dev/cpu_dma_latency at 0 while running (needs root).
+    pub cpu_dma_latency: bool,
+}
+
+impl Default for RealtimeSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            priority: 80,
+            cpu: -1,
+            mlockall: true,
+            cpu_dma_latency: false,
+        }
+    }
+}
+
+/// `[lifecycle]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleSection {
+    /// Pause at this many seconds into the running phase (0 = never).
+    pub pause_at_s: f64,
+    /// Pause length in seconds.
+    pub pause_s: f64,
+}
+
+/// `[stats]`: live statistics off the control thread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsSection {
+    /// Seconds between summaries (0 = no periodic summaries).
+    pub interval_s: f64,
+    /// A cycle starting later than this after its release point counts for
+    /// the deadline warning.
+    pub late_warn_us: f64,
+}
+
+impl Default for StatsSection {
+    fn default() -> Self {
+        Self {
+            interval_s: 1.0,
+            late_warn_us: 1000.0,
+        }
+    }
+}
+
+/// How a simulated cost is spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CostKind {
+    /// Busy computation (CPU time ≈ wall time).
+    #[default]
+    Busy,
+    /// Blocking wait (wall time without CPU time, like device I/O).
+    Sleep,
+}
+
+/// A simulated cost: `mean_us ± jitter_us` (uniform), plus a spike of
+/// `spike_us` with probability `spike_probability` per call.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cost {
+    /// Mean cost in microseconds.
+    pub mean_us: f64,
+    /// Half-width of the uniform jitter in microseconds.
+    pub jitter_us: f64,
+    /// Probability of a spike per call.
+    pub spike_probability: f64,
+    /// Extra cost of a spike in microseconds.
+    pub spike_us: f64,
+    /// Busy or sleep.
+    pub kind: CostKind,
+}
+
+impl Default for Cost {
+    fn default() -> Self {
+        Cost::busy(0.0, 0.0)
+    }
+}
+
+impl Cost {
+    /// A busy cost with no spikes.
+    pub const fn busy(mean_us: f64, jitter_us: f64) -> Cost {
+        Cost {
+            mean_us,
+            jitter_us,
+            spike_probability: 0.0,
+            spike_us: 0.0,
+            kind: CostKind::Busy,
+        }
+    }
+}
+
+/// Camera reader mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CameraMode {
+    /// Read the frame on the control thread.
+    #[default]
+    Inline,
+    /// A reader thread polls at a capped rate into a snapshot mailbox.
+    Background,
+}
+
+/// `[stages.camera_read]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CameraSection {
+    /// `inline` or `background`.
+    pub mode: CameraMode,
+    /// Cost of one frame read (inline: on the control thread).
+    pub cost: Cost,
+    /// Background reader poll rate cap in hertz.
+    pub reader_rate_hz: f64,
+    /// A snapshot older than this is counted stale.
+    pub max_age_ms: f64,
+}
+
+impl Default for CameraSection {
+    fn default() -> Self {
+        Self {
+            mode: CameraMode::Inline,
+            cost: Cost {
+                mean_us: 1500.0,
+                jitter_us: 300.0,
+                spike_probability: 0.0,
+                spike_us: 0.0,
+                kind: CostKind::Sleep,
+            },
+            reader_rate_hz: 60.0,
+            max_age_ms: 50.0,
+        }
+    }
+}
+
+/// `[stages.policy]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicySection {
+    /// Cost of one inference on the worker thread.
+    pub worker_cost: Cost,
+    /// Observation and action queue capacity.
+    pub queue_capacity: u32,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            worker_cost: Cost::busy(3000.0, 500.0),
+            queue_capacity: 4,
+        }
+    }
+}
+
+/// `[stages.robot_send_command]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RobotSection {
+    /// Cost of one command send.
+    pub cost: Cost,
+    /// Probability the robot accepts a command.
+    pub acceptance_rate: f64,
+}
+
+impl Default for RobotSection {
+    fn default() -> Self {
+        Self {
+            cost: Cost::busy(150.0, 30.0),
+            acceptance_rate: 0.999,
+        }
+    }
+}
+
+/// A stage whose only setting is its cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostOnly {
+    /// Cost per cycle.
+    pub cost: Cost,
+}
+
+impl CostOnly {
+    fn busy(mean_us: f64, jitter_us: f64) -> Self {
+        Self {
+            cost: Cost::busy(mean_us, jitter_us),
+        }
+    }
+}
+
+/// `[stages]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StagesSection {
+    /// Camera read.
+    pub camera_read: CameraSection,
+    /// Viewer control mailbox read.
+    pub viewer_control: CostOnly,
+    /// Policy worker queue.
+    pub policy: PolicySection,
+    /// Adapter decode.
+    pub adapter_decode: CostOnly,
+    /// Timeline / executor.
+    pub executor: CostOnly,
+    /// Robot command send.
+    pub robot_send_command: RobotSection,
+    /// Episode recording.
+    pub recording: CostOnly,
+}
+
+impl Default for StagesSection {
+    fn default() -> Self {
+        Self {
+            camera_read: CameraSection::default(),
+            viewer_control: CostOnly::busy(20.0, 5.0),
+            policy: PolicySection::default(),
+            adapter_decode: CostOnly::busy(300.0, 60.0),
+            executor: CostOnly::busy(200.0, 40.0),
+            robot_send_command: RobotSection::default(),
+            recording: CostOnly::busy(250.0, 50.0),
+        }
+    }
+}
+
+fn range(key: &str, v: f64, lo: f64, hi: f64, expected: &str) -> Result<(), ConfigError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            key: key.into(),
+            value: v.to_string(),
+            expected: expected.into(),
+        })
+    }
+}
+
+fn check_cost(key: &str, c: &Cost) -> Result<(), ConfigError> {
+    range(
+        &format!("{key}.mean_us"),
+        c.mean_us,
+        0.0,
+        1e7,
+        "0 to 10,000,000 µs",
+    )?;
+    range(
+        &format!("{key}.jitter_us"),
+        c.jitter_us,
+        0.0,
+        c.mean_us.max(0.0),
+        "0 to mean_us",
+    )?;
+    range(
+        &format!("{key}.spike_probability"),
+        c.spike_probability,
+        0.0,
+        1.0,
+        "0 to 1",
+    )?;
+    range(
+        &format!("{key}.spike_us"),
+        c.spike_us,
+        0.0,
+        1e7,
+        "0 to 10,000,000 µs",
+    )
+}
+
+impl Config {
+    /// Parse TOML text; `origin` names the source in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for malformed TOML or unknown keys,
+    /// [`ConfigError::OutOfRange`] for values out of range.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Read and parse a TOML file.
+    ///
+    /// # Errors
+    /// As [`Config::from_toml`], plus [`ConfigError::Read`].
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Check every range.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the first bad key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let r = &self.run;
+        range("run.rate_hz", r.rate_hz, 1.0, 10_000.0, "1 to 10,000 Hz")?;
+        range(
+            "run.duration_s",
+            r.duration_s,
+            0.0,
+            86_400.0,
+            "0 to 86,400 s",
+        )?;
+        range("run.warmup_s", r.warmup_s, 0.0, 3_600.0, "0 to 3,600 s")?;
+        range("run.episodes", r.episodes as f64, 1.0, 1000.0, "1 to 1000")?;
+        range("run.rtf", r.rtf, 0.0, 100.0, "0 (uncapped) to 100")?;
+        range(
+            "run.timing_max_cycles",
+            r.timing_max_cycles as f64,
+            1.0,
+            looptime_capture::MAX_CYCLES_CEILING as f64,
+            "1 to 50,000,000",
+        )?;
+        range(
+            "run.timing_max_spans_per_cycle",
+            r.timing_max_spans_per_cycle as f64,
+            8.0,
+            looptime_capture::MAX_SPANS_CEILING as f64,
+            "8 to 1024 (the simulated runtime opens 8 spans a cycle)",
+        )?;
+        if r.runs_dir.trim().is_empty() {
+            return Err(ConfigError::OutOfRange {
+                key: "run.runs_dir".into(),
+                value: "\"\"".into(),
+                expected: "a directory path".into(),
+            });
+        }
+        let period_ns = self.nominal_period_ns();
+        let ceiling_us = SchedulerConfig::margin_ceiling(period_ns) as f64 / 1e3;
+        range(
+            "scheduler.spin_margin_us",
+            self.scheduler.spin_margin_us,
+            0.0,
+            ceiling_us,
+            &format!("0 to {ceiling_us} µs (half the period, at most 2000 µs)"),
+        )?;
+        range(
+            "scheduler.max_dt_periods",
+            self.scheduler.max_dt_periods,
+            1.0,
+            1000.0,
+            "1 to 1000",
+        )?;
+        range(
+            "realtime.priority",
+            self.realtime.priority as f64,
+            1.0,
+            99.0,
+            "1 to 99",
+        )?;
+        range(
+            "realtime.cpu",
+            self.realtime.cpu as f64,
+            -1.0,
+            4095.0,
+            "-1 (none) or a CPU index",
+        )?;
+        range(
+            "lifecycle.pause_at_s",
+            self.lifecycle.pause_at_s,
+            0.0,
+            86_400.0,
+            "0 (never) or seconds",
+        )?;
+        range(
+            "lifecycle.pause_s",
+            self.lifecycle.pause_s,
+            0.0,
+            3_600.0,
+            "0 to 3,600 s",
+        )?;
+        range(
+            "stats.interval_s",
+            self.stats.interval_s,
+            0.0,
+            3_600.0,
+            "0 (off) to 3,600 s",
+        )?;
+        range(
+            "stats.late_warn_us",
+            self.stats.late_warn_us,
+            0.0,
+            1e7,
+            "0 to 10,000,000 µs",
+        )?;
+        let s = &self.stages;
+        check_cost("stages.camera_read.cost", &s.camera_read.cost)?;
+        range(
+            "stages.camera_read.reader_rate_hz",
+            s.camera_read.reader_rate_hz,
+            1.0,
+            10_000.0,
+            "1 to 10,000 Hz",
+        )?;
+        range(
+            "stages.camera_read.max_age_ms",
+            s.camera_read.max_age_ms,
+            0.0,
+            1e6,
+            "0 to 1,000,000 ms",
+        )?;
+        check_cost("stages.viewer_control.cost", &s.viewer_control.cost)?;
+        check_cost("stages.policy.worker_cost", &s.policy.worker_cost)?;
+        range(
+            "stages.policy.queue_capacity",
+            s.policy.queue_capacity as f64,
+            1.0,
+            1024.0,
+            "1 to 1024",
+        )?;
+        check_cost("stages.adapter_decode.cost", &s.adapter_decode.cost)?;
+        check_cost("stages.executor.cost", &s.executor.cost)?;
+        check_cost("stages.robot_send_command.cost", &s.robot_send_command.cost)?;
+        range(
+            "stages.robot_send_command.acceptance_rate",
+            s.robot_send_command.acceptance_rate,
+            0.0,
+            1.0,
+            "0 to 1",
+        )?;
+        check_cost("stages.recording.cost", &s.recording.cost)
+    }
+
+    /// The nominal period in nanoseconds.
+    pub fn nominal_period_ns(&self) -> u64 {
+        (1e9 / self.run.rate_hz).round() as u64
+    }
+
+    /// The effective period: nominal / rtf (the nominal one when uncapped,
+    /// since then the schedule runs on the simulation clock).
+    pub fn effective_period_ns(&self) -> u64 {
+        if self.run.rtf == 0.0 {
+            self.nominal_period_ns()
+        } else {
+            (self.nominal_period_ns() as f64 / self.run.rtf)
+                .round()
+                .max(1.0) as u64
+        }
+    }
+
+    /// The scheduler settings this config resolves to.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        let period = self.effective_period_ns();
+        SchedulerConfig {
+            period_ns: period,
+            spin_margin_ns: ((self.scheduler.spin_margin_us * 1e3) as u64)
+                .min(SchedulerConfig::margin_ceiling(period)),
+            policy: self.scheduler.overrun_policy,
+            max_dt_ns: (period as f64 * self.scheduler.max_dt_periods) as u64,
+        }
+    }
+
+    /// Cycles in the warmup phase.
+    pub fn warmup_cycles(&self) -> u64 {
+        (self.run.warmup_s * self.run.rate_hz).round() as u64
+    }
+
+    /// Cycles in the running phase (pauses included).
+    pub fn running_cycles(&self) -> u64 {
+        (self.run.duration_s * self.run.rate_hz).round() as u64
+    }
+
+    /// The resolved config as canonical TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}

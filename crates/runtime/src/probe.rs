@@ -1,0 +1,267 @@
+//! `looptime probe`: check the host, then measure what an empty loop on the
+//! scheduler achieves here. The first thing to run on a new machine.
+
+use serde::Serialize;
+
+use crate::clock::{LoopClock, MonotonicClock};
+use crate::rt::{self, HostFacts, RealtimeObtained, RealtimeRequest};
+use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerError};
+
+/// Probe settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeOptions {
+    /// Loop rate.
+    pub rate_hz: f64,
+    /// Seconds to run.
+    pub duration_s: f64,
+    /// Spin margin (None = the default, clamped to its ceiling).
+    pub spin_margin_ns: Option<u64>,
+    /// Try SCHED_FIFO for the probe loop.
+    pub realtime: bool,
+    /// Hold /dev/cpu_dma_latency at 0 during the loop.
+    pub dma_latency: bool,
+}
+
+/// Percentiles of a latency sample, in nanoseconds (nearest rank).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Values.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: i64,
+    /// 99th percentile.
+    pub p99_ns: i64,
+    /// 99.9th percentile.
+    pub p999_ns: i64,
+    /// Maximum.
+    pub max_ns: i64,
+    /// Mean.
+    pub mean_ns: f64,
+}
+
+/// Nearest-rank percentiles of `v` (sorted in place).
+pub fn percentiles(v: &mut [i64]) -> Percentiles {
+    if v.is_empty() {
+        return Percentiles::default();
+    }
+    v.sort_unstable();
+    let n = v.len();
+    let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    Percentiles {
+        count: n as u64,
+        p50_ns: rank(0.5),
+        p99_ns: rank(0.99),
+        p999_ns: rank(0.999),
+        max_ns: v[n - 1],
+        mean_ns: v.iter().map(|&x| x as f64).sum::<f64>() / n as f64,
+    }
+}
+
+/// What the probe found.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeReport {
+    /// Host facts.
+    pub host: HostFacts,
+    /// Whether SCHED_FIFO is permitted (the error when not).
+    pub sched_fifo: Result<(), String>,
+    /// What the probe loop obtained.
+    pub realtime: RealtimeObtained,
+    /// Whether the PM QoS hold was obtained.
+    pub dma_latency_held: bool,
+    /// Loop rate.
+    pub rate_hz: f64,
+    /// Period in ns.
+    pub period_ns: u64,
+    /// Spin margin in ns.
+    pub spin_margin_ns: u64,
+    /// Cycles measured.
+    pub cycles: u64,
+    /// Wake latency: cycle start (after sleep and spin) minus release point.
+    pub wake_latency: Percentiles,
+    /// OS sleep latency: when `clock_nanosleep` returned minus when it was
+    /// asked to (what cyclictest measures).
+    pub os_sleep_latency: Percentiles,
+    /// Share of cycles whose wake latency is at most 1 µs.
+    pub within_1us: f64,
+    /// Overruns (release point already passed).
+    pub overruns: u64,
+    /// Time spent spinning, as a share of one core.
+    pub spin_cpu_share: f64,
+    /// Thread CPU time of the whole loop (sleep syscalls and spin), as a
+    /// share of one core.
+    pub loop_cpu_share: f64,
+}
+
+/// Run the probe.
+///
+/// # Errors
+/// [`SchedulerError`] for an invalid rate or margin.
+pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, SchedulerError> {
+    let host = rt::host_facts();
+    let sched_fifo = rt::fifo_permitted();
+    let period_ns = (1e9 / opts.rate_hz).round() as u64;
+    let mut cfg = SchedulerConfig::new(period_ns);
+    if let Some(m) = opts.spin_margin_ns {
+        cfg.spin_margin_ns = m;
+    }
+    let dma = if opts.dma_latency {
+        rt::DmaLatencyHold::acquire().ok()
+    } else {
+        None
+    };
+    let handle = std::thread::Builder::new()
+        .name("probe-loop".into())
+        .spawn(move || -> Result<_, SchedulerError> {
+            let obtained = rt::setup_control_thread(&RealtimeRequest {
+                enabled: opts.realtime,
+                priority: 80,
+                cpu: None,
+                mlockall: opts.realtime,
+            });
+            let mut sched = Scheduler::new(MonotonicClock, cfg)?;
+            let n = (opts.duration_s * opts.rate_hz).round().max(1.0) as usize;
+            let mut wake = Vec::with_capacity(n);
+            let mut os = Vec::with_capacity(n);
+            sched.start();
+            let cpu0 = crate::sys::thread_cpu_ns();
+            let t0 = sched.clock().now_ns();
+            for _ in 0..n {
+                let t = sched.wait();
+                wake.push(t.wake_ns as i64 - t.target_ns as i64);
+                if !t.overdue && t.sleep_return_ns > t.wait_start_ns {
+                    let asked = t.target_ns - cfg.spin_margin_ns;
+                    // Only when the scheduler slept (remaining > margin).
+                    if t.target_ns - t.wait_start_ns > cfg.spin_margin_ns {
+                        os.push(t.sleep_return_ns as i64 - asked as i64);
+                    }
+                }
+            }
+            let wall = sched.clock().now_ns() - t0;
+            let cpu = crate::sys::thread_cpu_ns() - cpu0;
+            rt::teardown_control_thread(&obtained);
+            Ok((
+                obtained,
+                wake,
+                os,
+                sched.overruns(),
+                sched.spin_total_ns(),
+                wall,
+                cpu,
+            ))
+        })
+        .map_err(|_| SchedulerError::ZeroPeriod)?;
+    let (obtained, mut wake, mut os, overruns, spin, wall, cpu) =
+        handle.join().map_err(|_| SchedulerError::ZeroPeriod)??;
+    let within = wake.iter().filter(|&&w| w <= 1_000).count() as f64 / wake.len().max(1) as f64;
+    Ok(ProbeReport {
+        host,
+        sched_fifo,
+        realtime: obtained,
+        dma_latency_held: dma.is_some(),
+        rate_hz: opts.rate_hz,
+        period_ns,
+        spin_margin_ns: cfg.spin_margin_ns,
+        cycles: wake.len() as u64,
+        wake_latency: percentiles(&mut wake),
+        os_sleep_latency: percentiles(&mut os),
+        within_1us: within,
+        overruns,
+        spin_cpu_share: spin as f64 / wall.max(1) as f64,
+        loop_cpu_share: cpu as f64 / wall.max(1) as f64,
+    })
+}
+
+fn us(ns: i64) -> String {
+    format!("{:.1} µs", ns as f64 / 1e3)
+}
+
+/// The human-readable report.
+pub fn render(r: &ProbeReport) -> String {
+    let h = &r.host;
+    let mut s = String::new();
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    s += "looptime probe\n\nhost\n";
+    s += &format!(
+        "  kernel          {} ({})\n",
+        h.kernel_release, h.preemption
+    );
+    s += &format!("  PREEMPT_RT      {}\n", yes(h.preempt_rt));
+    s += &format!("  cpu             {} × {}\n", h.cpus, h.cpu_model);
+    s += &format!(
+        "  clocksource     {}{}\n",
+        h.clocksource,
+        if h.clocksource == "tsc" {
+            ""
+        } else {
+            "  (not tsc: clock reads are slower)"
+        }
+    );
+    s += &format!("  governor        {}\n", h.governor);
+    s += &format!(
+        "  timer slack     {}\n",
+        r.realtime
+            .timer_slack_ns
+            .map_or("could not be set".to_string(), |n| format!(
+                "{n} ns obtained (asked 1 ns)"
+            ))
+    );
+    s += &format!(
+        "  SCHED_FIFO      {}\n",
+        match &r.sched_fifo {
+            Ok(()) => "permitted".to_string(),
+            Err(e) => format!("not permitted ({e})"),
+        }
+    );
+    s += &format!(
+        "  policy in loop  {} {}\n",
+        r.realtime.sched_policy, r.realtime.sched_priority
+    );
+    s += &format!(
+        "  dma latency     {}\n",
+        if r.dma_latency_held {
+            "held at 0 µs"
+        } else {
+            "not held"
+        }
+    );
+    s += &format!(
+        "\nempty loop: {} cycles at {} Hz, spin margin {}\n",
+        r.cycles,
+        r.rate_hz,
+        us(r.spin_margin_ns as i64)
+    );
+    s += "                         p50        p99      p99.9        max\n";
+    for (name, p) in [
+        ("wake latency", &r.wake_latency),
+        ("OS sleep latency", &r.os_sleep_latency),
+    ] {
+        s += &format!(
+            "  {:<18} {:>10} {:>10} {:>10} {:>10}\n",
+            name,
+            us(p.p50_ns),
+            us(p.p99_ns),
+            us(p.p999_ns),
+            us(p.max_ns)
+        );
+    }
+    s += &format!(
+        "  within 1 µs of the deadline: {:.2} %\n",
+        r.within_1us * 100.0
+    );
+    s += &format!("  overruns: {}\n", r.overruns);
+    s += &format!(
+        "  spin cost: {:.2} % of one core (whole loop {:.2} %)\n",
+        r.spin_cpu_share * 100.0,
+        r.loop_cpu_share * 100.0
+    );
+    for w in &r.realtime.warnings {
+        s += &format!("[warn] {w}\n");
+    }
+    if r.os_sleep_latency.p99_ns > r.spin_margin_ns as i64 {
+        s += &format!(
+            "hint: OS sleep latency p99 ({}) exceeds the spin margin; raise scheduler.spin_margin_us for on-time starts\n",
+            us(r.os_sleep_latency.p99_ns)
+        );
+    }
+    s
+}

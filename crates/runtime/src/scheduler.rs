@@ -1,0 +1,317 @@
+//! The loop scheduler: absolute deadlines, sleep-then-spin, overrun
+//! policies and measured `dt`.
+//!
+//! # The schedule
+//!
+//! Release points lie on one timeline: each deadline is the previous one
+//! plus one period, never "now plus period", so the schedule does not drift.
+//! [`Scheduler::wait`] waits for the next release point:
+//!
+//! * more than `spin_margin` away: sleep (absolute) until
+//!   `deadline − spin_margin`, then spin on the clock to the deadline;
+//! * within `spin_margin`: spin to the deadline;
+//! * already passed: an **overrun** of the previous cycle. The cycle starts at
+//!   once, and the policy decides the next deadline:
+//!   * [`OverrunPolicy::Rebase`]: the schedule is re-phased onto the overdue
+//!     cycle's start: the next deadline is that start plus one period. No
+//!     catch-up, no replayed ticks.
+//!   * [`OverrunPolicy::KeepPhase`]: the original timeline resumes. If whole
+//!     release points passed while the previous cycle overran, they are
+//!     counted as skipped (not replayed); the cycle runs for the latest
+//!     release point that has passed, and the next deadline is the one after.
+//!
+//! The spin never lasts longer than the margin, because it only starts once
+//! the deadline is at most the margin away.
+//!
+//! # `dt_measured`
+//!
+//! Every [`Tick`] carries the measured time since the previous cycle start
+//! (for the first cycle, since [`Scheduler::start`]), bounded to
+//! `max_dt`: never the nominal period.
+
+use looptime_capture::ClockDomain;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::clock::LoopClock;
+
+/// Default spin margin: sleep ends this long before the deadline, the rest
+/// is spun. Chosen above this class of machine's typical timer wake-up
+/// latency (see `docs/realtime.md`).
+pub const DEFAULT_SPIN_MARGIN_NS: u64 = 200_000;
+/// The margin may be at most this fraction of the period…
+pub const SPIN_MARGIN_MAX_PERIOD_FRACTION: f64 = 0.5;
+/// …and never more than this, whatever the period.
+pub const SPIN_MARGIN_CEILING_NS: u64 = 2_000_000;
+
+/// What happens when a release point has already passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverrunPolicy {
+    /// Start at once and re-phase the schedule onto this start.
+    #[default]
+    Rebase,
+    /// Start at once and resume the original timeline, skipping (and
+    /// counting) whole release points that passed.
+    KeepPhase,
+}
+
+impl OverrunPolicy {
+    /// Name as written in config and manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverrunPolicy::Rebase => "rebase",
+            OverrunPolicy::KeepPhase => "keep-phase",
+        }
+    }
+}
+
+/// Scheduler settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    /// Period between release points (the effective period, after rtf).
+    pub period_ns: u64,
+    /// Sleep ends this long before the deadline; the rest is spun.
+    pub spin_margin_ns: u64,
+    /// The overrun policy.
+    pub policy: OverrunPolicy,
+    /// Upper bound of `dt_measured`.
+    pub max_dt_ns: u64,
+}
+
+impl SchedulerConfig {
+    /// Defaults for `period_ns`: the default margin (clamped to its ceiling),
+    /// rebase, and `dt` bounded at three periods.
+    pub fn new(period_ns: u64) -> Self {
+        Self {
+            period_ns,
+            spin_margin_ns: DEFAULT_SPIN_MARGIN_NS.min(Self::margin_ceiling(period_ns)),
+            policy: OverrunPolicy::Rebase,
+            max_dt_ns: period_ns.saturating_mul(3),
+        }
+    }
+
+    /// The largest margin accepted for `period_ns`.
+    pub fn margin_ceiling(period_ns: u64) -> u64 {
+        ((period_ns as f64 * SPIN_MARGIN_MAX_PERIOD_FRACTION) as u64).min(SPIN_MARGIN_CEILING_NS)
+    }
+}
+
+/// A scheduler setting out of range.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SchedulerError {
+    /// The period is zero.
+    #[error("the period must be positive")]
+    ZeroPeriod,
+    /// The margin is above its ceiling.
+    #[error("spin margin {margin_ns} ns exceeds its ceiling of {ceiling_ns} ns (half the period, at most 2 ms)")]
+    MarginTooLarge {
+        /// The margin asked for.
+        margin_ns: u64,
+        /// The ceiling for this period.
+        ceiling_ns: u64,
+    },
+    /// `max_dt` below one period.
+    #[error("max_dt {max_dt_ns} ns is below one period ({period_ns} ns)")]
+    MaxDtTooSmall {
+        /// The bound asked for.
+        max_dt_ns: u64,
+        /// The period.
+        period_ns: u64,
+    },
+}
+
+/// What one [`Scheduler::wait`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// Cycle index (0 for the first wait after `start`).
+    pub cycle: u64,
+    /// The release point this cycle runs for.
+    pub target_ns: u64,
+    /// When the wait began.
+    pub wait_start_ns: u64,
+    /// When the (absolute) sleep returned; equal to `wait_start_ns` when the
+    /// scheduler did not sleep.
+    pub sleep_return_ns: u64,
+    /// When the wait ended (after the spin); the cycle starts here.
+    pub wake_ns: u64,
+    /// Time spent spinning.
+    pub spin_ns: u64,
+    /// The release point had passed when the wait began.
+    pub overdue: bool,
+    /// Whole release points skipped (keep-phase only).
+    pub skipped: u32,
+    /// Measured time since the previous cycle start, bounded by `max_dt`.
+    pub dt_measured_ns: u64,
+    /// True when `dt_measured_ns` was clamped.
+    pub dt_clamped: bool,
+}
+
+/// The absolute-deadline scheduler, generic over its clock.
+#[derive(Debug)]
+pub struct Scheduler<C: LoopClock> {
+    clock: C,
+    cfg: SchedulerConfig,
+    next_deadline: u64,
+    prev_start: u64,
+    cycle: u64,
+    overruns: u64,
+    skipped: u64,
+    spin_total_ns: u64,
+    started: bool,
+}
+
+impl<C: LoopClock> Scheduler<C> {
+    /// A scheduler on `clock`.
+    ///
+    /// # Errors
+    /// [`SchedulerError`] when a setting is out of range.
+    pub fn new(clock: C, cfg: SchedulerConfig) -> Result<Self, SchedulerError> {
+        if cfg.period_ns == 0 {
+            return Err(SchedulerError::ZeroPeriod);
+        }
+        let ceiling = SchedulerConfig::margin_ceiling(cfg.period_ns);
+        if cfg.spin_margin_ns > ceiling {
+            return Err(SchedulerError::MarginTooLarge {
+                margin_ns: cfg.spin_margin_ns,
+                ceiling_ns: ceiling,
+            });
+        }
+        if cfg.max_dt_ns < cfg.period_ns {
+            return Err(SchedulerError::MaxDtTooSmall {
+                max_dt_ns: cfg.max_dt_ns,
+                period_ns: cfg.period_ns,
+            });
+        }
+        Ok(Self {
+            clock,
+            cfg,
+            next_deadline: 0,
+            prev_start: 0,
+            cycle: 0,
+            overruns: 0,
+            skipped: 0,
+            spin_total_ns: 0,
+            started: false,
+        })
+    }
+
+    /// Anchor the timeline: the first release point is one period from now.
+    pub fn start(&mut self) {
+        let now = self.clock.now_ns();
+        self.start_at(now + self.cfg.period_ns, now);
+    }
+
+    /// Anchor the timeline on an explicit first release point; `origin_ns` is
+    /// what the first `dt_measured` is measured from.
+    pub fn start_at(&mut self, first_deadline_ns: u64, origin_ns: u64) {
+        self.next_deadline = first_deadline_ns;
+        self.prev_start = origin_ns;
+        self.started = true;
+    }
+
+    /// Wait for the next release point; see the module docs.
+    pub fn wait(&mut self) -> Tick {
+        if !self.started {
+            self.start();
+        }
+        let period = self.cfg.period_ns;
+        let margin = self.cfg.spin_margin_ns;
+        let deadline = self.next_deadline;
+        let wait_start = self.clock.now_ns();
+        let (target, sleep_return, wake, spin, overdue, skipped);
+        if wait_start < deadline {
+            let sleep_to = deadline - margin.min(deadline - wait_start);
+            if deadline - wait_start > margin {
+                self.clock.sleep_until_ns(sleep_to);
+            }
+            let after_sleep = self.clock.now_ns();
+            let woke = self.clock.spin_until_ns(deadline);
+            sleep_return = after_sleep;
+            spin = woke.saturating_sub(after_sleep);
+            wake = woke;
+            target = deadline;
+            overdue = false;
+            skipped = 0;
+            self.next_deadline = deadline + period;
+        } else {
+            overdue = true;
+            self.overruns += 1;
+            sleep_return = wait_start;
+            wake = wait_start;
+            spin = 0;
+            match self.cfg.policy {
+                OverrunPolicy::Rebase => {
+                    target = deadline;
+                    skipped = 0;
+                    self.next_deadline = wake + period;
+                }
+                OverrunPolicy::KeepPhase => {
+                    let whole = (wait_start - deadline) / period;
+                    target = deadline + whole * period;
+                    skipped = whole.min(u32::MAX as u64) as u32;
+                    self.skipped += whole;
+                    self.next_deadline = target + period;
+                }
+            }
+        }
+        self.spin_total_ns += spin;
+        let elapsed = wake.saturating_sub(self.prev_start);
+        let dt = elapsed.min(self.cfg.max_dt_ns);
+        self.prev_start = wake;
+        let tick = Tick {
+            cycle: self.cycle,
+            target_ns: target,
+            wait_start_ns: wait_start,
+            sleep_return_ns: sleep_return,
+            wake_ns: wake,
+            spin_ns: spin,
+            overdue,
+            skipped,
+            dt_measured_ns: dt,
+            dt_clamped: elapsed > self.cfg.max_dt_ns,
+        };
+        self.cycle += 1;
+        tick
+    }
+
+    /// Re-anchor after a pause or phase change without counting the gap as
+    /// an overrun: the next release point is one period from now.
+    pub fn rephase(&mut self) {
+        let now = self.clock.now_ns();
+        self.next_deadline = now + self.cfg.period_ns;
+    }
+
+    /// The next release point.
+    pub fn next_deadline_ns(&self) -> u64 {
+        self.next_deadline
+    }
+    /// Cycles that found their release point already passed.
+    pub fn overruns(&self) -> u64 {
+        self.overruns
+    }
+    /// Release points skipped (keep-phase).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+    /// Waits so far.
+    pub fn cycles(&self) -> u64 {
+        self.cycle
+    }
+    /// Total time spent spinning.
+    pub fn spin_total_ns(&self) -> u64 {
+        self.spin_total_ns
+    }
+    /// The settings.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+    /// The domain of the targets it hands out.
+    pub fn domain(&self) -> ClockDomain {
+        self.clock.domain()
+    }
+}

@@ -1,0 +1,346 @@
+//! End-to-end tests of `looptime serve` and the config rules.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use looptime_capture::format::read_summary;
+use looptime_capture::{CaptureStatus, EvidenceReader, CYCLES_FILE, SUMMARY_FILE};
+use looptime_runtime::config::{Config, ConfigError};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn looptime() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_looptime"))
+}
+
+fn latest(runs: &Path) -> PathBuf {
+    std::fs::canonicalize(runs.join("latest")).expect("latest link")
+}
+
+#[test]
+fn embedded_default_equals_configs_default_toml() {
+    let path = repo_root().join("configs/default.toml");
+    let from_file = Config::load(&path).unwrap();
+    assert_eq!(from_file, Config::default());
+}
+
+#[test]
+fn shipped_configs_all_load() {
+    for entry in std::fs::read_dir(repo_root().join("configs")).unwrap() {
+        let p = entry.unwrap().path();
+        Config::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    }
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name() {
+    let err = Config::from_toml("[run]\nrate_hzz = 5\n", Path::new("x.toml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { .. }));
+    assert!(err.to_string().contains("rate_hzz"), "{err}");
+    let err = Config::from_toml(
+        "[stages.camera_read.cost]\nmeann_us = 1\n",
+        Path::new("x.toml"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("meann_us"), "{err}");
+}
+
+#[test]
+fn out_of_range_values_are_rejected_by_key() {
+    let cases = [
+        ("[run]\nrate_hz = 0.0\n", "run.rate_hz"),
+        (
+            "[scheduler]\nspin_margin_us = 6000.0\n",
+            "scheduler.spin_margin_us",
+        ),
+        (
+            "[stages.robot_send_command]\nacceptance_rate = 1.5\n",
+            "acceptance_rate",
+        ),
+        (
+            "[stages.executor.cost]\nmean_us = 10.0\njitter_us = 20.0\n",
+            "stages.executor.cost.jitter_us",
+        ),
+        ("[run]\ntiming_max_cycles = 0\n", "run.timing_max_cycles"),
+    ];
+    for (text, key) in cases {
+        let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::OutOfRange { .. }),
+            "{text}: {err}"
+        );
+        assert!(err.to_string().contains(key), "{text}: {err}");
+    }
+}
+
+#[test]
+fn serve_writes_a_complete_episode_the_schema_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = looptime()
+        .args([
+            "serve",
+            "--control-timing",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--runs-dir",
+        ])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = latest(tmp.path());
+    assert!(dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("rollout-000"));
+    assert!(dir
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("session-"));
+    let (header, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap();
+    // 0.5 s warmup + 2 s running at 100 Hz.
+    assert_eq!(cycles.len(), 250);
+    assert_eq!(cycles.iter().filter(|c| c.phase == "warmup").count(), 50);
+    assert_eq!(header.nominal_period_ns, Some(10_000_000));
+    let stages: Vec<&str> = cycles[100].spans.iter().map(|s| s.stage.as_str()).collect();
+    assert_eq!(
+        stages,
+        [
+            "camera_read",
+            "viewer_control",
+            "policy",
+            "adapter_decode",
+            "executor",
+            "robot_send_command",
+            "recording"
+        ]
+    );
+    assert_eq!(
+        cycles[100].spans[5].parent,
+        Some(4),
+        "send is nested in the executor"
+    );
+    // Starts are spaced by about one period: the loop ran at its rate.
+    let span_ns = cycles[249].start_ns - cycles[50].start_ns;
+    let hz = 199.0 * 1e9 / span_ns as f64;
+    assert!((99.0..101.0).contains(&hz), "loop ran at {hz} Hz");
+    let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
+    assert_eq!(summary.status, CaptureStatus::Complete);
+    assert_eq!(summary.capture.dropped_cycles, 0);
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["config"]["run"]["control_timing"], true);
+    assert_eq!(manifest["config"]["run"]["timing_max_cycles"], 20000);
+    assert_eq!(manifest["status"], "complete");
+    for key in [
+        "kernel_release",
+        "cpu_model",
+        "clocksource",
+        "governor",
+        "preempt_rt",
+    ] {
+        assert!(!manifest["host"][key].is_null(), "host.{key}");
+    }
+    assert!(manifest["realtime"]["timer_slack_ns"].is_u64());
+    assert!(manifest["realtime"]["sched_policy"].is_string());
+    assert!(manifest["source_hash"]
+        .as_str()
+        .unwrap()
+        .starts_with("fnv1a64:"));
+    assert!(manifest["config_hash"]
+        .as_str()
+        .unwrap()
+        .starts_with("fnv1a64:"));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let kinds: Vec<String> = events
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["prepare", "warmup", "running", "finish", "evidence_written"]
+    );
+}
+
+#[test]
+fn without_control_timing_no_evidence_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = looptime()
+        .args(["serve", "--duration", "0.3", "--warmup", "0", "--runs-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let dir = latest(tmp.path());
+    assert!(!dir.join(CYCLES_FILE).exists());
+    assert!(dir.join("manifest.json").exists());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["config"]["run"]["control_timing"], false);
+}
+
+#[test]
+fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = looptime()
+        .args([
+            "serve",
+            "--control-timing",
+            "--duration",
+            "30",
+            "--warmup",
+            "0.2",
+            "--runs-dir",
+        ])
+        .arg(tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code.code(), Some(130));
+    let dir = latest(tmp.path());
+    let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
+    assert_eq!(summary.status, CaptureStatus::Aborted);
+    let (_, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert!(
+        cycles.len() > 50 && cycles.len() < 3020,
+        "{} cycles",
+        cycles.len()
+    );
+    assert_eq!(summary.capture.retained_cycles, cycles.len() as u64);
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"status\": \"aborted\""));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("\"abort\""));
+}
+
+#[test]
+fn provoked_spikes_overrun_and_print_the_shutdown_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = looptime()
+        .args(["serve", "--control-timing", "--config"])
+        .arg(repo_root().join("configs/spiky.toml"))
+        .arg("--runs-dir")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("cycles overran the control period"))
+        .unwrap_or_else(|| panic!("no shutdown line in:\n{stdout}"));
+    let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(n > 0);
+    assert!(line.contains("of 350 cycles"), "{line}");
+    let dir = latest(tmp.path());
+    let (_, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(cycles.iter().filter(|c| c.overdue).count() as u64, n);
+}
+
+#[test]
+fn the_shutdown_line_is_absent_without_overruns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = looptime()
+        .args(["serve", "--duration", "0.5", "--warmup", "0", "--runs-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The default costs are about 3 ms of a 10 ms period: no overruns expected.
+    assert!(!stdout.contains("overran"), "{stdout}");
+}
+
+#[test]
+fn uncapped_runs_are_deterministic_and_use_the_simulation_clock() {
+    let run = || {
+        let tmp = tempfile::tempdir().unwrap();
+        let t0 = Instant::now();
+        let out = looptime()
+            .args([
+                "serve",
+                "--control-timing",
+                "--rtf",
+                "0",
+                "--duration",
+                "3",
+                "--warmup",
+                "0.5",
+                "--runs-dir",
+            ])
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let elapsed = t0.elapsed();
+        let (header, cycles) = EvidenceReader::open(latest(tmp.path()).join(CYCLES_FILE))
+            .unwrap()
+            .read_all()
+            .unwrap();
+        (header, cycles, elapsed, tmp)
+    };
+    let (h, a, _, _keep_a) = run();
+    let (_, b, _, _keep_b) = run();
+    assert_eq!(
+        h.clocks.target_ns,
+        looptime_capture::ClockDomain::Simulation
+    );
+    assert_eq!(a.len(), 350);
+    assert_eq!(a.len(), b.len());
+    // Same robot-side state every cycle: it follows the simulation clock.
+    let state = |c: &looptime_capture::CycleRecord| {
+        ["robot_state_seq", "robot_time_ms", "command_success_rate"]
+            .map(|k| c.values[k].to_string())
+    };
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(state(x), state(y), "cycle {}", x.cycle);
+    }
+    // The robot's state sequence advances exactly one per cycle.
+    assert_eq!(a[349].values["robot_state_seq"].as_i64(), Some(350));
+}
