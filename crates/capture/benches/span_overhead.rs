@@ -1,1 +1,154 @@
-fn main() {}
+//! Cost of one span, side by side with its floor and with other tools.
+//!
+//! Every case times chunks of `CHUNK` operations; bookkeeping between
+//! chunks (starting a new cycle, a puffin frame) is not timed, so each
+//! figure is the per-operation cost in steady state.
+//!
+//! * `a_floor_two_tsc_reads`: two raw TSC reads stored into a preallocated array.
+//! * `b_looptime_span_wall`: a looptime span, wall time only.
+//! * `c_looptime_span_cpu`: a looptime span with thread CPU time.
+//! * `d_two_thread_cpu_reads`: two `CLOCK_THREAD_CPUTIME_ID` reads.
+//! * `e_puffin_scope`: `puffin::profile_scope!` with scopes on.
+//! * `f_tracing_span`: a `tracing` span created, entered and exited under a
+//!   registry subscriber.
+//!
+//! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
+//! written by `bench/span_ratios.py` into docs/performance.md form.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use looptime_capture::{clock, RecorderBuilder, Release};
+
+const CHUNK: u64 = 1024;
+
+fn chunked<S>(
+    iters: u64,
+    state: &mut S,
+    mut setup: impl FnMut(&mut S),
+    mut op: impl FnMut(&mut S),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(CHUNK);
+        setup(state);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            op(state);
+        }
+        total += t0.elapsed();
+        left -= n;
+    }
+    total
+}
+
+fn spans(c: &mut Criterion) {
+    let mut g = c.benchmark_group("span");
+    g.measurement_time(Duration::from_secs(3));
+    g.warm_up_time(Duration::from_secs(1));
+
+    g.bench_function("a_floor_two_tsc_reads", |b| {
+        let q = quanta::Clock::new();
+        let mut st = (vec![(0u64, 0u64); CHUNK as usize], 0usize);
+        b.iter_custom(|iters| {
+            chunked(
+                iters,
+                &mut st,
+                |st| st.1 = 0,
+                |st| {
+                    let s = q.raw();
+                    let e = q.raw();
+                    st.0[st.1] = (s, e);
+                    st.1 += 1;
+                },
+            )
+        });
+        black_box(&st.0);
+    });
+
+    for (name, cpu) in [
+        ("b_looptime_span_wall", false),
+        ("c_looptime_span_cpu", true),
+    ] {
+        g.bench_function(name, |b| {
+            let mut builder = RecorderBuilder::new();
+            builder
+                .max_cycles(64)
+                .max_spans_per_cycle(CHUNK as usize)
+                .measure_overhead(false);
+            let stage = builder.stage_with_cpu_time("stage", cpu).unwrap();
+            let mut rec = builder.build().unwrap();
+            let phase = rec.default_phase();
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    &mut rec,
+                    |r| {
+                        r.end_cycle();
+                        r.begin_cycle(phase, Release::NONE);
+                    },
+                    |r| {
+                        let _s = r.span(stage);
+                    },
+                )
+            });
+            assert_eq!(
+                rec.spans_dropped(),
+                0,
+                "the bench must not hit the drop path"
+            );
+        });
+    }
+
+    g.bench_function("d_two_thread_cpu_reads", |b| {
+        b.iter_custom(|iters| {
+            chunked(
+                iters,
+                &mut (),
+                |_| {},
+                |_| {
+                    black_box(clock::thread_cpu_ns());
+                    black_box(clock::thread_cpu_ns());
+                },
+            )
+        });
+    });
+
+    g.bench_function("e_puffin_scope", |b| {
+        puffin::set_scopes_on(true);
+        b.iter_custom(|iters| {
+            chunked(
+                iters,
+                &mut (),
+                |_| puffin::GlobalProfiler::lock().new_frame(),
+                |_| {
+                    puffin::profile_scope!("stage");
+                },
+            )
+        });
+        puffin::set_scopes_on(false);
+    });
+
+    g.bench_function("f_tracing_span", |b| {
+        let subscriber = tracing_subscriber::registry();
+        tracing::subscriber::with_default(subscriber, || {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    &mut (),
+                    |_| {},
+                    |_| {
+                        let span = tracing::info_span!("stage");
+                        let _e = span.enter();
+                    },
+                )
+            });
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, spans);
+criterion_main!(benches);

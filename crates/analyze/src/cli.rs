@@ -1,0 +1,202 @@
+//! The `analyze_control_timing` command line: arguments are parsed, then
+//! validated into [`Command`]; nothing past this module sees raw strings.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{AnalyzeError, Result};
+use crate::load::{load_episode, LoadOptions};
+use crate::metrics::{analyze, AnalyzeOptions, Report};
+
+/// Exit code: the analysis ran.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the input is unusable (missing, empty, corrupt, unknown version).
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code: the report could not be written.
+pub const EXIT_WRITE: i32 = 3;
+/// Exit code: command-line usage error (clap's own).
+pub const EXIT_USAGE: i32 = 2;
+
+/// Recompute control-loop timing from saved looptime evidence.
+#[derive(Debug, Parser)]
+#[command(
+    name = "analyze_control_timing",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// The episode (rollout) directory holding control_timing.jsonl.
+    #[arg(long)]
+    pub episode: Option<PathBuf>,
+    /// Print the full report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also save the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Skip corrupt or inconsistent lines (and report how many).
+    #[arg(long)]
+    pub lenient: bool,
+    /// The stage whose span starts count as command submissions.
+    #[arg(long, default_value = "robot_send_command")]
+    pub command_stage: String,
+    /// Subcommands.
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Analyze one episode (same as --episode).
+    Report {
+        /// The episode directory.
+        episode: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Save the JSON report.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Skip bad lines.
+        #[arg(long)]
+        lenient: bool,
+    },
+}
+
+/// A validated request.
+#[derive(Debug)]
+pub struct ReportRequest {
+    /// Episode directory.
+    pub episode: PathBuf,
+    /// JSON to stdout.
+    pub json: bool,
+    /// Save JSON here.
+    pub output: Option<PathBuf>,
+    /// Loader options.
+    pub load: LoadOptions,
+    /// Analysis options.
+    pub analyze: AnalyzeOptions,
+}
+
+/// What to do.
+#[derive(Debug)]
+pub enum Command {
+    /// Analyze one episode.
+    Report(ReportRequest),
+}
+
+/// Validation failure of the arguments.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl Cli {
+    /// Turn raw arguments into a [`Command`].
+    ///
+    /// # Errors
+    /// [`UsageError`] when no episode is given.
+    pub fn validate(self) -> std::result::Result<Command, UsageError> {
+        let analyze = AnalyzeOptions {
+            command_stage: self.command_stage,
+        };
+        match self.command {
+            Some(Sub::Report {
+                episode,
+                json,
+                output,
+                lenient,
+            }) => Ok(Command::Report(ReportRequest {
+                episode,
+                json,
+                output,
+                load: LoadOptions {
+                    lenient,
+                    progress: true,
+                },
+                analyze,
+            })),
+            None => {
+                let episode = self.episode.ok_or_else(|| {
+                    UsageError(
+                        "give an episode directory: analyze_control_timing --episode runs/latest"
+                            .into(),
+                    )
+                })?;
+                Ok(Command::Report(ReportRequest {
+                    episode,
+                    json: self.json,
+                    output: self.output,
+                    load: LoadOptions {
+                        lenient: self.lenient,
+                        progress: true,
+                    },
+                    analyze,
+                }))
+            }
+        }
+    }
+}
+
+/// Deterministic JSON of a report (struct field order, sorted maps).
+///
+/// # Errors
+/// Never in practice (the report is plain data).
+pub fn report_json(r: &Report) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Analyze one episode.
+///
+/// # Errors
+/// [`AnalyzeError`] for unusable input or a failed write.
+pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
+    let ev = load_episode(&req.episode, req.load)?;
+    let report = analyze(&ev, &req.analyze)?;
+    if let Some(path) = &req.output {
+        std::fs::write(path, report_json(&report)).map_err(|source| AnalyzeError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let text = if req.json {
+        report_json(&report)
+    } else {
+        crate::text::render(&report)
+    };
+    out.write_all(text.as_bytes())
+        .map_err(|source| AnalyzeError::Write {
+            path: PathBuf::from("<stdout>"),
+            source,
+        })?;
+    Ok(report)
+}
+
+/// Run the CLI; returns the exit code. Errors are printed once to stderr.
+pub fn run(cli: Cli) -> i32 {
+    let cmd = match cli.validate() {
+        Ok(c) => c,
+        Err(UsageError(msg)) => {
+            eprintln!("error: {msg}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let result = match &cmd {
+        Command::Report(req) => run_report(req, &mut stdout).map(|_| ()),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                AnalyzeError::Write { .. } => EXIT_WRITE,
+                _ => EXIT_BAD_INPUT,
+            }
+        }
+    }
+}

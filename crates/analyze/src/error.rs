@@ -1,0 +1,70 @@
+//! The analyzer's error type: every variant names the file (and line) and
+//! says what to do.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Result alias for this crate.
+pub type Result<T, E = AnalyzeError> = std::result::Result<T, E>;
+
+/// Unusable input or a failure to write the report.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum AnalyzeError {
+    /// The episode directory does not exist.
+    #[error("episode directory {path} does not exist; pass the rollout directory that `looptime serve` printed (or runs/latest)")]
+    MissingDirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The path is a file.
+    #[error("{path} is not a directory; pass the episode (rollout) directory, not a file in it")]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// No JSONL in the directory.
+    #[error("{path} is missing{}; was the run started with --control-timing?", if *has_summary { " (a summary exists without it: the episode is damaged)" } else { "" })]
+    MissingCycles {
+        /// The expected JSONL path.
+        path: PathBuf,
+        /// Whether a summary is there.
+        has_summary: bool,
+    },
+    /// A line of the JSONL is unusable.
+    #[error(
+        "{path}:{line}: {message}; fix or remove the line, or pass --lenient to skip bad lines"
+    )]
+    BadLine {
+        /// The JSONL.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What was wrong.
+        message: String,
+    },
+    /// manifest.json is not JSON.
+    #[error("{path}: not valid JSON ({message}); the manifest is optional, move it away to analyze without it")]
+    BadManifest {
+        /// The manifest.
+        path: PathBuf,
+        /// serde's message.
+        message: String,
+    },
+    /// The capture layer refused the file (empty, unknown version, bad header).
+    #[error(transparent)]
+    Capture(#[from] looptime_capture::CaptureError),
+    /// polars failed while aggregating (a bug: please report it).
+    #[error("aggregation failed: {0}")]
+    Polars(#[from] polars::error::PolarsError),
+    /// Writing the report failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The output path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}

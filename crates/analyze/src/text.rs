@@ -1,0 +1,225 @@
+//! The human-readable report. Fixed formatting and stable ordering, so two
+//! reports can be diffed.
+
+use std::fmt::Write;
+
+use crate::metrics::{Dist, EpisodeState, Report};
+
+fn ms(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+fn dist_row(out: &mut String, label: &str, d: &Option<Dist>, unit: fn(f64) -> String) {
+    match d {
+        None => {
+            let _ = writeln!(out, "  {label:<22} -");
+        }
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "  {label:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  (n={})",
+                unit(d.mean_ns),
+                unit(d.p50_ns as f64),
+                unit(d.p90_ns as f64),
+                unit(d.p99_ns as f64),
+                unit(d.p999_ns as f64),
+                unit(d.max_ns as f64),
+                d.count
+            );
+        }
+    }
+}
+
+/// Render `r` as text.
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "looptime control timing: {}", r.episode);
+    let state = match r.state {
+        EpisodeState::Complete => "complete",
+        EpisodeState::Aborted => "aborted (orderly abort: evidence written on stop)",
+        EpisodeState::Incomplete => "incomplete (no summary: abrupt end)",
+    };
+    let _ = writeln!(o, "state: {state}");
+    if !r.caveats.is_empty() {
+        let _ = writeln!(o, "\ncaveats (read these before the numbers):");
+        for c in &r.caveats {
+            let _ = writeln!(o, "  ! {c}");
+        }
+    }
+    let c = &r.capture;
+    let _ = writeln!(o, "\ncapture");
+    let _ = writeln!(
+        o,
+        "  {} cycles retained of capacity {}; earlier cycles dropped: {}; spans dropped: {}",
+        c.retained_cycles,
+        c.capacity_cycles,
+        c.dropped_cycles.map_or("unknown".into(), |d| d.to_string()),
+        c.spans_dropped_total.unwrap_or(c.spans_dropped_retained)
+    );
+    if let (Some(f), Some(l), Some(s)) = (c.first_cycle, c.last_cycle, c.span_s) {
+        let _ = writeln!(o, "  cycles {f}..{l} over {s:.3} s");
+    }
+    if let Some(p) = c.nominal_period_ns {
+        let _ = writeln!(
+            o,
+            "  nominal period {} ms ({:.2} Hz)",
+            ms(p as f64),
+            1e9 / p as f64
+        );
+    }
+    let oh = &c.overhead;
+    let _ = writeln!(
+        o,
+        "  recorder overhead: span {:.0} ns wall-only, {:.0} ns with CPU time; cycle {:.0} ns; clock read {:.0} ns",
+        oh.span_wall_ns, oh.span_cpu_ns, oh.cycle_ns, oh.clock_read_ns
+    );
+
+    let _ = writeln!(
+        o,
+        "\nphases (segments are continuous runs of one phase; rates never cross a transition)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<10} {:>4} {:>7} {:>10} {:>9} {:>8} {:>10} {:>9}",
+        "phase", "segs", "cycles", "loop Hz", "overruns", "skipped", "command Hz", "commands"
+    );
+    for p in &r.phases {
+        let _ = writeln!(
+            o,
+            "  {:<10} {:>4} {:>7} {:>10} {:>9} {:>8} {:>10} {:>9}",
+            p.phase,
+            p.segments,
+            p.cycles,
+            p.loop_hz.map_or("-".into(), |h| format!("{h:.3}")),
+            p.overruns,
+            p.skipped,
+            p.command_hz.map_or("-".into(), |h| format!("{h:.3}")),
+            p.commands
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  (command Hz counts submissions from span starts; it says nothing of delivery or motion)"
+    );
+
+    let head = |o: &mut String, title: &str, unit: &str| {
+        let _ = writeln!(
+            o,
+            "\n{title} ({unit})\n  {:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "", "mean", "p50", "p90", "p99", "p99.9", "max"
+        );
+    };
+    head(&mut o, "period, start to start within segments", "ms");
+    for p in &r.phases {
+        dist_row(&mut o, &p.phase, &p.period, ms);
+    }
+    head(&mut o, "work, start to end (excludes the wait)", "ms");
+    for p in &r.phases {
+        dist_row(&mut o, &p.phase, &p.work, ms);
+    }
+    match &r.schedule_metrics_absent {
+        Some(reason) => {
+            let _ = writeln!(
+                o,
+                "\nsleep overshoot and deadline lag: not computed\n  {reason}"
+            );
+        }
+        None => {
+            head(&mut o, "sleep overshoot, wake − target", "µs");
+            for p in &r.phases {
+                dist_row(&mut o, &p.phase, &p.sleep_overshoot, us);
+            }
+            head(&mut o, "deadline lag, start − target", "µs");
+            for p in &r.phases {
+                dist_row(&mut o, &p.phase, &p.deadline_lag, us);
+            }
+        }
+    }
+
+    let _ = writeln!(
+        o,
+        "\nstages (nested: a parent's time includes its children's; never add them)"
+    );
+    let mut last_phase = "";
+    for s in &r.stages {
+        if s.phase != last_phase {
+            let _ = writeln!(
+                o,
+                "  [{}]{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+                s.phase, "", "n", "wall ms", "p50", "p99", "max", "cpu ms", "cpu p99", "%period"
+            );
+            last_phase = &s.phase;
+        }
+        let attrs: Vec<String> = s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let name = format!(
+            "{}{}{}",
+            "  ".repeat(s.depth as usize),
+            s.stage,
+            if attrs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", attrs.join(","))
+            }
+        );
+        let _ = writeln!(
+            o,
+            "    {:<30} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            name,
+            s.count,
+            ms(s.wall.mean_ns),
+            ms(s.wall.p50_ns as f64),
+            ms(s.wall.p99_ns as f64),
+            ms(s.wall.max_ns as f64),
+            s.cpu.as_ref().map_or("-".into(), |c| ms(c.mean_ns)),
+            s.cpu.as_ref().map_or("-".into(), |c| ms(c.p99_ns as f64)),
+            s.mean_share_of_period
+                .map_or("-".into(), |x| format!("{:.1}", x * 100.0))
+        );
+    }
+    if !r.values.is_empty() {
+        let _ = writeln!(o, "\nrobot-side and caller values");
+        for v in &r.values {
+            let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x}"));
+            let _ = writeln!(
+                o,
+                "  {:<24} n={:<7} min {:<12} mean {:<12} max {:<12}{}",
+                format!("{} ({})", v.name, v.unit),
+                v.count,
+                f(v.min),
+                f(v.mean),
+                f(v.max),
+                v.lost
+                    .map_or(String::new(), |l| format!(" lost states {l}"))
+            );
+        }
+    }
+    let _ = writeln!(o, "\ndiagnosis");
+    for d in &r.diagnosis {
+        let _ = writeln!(o, "  {d}");
+    }
+    let x = &r.crosscheck;
+    match &x.not_checked {
+        Some(why) => {
+            let _ = writeln!(o, "\ncross-check: not done ({why})");
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "\ncross-check: {} summary figures compared with the recomputation, {} mismatch(es)",
+                x.checked,
+                x.mismatches.len()
+            );
+            for m in &x.mismatches {
+                let _ = writeln!(
+                    o,
+                    "  ! {}: summary {} vs recomputed {} (tolerance {})",
+                    m.figure, m.summary, m.recomputed, m.tolerance
+                );
+            }
+        }
+    }
+    o
+}
