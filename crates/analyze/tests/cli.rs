@@ -1,0 +1,498 @@
+//! The analyzer's integration tests: one binary, topic modules, and a helper
+//! that runs the CLI against `fixtures/` (or a damaged copy of it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    repo().join("fixtures").join(rel)
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn analyze(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
+        .args(args)
+        .output()
+        .expect("run analyze_control_timing");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn analyze_json(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["--episode", dir.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let r = analyze(&args);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    serde_json::from_str(&r.stdout).expect("valid JSON report")
+}
+
+/// A copy of a fixture directory whose JSONL lines pass through `edit`.
+fn damaged(src: &str, edit: impl FnOnce(Vec<String>) -> String) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = fixture(src);
+    for e in std::fs::read_dir(&from).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+    }
+    let jsonl = tmp.path().join("control_timing.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&jsonl, edit(lines)).unwrap();
+    tmp
+}
+
+fn joined(lines: Vec<String>) -> String {
+    lines.join("\n") + "\n"
+}
+
+fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+mod fixtures {
+    use super::*;
+
+    #[test]
+    fn synthetic_basic_matches_hand_computed() {
+        // Every expected value is derived in fixtures/v1/synthetic-basic/EXPECTED.md.
+        let r = analyze_json(&fixture("v1/synthetic-basic"), &[]);
+        assert_eq!(r["state"], "incomplete");
+        assert!(r["caveats"][0].as_str().unwrap().starts_with("incomplete"));
+        assert_eq!(r["segments"].as_array().unwrap().len(), 2);
+
+        let w = phase(&r, "warmup");
+        assert_eq!(w["period"]["count"], 1);
+        assert_eq!(w["period"]["p50_ns"], 9_999_800);
+        assert_eq!(w["loop_hz"], 100.002);
+        assert_eq!(w["overruns"], 0);
+        assert_eq!(
+            (w["commands"].clone(), w["command_hz"].clone()),
+            (2.into(), 100.002.into())
+        );
+
+        let p = phase(&r, "running");
+        let per = &p["period"];
+        assert_eq!(per["count"], 3);
+        assert_eq!(per["mean_ns"], 10_334_066.7);
+        assert_eq!(per["min_ns"], 10_000_600);
+        assert_eq!(per["p50_ns"], 10_001_100);
+        assert_eq!(per["p90_ns"], 11_000_500);
+        assert_eq!(per["max_ns"], 11_000_500);
+        assert_eq!(p["loop_hz"], 96.7673);
+        assert_eq!(p["work"]["mean_ns"], 4_500_000.0);
+        assert_eq!(p["work"]["p50_ns"], 2_000_000);
+        assert_eq!(p["work"]["p90_ns"], 11_000_000);
+        assert_eq!(p["sleep_overshoot"]["count"], 3);
+        assert_eq!(p["sleep_overshoot"]["mean_ns"], 433.3);
+        assert_eq!(p["sleep_overshoot"]["p50_ns"], 200);
+        assert_eq!(p["sleep_overshoot"]["max_ns"], 1_000);
+        assert_eq!(p["deadline_lag"]["mean_ns"], 251_125.0);
+        assert_eq!(p["deadline_lag"]["p50_ns"], 600);
+        assert_eq!(p["deadline_lag"]["max_ns"], 1_002_000);
+        assert_eq!(p["overruns"], 1);
+        assert_eq!(p["commands"], 4);
+        assert_eq!(p["command_hz"], 96.7673);
+
+        let stages = r["stages"].as_array().unwrap();
+        let find = |path: &str, mode: Option<&str>| {
+            stages
+                .iter()
+                .find(|s| {
+                    s["phase"] == "running"
+                        && s["path"] == path
+                        && mode.is_none_or(|m| s["attrs"]["mode"] == m)
+                })
+                .unwrap_or_else(|| panic!("no stage {path} {mode:?}"))
+        };
+        let inline = find("sense", Some("inline"));
+        assert_eq!(inline["count"], 2);
+        assert_eq!(inline["wall"]["mean_ns"], 4_350_000.0);
+        assert_eq!(inline["wall"]["p50_ns"], 700_000);
+        assert_eq!(inline["wall"]["max_ns"], 8_000_000);
+        assert_eq!(inline["mean_share_of_period"], 0.435);
+        let bg = find("sense", Some("background"));
+        assert_eq!(bg["wall"]["mean_ns"], 350_000.0);
+        assert_eq!(bg["wall"]["p50_ns"], 300_000);
+        let decode = find("sense/decode", None);
+        assert_eq!(
+            (decode["count"].clone(), decode["depth"].clone()),
+            (4.into(), 1.into())
+        );
+        assert!(decode["cpu"].is_null());
+        let send = find("robot_send_command", None);
+        assert_eq!(send["cpu"]["p50_ns"], 90_000);
+
+        let values = r["values"].as_array().unwrap();
+        let seq = values
+            .iter()
+            .find(|v| v["name"] == "robot_state_seq")
+            .unwrap();
+        assert_eq!(
+            (seq["lost"].clone(), seq["min"].clone(), seq["max"].clone()),
+            (1.into(), 1.0.into(), 7.0.into())
+        );
+        let rate = values
+            .iter()
+            .find(|v| v["name"] == "command_success_rate")
+            .unwrap();
+        assert_eq!(
+            (
+                rate["min"].clone(),
+                rate["mean"].clone(),
+                rate["max"].clone()
+            ),
+            (0.5.into(), 0.75.into(), 1.0.into())
+        );
+        assert!(rate["lost"].is_null());
+        // No summary: nothing to cross-check.
+        assert_eq!(r["crosscheck"]["checked"], 0);
+    }
+
+    #[test]
+    fn serve_episode_recomputes_and_cross_checks_clean() {
+        let r = analyze_json(&fixture("v1/serve-episode"), &[]);
+        assert_eq!(r["state"], "complete");
+        assert!(
+            r["caveats"].as_array().unwrap().is_empty(),
+            "{}",
+            r["caveats"]
+        );
+        assert_eq!(phase(&r, "warmup")["cycles"], 20);
+        assert_eq!(phase(&r, "running")["cycles"], 50);
+        let x = &r["crosscheck"];
+        assert!(x["checked"].as_u64().unwrap() > 100);
+        assert_eq!(
+            x["mismatches"].as_array().unwrap().len(),
+            0,
+            "{}",
+            x["mismatches"]
+        );
+    }
+
+    #[test]
+    fn a_doctored_summary_figure_is_flagged() {
+        let tmp = damaged("v1/serve-episode", joined);
+        let path = tmp.path().join("control_timing_summary.json");
+        let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // Make the running segment's p99 period 5 % larger than recorded.
+        let p99 = s["segments"][1]["period"]["p99_ns"].as_u64().unwrap();
+        s["segments"][1]["period"]["p99_ns"] = (p99 + p99 / 20).into();
+        std::fs::write(&path, s.to_string()).unwrap();
+        let r = analyze_json(tmp.path(), &[]);
+        let m = r["crosscheck"]["mismatches"].as_array().unwrap();
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0]["figure"], "segments[1].period.p99_ns");
+    }
+
+    #[test]
+    fn json_output_is_deterministic_and_saved_by_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("report.json");
+        let a = analyze(&[
+            "--episode",
+            fixture("v1/serve-episode").to_str().unwrap(),
+            "--json",
+        ]);
+        let b = analyze(&[
+            "--episode",
+            fixture("v1/serve-episode").to_str().unwrap(),
+            "--json",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(a.stdout, b.stdout);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), a.stdout);
+    }
+
+    #[test]
+    fn text_report_shows_phases_stages_and_diagnosis() {
+        let r = analyze(&["--episode", fixture("v1/serve-episode").to_str().unwrap()]);
+        assert_eq!(r.code, 0);
+        for needle in [
+            "state: complete",
+            "loop Hz",
+            "camera_read [mode=inline]",
+            "  robot_send_command",
+            "diagnosis",
+            "cross-check: ",
+        ] {
+            assert!(
+                r.stdout.contains(needle),
+                "missing {needle:?} in\n{}",
+                r.stdout
+            );
+        }
+    }
+}
+
+mod bad_input {
+    use super::*;
+
+    fn fails(dir: &Path, needles: &[&str]) -> Run {
+        let r = analyze(&["--episode", dir.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "stdout {}\nstderr {}", r.stdout, r.stderr);
+        for n in needles {
+            assert!(r.stderr.contains(n), "missing {n:?} in: {}", r.stderr);
+        }
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        r
+    }
+
+    #[test]
+    fn missing_directory() {
+        fails(
+            Path::new("/nonexistent/episode"),
+            &["/nonexistent/episode", "does not exist"],
+        );
+    }
+
+    #[test]
+    fn missing_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        fails(
+            tmp.path(),
+            &["control_timing.jsonl", "is missing", "--control-timing"],
+        );
+    }
+
+    #[test]
+    fn empty_file() {
+        let tmp = damaged("v1/serve-episode", |_| String::new());
+        fails(tmp.path(), &["control_timing.jsonl", "empty"]);
+    }
+
+    #[test]
+    fn unknown_schema_version() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            l[0] = l[0].replace("\"schema_version\":1", "\"schema_version\":99");
+            joined(l)
+        });
+        fails(tmp.path(), &["schema_version 99 is not supported"]);
+    }
+
+    #[test]
+    fn truncated_last_line_is_accepted_with_a_warning() {
+        // Cut the last line in half and drop the final newline: an abrupt end.
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let last = l.pop().unwrap();
+            l.push(last[..last.len() / 2].to_string());
+            l.join("\n")
+        });
+        std::fs::remove_file(tmp.path().join("control_timing_summary.json")).unwrap();
+        let r = analyze_json(tmp.path(), &[]);
+        assert_eq!(r["capture"]["truncated_last_line"], true);
+        assert_eq!(r["capture"]["retained_cycles"], 69);
+        assert!(r["caveats"].to_string().contains("truncated"));
+        assert_eq!(r["state"], "incomplete");
+    }
+
+    #[test]
+    fn corrupt_line_in_the_middle_names_file_and_line() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            l[10] = "{\"type\":\"cycle\",\"cycle\":9, garbage".into();
+            joined(l)
+        });
+        fails(tmp.path(), &["control_timing.jsonl:11:", "--lenient"]);
+        // --lenient skips it and says how many.
+        let r = analyze_json(tmp.path(), &["--lenient"]);
+        assert_eq!(r["capture"]["lines_skipped"], 1);
+        assert_eq!(r["capture"]["retained_cycles"], 69);
+        assert!(r["caveats"].to_string().contains("line 11"));
+    }
+
+    #[test]
+    fn wrong_field_type() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let v: &mut String = &mut l[5];
+            let mut j: Value = serde_json::from_str(v).unwrap();
+            j["start_ns"] = "soon".into();
+            *v = j.to_string();
+            joined(l)
+        });
+        fails(tmp.path(), &["control_timing.jsonl:6:", "invalid type"]);
+    }
+
+    #[test]
+    fn negative_duration() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let mut j: Value = serde_json::from_str(&l[5]).unwrap();
+            j["spans"][0]["wall_ns"] = (-5).into();
+            l[5] = j.to_string();
+            joined(l)
+        });
+        fails(tmp.path(), &["control_timing.jsonl:6:", "wall_ns"]);
+        // End before start is a negative work duration.
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let mut j: Value = serde_json::from_str(&l[7]).unwrap();
+            let start = j["start_ns"].as_u64().unwrap();
+            j["end_ns"] = (start - 1).into();
+            l[7] = j.to_string();
+            joined(l)
+        });
+        fails(
+            tmp.path(),
+            &["control_timing.jsonl:8:", "negative work duration"],
+        );
+    }
+
+    #[test]
+    fn absurd_duration() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let mut j: Value = serde_json::from_str(&l[5]).unwrap();
+            j["spans"][1]["wall_ns"] = 7_200_000_000_000u64.into(); // two hours
+            l[5] = j.to_string();
+            joined(l)
+        });
+        fails(tmp.path(), &["control_timing.jsonl:6:", "absurd"]);
+    }
+
+    #[test]
+    fn non_monotonic_cycle_starts() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let mut j: Value = serde_json::from_str(&l[20]).unwrap();
+            let start = j["start_ns"].as_u64().unwrap();
+            j["start_ns"] = (start - 1_000_000_000).into();
+            j["end_ns"] = (start - 999_000_000).into();
+            j["sleep_start_ns"] = Value::Null;
+            j["wake_ns"] = Value::Null;
+            l[20] = j.to_string();
+            joined(l)
+        });
+        fails(
+            tmp.path(),
+            &["control_timing.jsonl:21:", "must not go back"],
+        );
+    }
+
+    #[test]
+    fn duplicate_cycle_indices() {
+        let tmp = damaged("v1/serve-episode", |mut l| {
+            let dup = l[30].clone();
+            l.insert(31, dup);
+            joined(l)
+        });
+        fails(tmp.path(), &["control_timing.jsonl:32:", "appears twice"]);
+        let r = analyze_json(tmp.path(), &["--lenient"]);
+        assert_eq!(r["capture"]["lines_skipped"], 1);
+        assert_eq!(r["capture"]["retained_cycles"], 70);
+    }
+
+    #[test]
+    fn a_file_instead_of_a_directory() {
+        fails(
+            &fixture("v1/serve-episode/control_timing.jsonl"),
+            &["not a directory"],
+        );
+    }
+
+    #[test]
+    fn no_episode_argument_is_a_usage_error() {
+        let r = analyze(&[]);
+        assert_eq!(r.code, 2);
+        assert!(r.stderr.contains("--episode"), "{}", r.stderr);
+    }
+}
+
+mod end_to_end {
+    use super::*;
+
+    fn looptime() -> PathBuf {
+        // Built by `cargo test --workspace` (the runtime is a workspace member).
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_analyze_control_timing"));
+        exe.with_file_name("looptime")
+    }
+
+    #[test]
+    fn serve_then_analyze() {
+        let lt = looptime();
+        if !lt.exists() {
+            let st = Command::new(env!("CARGO"))
+                .args(["build", "-q", "-p", "looptime-runtime", "--bin", "looptime"])
+                .current_dir(repo())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let st = Command::new(&lt)
+            .args([
+                "serve",
+                "--control-timing",
+                "--warmup",
+                "0.3",
+                "--duration",
+                "1.5",
+                "--runs-dir",
+            ])
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let r = analyze_json(&tmp.path().join("latest"), &[]);
+        assert_eq!(r["state"], "complete");
+        let running = phase(&r, "running");
+        assert_eq!(running["cycles"], 150);
+        let hz = running["loop_hz"].as_f64().unwrap();
+        assert!((98.0..102.0).contains(&hz), "{hz}");
+        assert_eq!(r["crosscheck"]["mismatches"].as_array().unwrap().len(), 0);
+        assert!(r["diagnosis"][0].as_str().unwrap().starts_with("running:"));
+    }
+
+    #[test]
+    fn uncapped_run_says_why_schedule_metrics_are_absent() {
+        let lt = looptime();
+        if !lt.exists() {
+            return; // built by serve_then_analyze in the same run
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let st = Command::new(&lt)
+            .args([
+                "serve",
+                "--control-timing",
+                "--rtf",
+                "0",
+                "--warmup",
+                "0",
+                "--duration",
+                "0.5",
+                "--runs-dir",
+            ])
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        assert!(st.status.success());
+        let r = analyze_json(&tmp.path().join("latest"), &[]);
+        assert!(r["schedule_metrics_absent"]
+            .as_str()
+            .unwrap()
+            .contains("simulation"));
+        assert!(phase(&r, "running")["sleep_overshoot"].is_null());
+        assert!(r["caveats"].to_string().contains("clocks not comparable"));
+    }
+}
