@@ -244,7 +244,10 @@ pub struct Header {
     pub phases: Vec<String>,
     /// Registered attribute keys and values.
     pub attributes: Vec<AttributeInfo>,
-    /// Registered per-cycle values.
+    /// Registered per-cycle values. Written as `value_defs`, so that no key
+    /// of the header line has another type in the cycle lines (polars'
+    /// `read_ndjson` needs one type per key).
+    #[serde(rename = "value_defs")]
     pub values: Vec<ValueInfo>,
     /// The recorder's own measured cost.
     pub overhead: Overhead,
