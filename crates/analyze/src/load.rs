@@ -19,7 +19,7 @@ use crate::error::{AnalyzeError, Result};
 /// Durations above this are rejected as absurd (one hour, in ns).
 pub const ABSURD_DURATION_NS: i64 = 3_600_000_000_000;
 /// Block size of the reader.
-const BLOCK_BYTES: usize = 32 << 20;
+const BLOCK_BYTES: usize = 8 << 20;
 /// Inputs larger than this show a progress bar when stderr is a terminal.
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 /// Attributes kept per span.
@@ -84,7 +84,23 @@ pub struct SpanRow {
     pub cpu_ns: Option<i64>,
     /// (attribute key index, value index) pairs; `u16::MAX` key = empty.
     pub attrs: [(u16, u16); MAX_ATTRS],
+    /// Identity of the span's tree path (its ancestors' stages and its own).
+    pub path_key: u64,
+    /// Identity of (tree path, attribute set): the stage report's group.
+    pub group_key: u64,
 }
+
+/// A 64-bit mix (SplitMix64 finaliser) used to build path and group keys.
+#[inline]
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The path key of a top-level span's (non-existent) parent.
+pub const ROOT_PATH_KEY: u64 = 0x6C6F_6F70_7469_6D65;
 
 /// Everything read from an episode directory.
 #[derive(Debug)]
@@ -225,12 +241,25 @@ fn convert(
             }
         }
         let mut attrs = [(u16::MAX, 0u16); MAX_ATTRS];
+        let mut attr_key = 0u64;
+        // `attrs` is a sorted map, so the key does not depend on set order.
         for (j, (k, v)) in s.attrs.iter().enumerate().take(MAX_ATTRS) {
             attrs[j] = t.attr(k, v).ok_or_else(|| {
                 format!("span {i}: attribute `{k}={v}` is not declared in the header")
             })?;
+            attr_key = mix(
+                attr_key,
+                ((attrs[j].0 as u64) << 16 | attrs[j].1 as u64) + 1,
+            );
         }
+        let parent_path = match s.parent {
+            Some(p) => spans[span_start as usize + p as usize].path_key,
+            None => ROOT_PATH_KEY,
+        };
+        let path_key = mix(parent_path, stage as u64 + 1);
         spans.push(SpanRow {
+            path_key,
+            group_key: mix(path_key, attr_key),
             stage,
             depth: s.depth,
             parent: s.parent,
@@ -296,8 +325,14 @@ fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
         spans: Vec::new(),
         bad: Vec::new(),
     };
-    for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
-        let line = first_line + i as u64;
+    let mut from = 0usize;
+    let mut i = 0u64;
+    while from < text.len() {
+        let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p);
+        let raw = &text[from..to];
+        from = to + 1;
+        let line = first_line + i;
+        i += 1;
         let trimmed = raw.trim_ascii();
         if trimmed.is_empty() {
             continue;
@@ -328,12 +363,12 @@ fn split_lines(block: &[u8], n: usize) -> Vec<(&[u8], u64)> {
     let mut line = 0u64;
     while start < block.len() {
         let mut end = (start + target).min(block.len());
-        while end < block.len() && block[end - 1] != b'\n' {
-            end += 1;
+        if end < block.len() && block[end - 1] != b'\n' {
+            end = memchr::memchr(b'\n', &block[end..]).map_or(block.len(), |p| end + p + 1);
         }
         let piece = &block[start..end];
         out.push((piece, line));
-        line += piece.iter().filter(|&&b| b == b'\n').count() as u64;
+        line += memchr::memchr_iter(b'\n', piece).count() as u64;
         start = end;
     }
     out
@@ -426,47 +461,78 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         bytes,
     };
 
-    let mut carry: Vec<u8> = Vec::new();
-    let mut next_line = 1u64; // line number of carry's first byte
+    // One reused buffer: `buf[..filled]` holds unparsed bytes. Each round
+    // fills it, parses the whole lines in it on all cores, and moves the
+    // incomplete tail to the front.
+    let mut buf = vec![0u8; BLOCK_BYTES];
+    let mut filled = 0usize;
+    let mut next_line = 1u64; // line number of buf[0]
     let mut header_skipped = false;
     let mut read_total = 0u64;
-    let mut buf = vec![0u8; BLOCK_BYTES];
     let mut prev: Option<(u64, i64)> = None;
     loop {
-        let n = file.read(&mut buf).map_err(|source| CaptureError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        read_total += n as u64;
-        let eof = n == 0;
-        carry.extend_from_slice(&buf[..n]);
+        let mut eof = false;
+        while filled < buf.len() {
+            let n = file
+                .read(&mut buf[filled..])
+                .map_err(|source| CaptureError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            filled += n;
+            read_total += n as u64;
+        }
+        let mut begin = 0usize;
         if !header_skipped {
-            match carry.iter().position(|&b| b == b'\n') {
+            match memchr::memchr(b'\n', &buf[..filled]) {
                 Some(p) => {
-                    carry.drain(..=p);
+                    begin = p + 1;
                     next_line = 2;
                     header_skipped = true;
                 }
                 None if eof => break, // header only, no newline
-                None => continue,
+                None => {
+                    let len = buf.len();
+                    buf.resize(len * 2, 0); // a header longer than the buffer
+                    continue;
+                }
             }
         }
         let cut = if eof {
-            carry.len()
+            filled
         } else {
-            match carry.iter().rposition(|&b| b == b'\n') {
-                Some(p) => p + 1,
-                None => continue,
+            match memchr::memrchr(b'\n', &buf[begin..filled]) {
+                Some(p) => begin + p + 1,
+                None => {
+                    // One line longer than the buffer: grow and read on.
+                    let len = buf.len();
+                    buf.resize(len * 2, 0);
+                    buf.copy_within(begin..filled, 0);
+                    filled -= begin;
+                    continue;
+                }
             }
         };
-        let block: Vec<u8> = carry.drain(..cut).collect();
+        let block = &buf[begin..cut];
         let ends_with_newline = block.last() == Some(&b'\n');
-        let pieces = split_lines(&block, threads * 4);
+        if ev.cycles.is_empty() && !block.is_empty() {
+            // Size the tables from the first block's line length, so they
+            // are not regrown (and copied) many times on large inputs.
+            let lines = memchr::memchr_iter(b'\n', block).count().max(1) as u64;
+            let est = (bytes / (block.len() as u64 / lines).max(1)) as usize + 16;
+            ev.cycles.reserve(est);
+            ev.spans.reserve(est.saturating_mul(16).min(1 << 31));
+        }
+        let pieces = split_lines(block, threads * 4);
         let parsed: Vec<Piece> = pieces
             .par_iter()
             .map(|(text, rel)| parse_piece(&tables, text, next_line + rel))
             .collect();
-        next_line += block.iter().filter(|&&b| b == b'\n').count() as u64;
+        next_line += memchr::memchr_iter(b'\n', block).count() as u64;
         let last_line_no = if ends_with_newline {
             next_line - 1
         } else {
@@ -483,6 +549,8 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
                 &mut prev,
             )?;
         }
+        buf.copy_within(cut..filled, 0);
+        filled -= cut;
         progress.tick(read_total);
         if eof {
             break;

@@ -338,6 +338,13 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         )
     });
     let command_stage = h.stages.iter().position(|s| s.name == opts.command_stage);
+    let prof = std::env::var_os("LOOPTIME_PROFILE").is_some();
+    let t0 = std::time::Instant::now();
+    let lap = |what: &str| {
+        if prof {
+            eprintln!("[profile] {what}: {:.3} s", t0.elapsed().as_secs_f64());
+        }
+    };
     let n = ev.cycles.len();
 
     // ---- cycle table ----
@@ -413,6 +420,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         ));
     }
     let cycles_df = DataFrame::new_infer_height(cols)?;
+    lap("cycle table");
 
     // ---- span table ----
     let ns = ev.spans.len();
@@ -424,48 +432,14 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     let mut s_cpu: Vec<Option<i64>> = Vec::with_capacity(ns);
     let mut s_cmd: Vec<u32> = Vec::with_capacity(ns);
     let mut s_cmd_iv: Vec<Option<i64>> = Vec::with_capacity(ns);
-    // Tree paths are interned as (parent path, stage) pairs: no strings per span.
-    let mut path_ids: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut path_info: Vec<(Option<u32>, u32, u32)> = Vec::new(); // (parent path, stage, depth)
-    let mut groups: HashMap<(u32, u64), u32> = HashMap::new();
-    let mut group_info: Vec<(u32, u64)> = Vec::new();
-    let mut span_path: Vec<u32> = Vec::with_capacity(64);
     let mut last_cmd: Option<(u32, i64)> = None;
     for (ci, c) in ev.cycles.iter().enumerate() {
-        span_path.clear();
         let spans = &ev.spans[c.span_start as usize..(c.span_start + c.span_len) as usize];
         for sp in spans {
-            let parent_path = sp.parent.and_then(|p| span_path.get(p as usize).copied());
-            let key = (parent_path.map_or(u32::MAX, |p| p), sp.stage);
-            let next_id = path_info.len() as u32;
-            let pid = *path_ids.entry(key).or_insert_with(|| {
-                let depth = parent_path.map_or(0, |p| path_info[p as usize].2 + 1);
-                path_info.push((parent_path, sp.stage, depth));
-                next_id
-            });
-            span_path.push(pid);
-            let mut akey = 0u64;
-            let mut attrs: Vec<(u16, u16)> = sp
-                .attrs
-                .iter()
-                .copied()
-                .filter(|a| a.0 != u16::MAX)
-                .collect();
-            attrs.sort_unstable();
-            for (k, v) in attrs {
-                akey = akey
-                    .wrapping_mul(1 << 32)
-                    .wrapping_add(((k as u64) << 16 | v as u64) + 1);
-            }
-            let next_g = group_info.len() as u32;
-            let gid = *groups.entry((pid, akey)).or_insert_with(|| {
-                group_info.push((pid, akey));
-                next_g
-            });
             let sg = cycle_segment[ci];
             s_seg.push(sg);
             s_phase.push(c.phase);
-            s_group.push(gid);
+            s_group.push(sp.group_key);
             s_stage.push(sp.stage);
             s_wall.push(sp.wall_ns);
             s_cpu.push(sp.cpu_ns);
@@ -482,6 +456,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             });
         }
     }
+    lap("span loop");
     let spans_df = DataFrame::new_infer_height(vec![
         Column::new("segment".into(), s_seg),
         Column::new("phase".into(), s_phase),
@@ -492,6 +467,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         Column::new("is_cmd".into(), s_cmd),
         Column::new("cmd_interval_ns".into(), s_cmd_iv),
     ])?;
+    lap("span table");
 
     // ---- aggregates ----
     let mut aggs = vec![
@@ -557,6 +533,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             .sort(["phase"], Default::default())
             .collect()?,
     };
+    lap("cycle aggregates");
     let mut stage_aggs = vec![col("wall_ns").count().alias("count")];
     stage_aggs.extend(dist_aggs("wall_ns"));
     stage_aggs.extend(dist_aggs("cpu_ns"));
@@ -579,6 +556,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             .sort(["stage"], Default::default())
             .collect()?,
     };
+    lap("stage-name aggregates");
     let mut view = crate::crosscheck::SummaryView {
         work: overall.dist("work_ns", 0)?,
         overshoot: overall.dist("overshoot_ns", 0)?,
@@ -607,6 +585,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             .collect()?,
     };
 
+    lap("stage aggregates");
     let find = |t: &Table, key: &str, v: f64| -> Result<Option<usize>> {
         for i in 0..t.height() {
             if t.f(key, i)? == Some(v) {
@@ -680,66 +659,103 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         });
     }
 
-    // Stage rows in tree order: sort by the path's chain of (first-seen) ids.
-    let path_name = |mut p: u32| -> (String, u32, u32) {
-        let (_, stage, depth) = path_info[p as usize];
-        let mut parts = Vec::new();
-        loop {
-            let (parent, st, _) = path_info[p as usize];
-            parts.push(
-                h.stages
-                    .get(st as usize)
-                    .map_or("?", |s| s.name.as_str())
-                    .to_string(),
+    // Names of each group, from its first span: the tree path (walking the
+    // parents inside that span's cycle) and the attributes. Rows are ordered
+    // by where their path first appears, so the stage tree reads top-down.
+    struct GroupInfo {
+        path: String,
+        stage: u32,
+        depth: u32,
+        attrs: BTreeMap<String, String>,
+        order: Vec<usize>,
+    }
+    let mut group_info: HashMap<u64, GroupInfo> = HashMap::new();
+    let mut first_of_path: HashMap<u64, usize> = HashMap::new();
+    'cycles: for c in &ev.cycles {
+        let base = c.span_start as usize;
+        for i in 0..c.span_len as usize {
+            let sp = &ev.spans[base + i];
+            let order_len = first_of_path.len();
+            first_of_path.entry(sp.path_key).or_insert(order_len);
+            if group_info.contains_key(&sp.group_key) {
+                continue;
+            }
+            let mut names = Vec::new();
+            let mut order = Vec::new();
+            let mut j = Some(i);
+            while let Some(k) = j {
+                let s = &ev.spans[base + k];
+                names.push(
+                    h.stages
+                        .get(s.stage as usize)
+                        .map_or("?", |x| x.name.as_str()),
+                );
+                order.push(
+                    first_of_path
+                        .get(&s.path_key)
+                        .copied()
+                        .unwrap_or(usize::MAX),
+                );
+                j = s.parent.map(|p| p as usize);
+            }
+            names.reverse();
+            order.reverse();
+            let attrs = sp
+                .attrs
+                .iter()
+                .filter(|a| a.0 != u16::MAX)
+                .filter_map(|&(k, v)| {
+                    let a = h.attributes.get(k as usize)?;
+                    Some((a.key.clone(), a.values.get(v as usize)?.clone()))
+                })
+                .collect();
+            group_info.insert(
+                sp.group_key,
+                GroupInfo {
+                    path: names.join("/"),
+                    stage: sp.stage,
+                    depth: sp.depth,
+                    attrs,
+                    order,
+                },
             );
-            match parent {
-                Some(pp) => p = pp,
-                None => break,
+            if group_info.len() > 4096 {
+                break 'cycles; // a pathological file; the rest still aggregates
             }
         }
-        parts.reverse();
-        (parts.join("/"), stage, depth)
-    };
-    let chain = |mut p: u32| -> Vec<u32> {
-        let mut v = vec![p];
-        while let Some(pp) = path_info[p as usize].0 {
-            v.push(pp);
-            p = pp;
-        }
-        v.reverse();
-        v
-    };
+    }
     let period_ns = h.nominal_period_ns.map(|p| p as f64);
     let mut stages = Vec::new();
     for i in 0..by_stage.height() {
-        let gid = by_stage.u("group", i)? as usize;
-        let (pid, akey) = group_info[gid];
-        let (path, stage, depth) = path_name(pid);
-        let mut attrs = BTreeMap::new();
-        let mut k = akey;
-        while k != 0 {
-            let part = (k & 0xFFFF_FFFF) - 1;
-            let (ak, av) = ((part >> 16) as usize, (part & 0xFFFF) as usize);
-            if let Some(a) = h.attributes.get(ak) {
-                attrs.insert(a.key.clone(), a.values.get(av).cloned().unwrap_or_default());
-            }
-            k >>= 32;
-        }
+        let key = by_stage
+            .df
+            .column("group")?
+            .as_materialized_series()
+            .u64()?
+            .get(i)
+            .unwrap_or(0);
+        let Some(info) = group_info.get(&key) else {
+            continue;
+        };
         let Some(wall) = by_stage.dist("wall_ns", i)? else {
             continue;
         };
         stages.push((
-            (by_stage.u("phase", i)?, chain(pid), akey),
+            (
+                by_stage.u("phase", i)?,
+                info.order.clone(),
+                info.attrs.clone(),
+            ),
             StageReport {
                 phase: phase_name(by_stage.u("phase", i)?),
                 stage: h
                     .stages
-                    .get(stage as usize)
+                    .get(info.stage as usize)
                     .map(|s| s.name.clone())
                     .unwrap_or_default(),
-                path,
-                depth,
-                attrs,
+                path: info.path.clone(),
+                depth: info.depth,
+                attrs: info.attrs.clone(),
                 count: by_stage.u("count", i)?,
                 mean_share_of_period: period_ns.map(|p| r4(wall.mean_ns / p)),
                 p99_share_of_period: period_ns.map(|p| r4(wall.p99_ns as f64 / p)),
@@ -753,7 +769,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     stages.sort_by(|a, b| {
         let pa = phase_order.iter().position(|p| *p == a.1.phase);
         let pb = phase_order.iter().position(|p| *p == b.1.phase);
-        (pa, &a.0 .1, a.0 .2).cmp(&(pb, &b.0 .1, b.0 .2))
+        (pa, &a.0 .1, &a.0 .2).cmp(&(pb, &b.0 .1, &b.0 .2))
     });
     let stages: Vec<StageReport> = stages.into_iter().map(|(_, s)| s).collect();
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Analyzer throughput and peak memory against the floor: reading the same
+# JSONL line by line into the schema types with serde_json alone, measured in
+# the same run. Each measurement is a separate process (peak RSS = VmHWM),
+# repeated RUNS times; medians are reported.
+#
+#   SIZES="20000 1000000" RUNS=3 bash bench/analyze_throughput.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES="${SIZES:-20000 1000000}"
+RUNS="${RUNS:-3}"
+WORK="${WORK:-/tmp/looptime-bench}"
+cargo build --release -q -p looptime-analyze --example throughput
+bin=target/release/examples/throughput
+mkdir -p "$WORK"
+for n in $SIZES; do
+    dir="$WORK/episode-$n"
+    if [[ ! -s "$dir/control_timing.jsonl" ]]; then
+        echo "generating $n cycles (10 spans each) in $dir ..." >&2
+        "$bin" gen "$dir" "$n"
+    fi
+    for r in $(seq "$RUNS"); do
+        "$bin" floor "$dir"
+        "$bin" analyze "$dir"
+    done > "$WORK/results-$n.jsonl"
+done
+python3 - "$WORK" $SIZES <<'PY'
+import json, statistics, sys
+work, sizes = sys.argv[1], sys.argv[2:]
+print("| cycles | JSONL MB | floor MB/s | analysis MB/s | analysis / floor | analysis cycles/s | floor peak RSS MB | analysis peak RSS MB | RSS / JSONL |")
+print("|---|---|---|---|---|---|---|---|---|")
+for n in sizes:
+    rows = [json.loads(l) for l in open(f"{work}/results-{n}.jsonl")]
+    def med(mode, key):
+        return statistics.median(r[key] for r in rows if r["mode"] == mode)
+    size = rows[0]["bytes"] / 1e6
+    f_s, a_s = med("floor", "seconds"), med("analyze", "seconds")
+    a_rss, f_rss = med("analyze", "peak_rss") / 1e6, med("floor", "peak_rss") / 1e6
+    print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} |")
+PY
