@@ -115,6 +115,7 @@ impl Cli {
                 load: LoadOptions {
                     lenient,
                     progress: true,
+                    command_stage: analyze.command_stage.clone(),
                 },
                 analyze,
             })),
@@ -132,6 +133,7 @@ impl Cli {
                     load: LoadOptions {
                         lenient: self.lenient,
                         progress: true,
+                        command_stage: analyze.command_stage.clone(),
                     },
                     analyze,
                 }))
@@ -155,7 +157,7 @@ pub fn report_json(r: &Report) -> String {
 /// # Errors
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
-    let ev = load_episode(&req.episode, req.load)?;
+    let ev = load_episode(&req.episode, req.load.clone())?;
     let report = analyze(&ev, &req.analyze)?;
     if let Some(path) = &req.output {
         std::fs::write(path, report_json(&report)).map_err(|source| AnalyzeError::Write {

@@ -12,26 +12,40 @@ use std::path::{Path, PathBuf};
 
 use looptime_capture::format::{read_summary, CYCLES_FILE, SUMMARY_FILE};
 use looptime_capture::{CaptureError, CycleRecord, EvidenceReader, Header, Summary};
+use polars::prelude::{Column, DataFrame};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 
 use crate::error::{AnalyzeError, Result};
 
 /// Durations above this are rejected as absurd (one hour, in ns).
 pub const ABSURD_DURATION_NS: i64 = 3_600_000_000_000;
 /// Block size of the reader.
-const BLOCK_BYTES: usize = 8 << 20;
+const BLOCK_BYTES: usize = 16 << 20;
 /// Inputs larger than this show a progress bar when stderr is a terminal.
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 /// Attributes kept per span.
 pub const MAX_ATTRS: usize = looptime_capture::MAX_ATTRS_PER_SPAN;
 
 /// How to treat bad lines.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Skip corrupt or inconsistent lines (counted) instead of failing.
     pub lenient: bool,
     /// Show a progress bar for large inputs when stderr is a terminal.
     pub progress: bool,
+    /// The stage whose span starts are command submissions.
+    pub command_stage: String,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            lenient: false,
+            progress: false,
+            command_stage: "robot_send_command".into(),
+        }
+    }
 }
 
 /// One cycle, compact.
@@ -59,35 +73,10 @@ pub struct CycleRow {
     pub skipped: u32,
     /// Spans dropped in this cycle.
     pub spans_dropped: u32,
-    /// Caller values by `Header::values` index.
-    pub values: [Option<f64>; looptime_capture::MAX_VALUES],
-    /// First span in `Evidence::spans`.
-    pub span_start: u32,
-    /// Number of spans.
-    pub span_len: u32,
-}
-
-/// One span, compact.
-#[derive(Clone, Copy, Debug)]
-pub struct SpanRow {
-    /// Index into `Header::stages`.
-    pub stage: u32,
-    /// Nesting depth.
-    pub depth: u32,
-    /// Parent index within the cycle.
-    pub parent: Option<u32>,
-    /// Open time.
-    pub start_ns: i64,
-    /// Wall duration.
-    pub wall_ns: i64,
-    /// CPU duration.
-    pub cpu_ns: Option<i64>,
-    /// (attribute key index, value index) pairs; `u16::MAX` key = empty.
-    pub attrs: [(u16, u16); MAX_ATTRS],
-    /// Identity of the span's tree path (its ancestors' stages and its own).
-    pub path_key: u64,
-    /// Identity of (tree path, attribute set): the stage report's group.
-    pub group_key: u64,
+    /// Spans stored in this cycle.
+    pub n_spans: u32,
+    /// First of this cycle's rows in its piece's span columns (internal).
+    span_start: u32,
 }
 
 /// A 64-bit mix (SplitMix64 finaliser) used to build path and group keys.
@@ -101,6 +90,44 @@ pub fn mix(a: u64, b: u64) -> u64 {
 
 /// The path key of a top-level span's (non-existent) parent.
 pub const ROOT_PATH_KEY: u64 = 0x6C6F_6F70_7469_6D65;
+
+/// What one stage-report group is: recorded once, the first time its key is
+/// seen. The key folds in the phase, the tree path and the attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupDecode {
+    /// The key in the span table's `key` column.
+    pub key: u64,
+    /// Index into `Header::phases`.
+    pub phase: u32,
+    /// Index into `Header::stages`.
+    pub stage: u32,
+    /// Nesting depth.
+    pub depth: u32,
+    /// Stage names from the top-level ancestor down, `/`-joined.
+    pub path: String,
+    /// Attributes, by key.
+    pub attrs: BTreeMap<String, String>,
+    /// Path keys from the top-level ancestor down to this span.
+    pub chain: Vec<u64>,
+}
+
+/// Identity hasher for keys that are already well mixed.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+type KeySet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// Everything read from an episode directory.
 #[derive(Debug)]
@@ -117,9 +144,17 @@ pub struct Evidence {
     pub manifest: Option<serde_json::Value>,
     /// Cycles in file order.
     pub cycles: Vec<CycleRow>,
-    /// Spans of all cycles.
-    pub spans: Vec<SpanRow>,
-    /// Lines skipped in lenient mode, with the reason of the first few.
+    /// Caller values, `cycles.len() × header.values.len()`, NaN when unset.
+    pub values: Vec<f64>,
+    /// The span table: `key` (u64, see [`GroupDecode`]), `stage` (u32),
+    /// `wall_ns` (i64), `cpu_ns` (i64, −1 when not measured); one chunk per
+    /// parsed piece, never copied.
+    pub spans: DataFrame,
+    /// Stage-report groups in order of first appearance.
+    pub groups: Vec<GroupDecode>,
+    /// Command-stage spans: (row in `cycles`, span start).
+    pub commands: Vec<(u32, i64)>,
+    /// Lines skipped in lenient mode.
     pub skipped_lines: u64,
     /// The first skipped lines and why.
     pub skipped_examples: Vec<String>,
@@ -131,6 +166,7 @@ pub struct Evidence {
 
 struct Tables<'a> {
     header: &'a Header,
+    command_stage: Option<u32>,
 }
 
 impl Tables<'_> {
@@ -165,13 +201,60 @@ fn ns(field: &'static str, v: u64) -> std::result::Result<i64, String> {
     i64::try_from(v).map_err(|_| format!("`{field}` = {v} is beyond any clock this format uses"))
 }
 
-/// Convert one parsed record, checking what a single line can violate.
+#[derive(Default)]
+struct Piece {
+    cycles: Vec<CycleRow>,
+    values: Vec<f64>,
+    key: Vec<u64>,
+    stage: Vec<u32>,
+    wall: Vec<i64>,
+    cpu: Vec<i64>,
+    groups: Vec<GroupDecode>,
+    seen: KeySet,
+    last_keys: Vec<u64>,
+    last_stages: Vec<u32>,
+    path_keys: Vec<u64>,
+    /// (row in this piece's cycles, start).
+    commands: Vec<(u32, i64)>,
+    /// (line, message) of bad lines, in order.
+    bad: Vec<(u64, String)>,
+}
+
+impl Piece {
+    fn truncate_spans(&mut self, n: usize, groups: usize, commands: usize) {
+        self.key.truncate(n);
+        self.stage.truncate(n);
+        self.wall.truncate(n);
+        self.cpu.truncate(n);
+        for g in self.groups.drain(groups..) {
+            self.seen.remove(&g.key);
+        }
+        self.commands.truncate(commands);
+    }
+}
+
+/// Convert one parsed record into the piece, checking what a single line
+/// can violate. On error nothing of the line stays in the piece.
 fn convert(
     t: &Tables,
     rec: &CycleRecord,
     line: u64,
-    spans: &mut Vec<SpanRow>,
-) -> std::result::Result<CycleRow, String> {
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
+    let marks = (p.key.len(), p.groups.len(), p.commands.len());
+    let r = convert_inner(t, rec, line, p);
+    if r.is_err() {
+        p.truncate_spans(marks.0, marks.1, marks.2);
+    }
+    r
+}
+
+fn convert_inner(
+    t: &Tables,
+    rec: &CycleRecord,
+    line: u64,
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
     let phase = t
         .phase(&rec.phase)
         .ok_or_else(|| format!("phase `{}` is not declared in the header", rec.phase))?;
@@ -206,21 +289,39 @@ fn convert(
             ));
         }
     }
-    let mut values = [None; looptime_capture::MAX_VALUES];
+    let nv = t.header.values.len();
+    let mut values = [f64::NAN; looptime_capture::MAX_VALUES];
     for (name, v) in &rec.values {
         let i = t
             .value(name)
             .ok_or_else(|| format!("value `{name}` is not declared in the header"))?;
-        values[i] = v.as_f64();
+        values[i] = v.as_f64().unwrap_or(f64::NAN);
     }
-    let span_start = spans.len() as u32;
+    let span_start = p.key.len() as u32;
+    let row = p.cycles.len() as u32;
+    p.path_keys.clear();
     for (i, s) in rec.spans.iter().enumerate() {
-        let stage = t.stage(&s.stage).ok_or_else(|| {
-            format!(
-                "span {i}: stage `{}` is not declared in the header",
-                s.stage
-            )
-        })?;
+        // The stage at this position in the previous cycle is checked first.
+        let cached = p.last_stages.get(i).copied().filter(|&c| {
+            t.header
+                .stages
+                .get(c as usize)
+                .is_some_and(|st| st.name == s.stage)
+        });
+        let stage = match cached {
+            Some(c) => c,
+            None => t.stage(&s.stage).ok_or_else(|| {
+                format!(
+                    "span {i}: stage `{}` is not declared in the header",
+                    s.stage
+                )
+            })?,
+        };
+        if i < p.last_stages.len() {
+            p.last_stages[i] = stage;
+        } else {
+            p.last_stages.push(stage);
+        }
         let wall = ns("wall_ns", s.wall_ns)?;
         if wall > ABSURD_DURATION_NS {
             return Err(format!(
@@ -235,41 +336,63 @@ fn convert(
                 s.stage
             ));
         }
-        if let Some(p) = s.parent {
-            if p as usize >= i {
-                return Err(format!("span {i}: parent {p} does not come before it"));
-            }
-        }
-        let mut attrs = [(u16::MAX, 0u16); MAX_ATTRS];
-        let mut attr_key = 0u64;
-        // `attrs` is a sorted map, so the key does not depend on set order.
-        for (j, (k, v)) in s.attrs.iter().enumerate().take(MAX_ATTRS) {
-            attrs[j] = t.attr(k, v).ok_or_else(|| {
-                format!("span {i}: attribute `{k}={v}` is not declared in the header")
-            })?;
-            attr_key = mix(
-                attr_key,
-                ((attrs[j].0 as u64) << 16 | attrs[j].1 as u64) + 1,
-            );
-        }
         let parent_path = match s.parent {
-            Some(p) => spans[span_start as usize + p as usize].path_key,
+            Some(pi) if (pi as usize) < i => p.path_keys[pi as usize],
+            Some(pi) => return Err(format!("span {i}: parent {pi} does not come before it")),
             None => ROOT_PATH_KEY,
         };
         let path_key = mix(parent_path, stage as u64 + 1);
-        spans.push(SpanRow {
-            path_key,
-            group_key: mix(path_key, attr_key),
-            stage,
-            depth: s.depth,
-            parent: s.parent,
-            start_ns: ns("start_ns", s.start_ns)?,
-            wall_ns: wall,
-            cpu_ns: cpu,
-            attrs,
-        });
+        p.path_keys.push(path_key);
+        let mut attr_key = 0u64;
+        // `attrs` is a sorted map, so the key does not depend on set order.
+        for (k, v) in s.attrs.iter().take(MAX_ATTRS) {
+            let (ak, av) = t.attr(k, v).ok_or_else(|| {
+                format!("span {i}: attribute `{k}={v}` is not declared in the header")
+            })?;
+            attr_key = mix(attr_key, ((ak as u64) << 16 | av as u64) + 1);
+        }
+        let key = mix(mix(path_key, attr_key), phase as u64 + 1);
+        // Most cycles repeat the previous one's structure: skip the set then.
+        let known = p.last_keys.get(i) == Some(&key) || p.seen.contains(&key);
+        if !known {
+            p.seen.insert(key);
+            let mut chain = Vec::new();
+            let mut names = Vec::new();
+            let mut j = Some(i);
+            while let Some(k) = j {
+                chain.push(p.path_keys[k]);
+                names.push(rec.spans[k].stage.as_str());
+                j = rec.spans[k].parent.map(|x| x as usize);
+            }
+            chain.reverse();
+            names.reverse();
+            p.groups.push(GroupDecode {
+                key,
+                phase,
+                stage,
+                depth: s.depth,
+                path: names.join("/"),
+                attrs: s.attrs.clone(),
+                chain,
+            });
+        }
+        if i < p.last_keys.len() {
+            p.last_keys[i] = key;
+        } else {
+            p.last_keys.push(key);
+        }
+        if t.command_stage == Some(stage) {
+            p.commands.push((row, ns("start_ns", s.start_ns)?));
+        } else {
+            ns("start_ns", s.start_ns)?;
+        }
+        p.key.push(key);
+        p.stage.push(stage);
+        p.wall.push(wall);
+        p.cpu.push(cpu.unwrap_or(-1));
     }
-    Ok(CycleRow {
+    p.values.extend_from_slice(&values[..nv]);
+    p.cycles.push(CycleRow {
         line,
         cycle: rec.cycle,
         phase,
@@ -281,10 +404,10 @@ fn convert(
         overdue: rec.overdue,
         skipped: rec.skipped,
         spans_dropped: rec.spans_dropped,
-        values,
+        n_spans: rec.spans.len() as u32,
         span_start,
-        span_len: rec.spans.len() as u32,
-    })
+    });
+    Ok(())
 }
 
 /// A serde error restated with the field path (re-parsed on the error path
@@ -312,41 +435,40 @@ fn describe(line: &[u8], e: &serde_json::Error) -> String {
     }
 }
 
-struct Piece {
-    cycles: Vec<CycleRow>,
-    spans: Vec<SpanRow>,
-    /// (line, message) of bad lines, in order.
-    bad: Vec<(u64, String)>,
-}
-
 fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
-    let mut p = Piece {
-        cycles: Vec::new(),
-        spans: Vec::new(),
-        bad: Vec::new(),
-    };
+    let mut p = Piece::default();
+    // Validate UTF-8 once for the piece (SIMD), then parse lines from `&str`
+    // so serde does not re-validate every string. Invalid UTF-8 falls back
+    // to byte parsing, which names the bad line.
+    let as_str = std::str::from_utf8(text).ok();
     let mut from = 0usize;
     let mut i = 0u64;
     while from < text.len() {
-        let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p);
-        let raw = &text[from..to];
-        from = to + 1;
+        let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |q| from + q);
         let line = first_line + i;
         i += 1;
-        let trimmed = raw.trim_ascii();
-        if trimmed.is_empty() {
-            continue;
-        }
-        match serde_json::from_slice::<CycleRecord>(trimmed) {
-            Err(e) => p.bad.push((line, describe(trimmed, &e))),
-            Ok(rec) => {
-                let mark = p.spans.len();
-                match convert(t, &rec, line, &mut p.spans) {
-                    Ok(row) => p.cycles.push(row),
-                    Err(msg) => {
-                        p.spans.truncate(mark);
-                        p.bad.push((line, msg));
-                    }
+        let parsed = match as_str {
+            Some(st) => {
+                let raw = st[from..to].trim_ascii();
+                (!raw.is_empty()).then(|| {
+                    serde_json::from_str::<CycleRecord>(raw)
+                        .map_err(|e| describe(raw.as_bytes(), &e))
+                })
+            }
+            None => {
+                let raw = text[from..to].trim_ascii();
+                (!raw.is_empty()).then(|| {
+                    serde_json::from_slice::<CycleRecord>(raw).map_err(|e| describe(raw, &e))
+                })
+            }
+        };
+        from = to + 1;
+        match parsed {
+            None => {}
+            Some(Err(msg)) => p.bad.push((line, msg)),
+            Some(Ok(rec)) => {
+                if let Err(msg) = convert(t, &rec, line, &mut p) {
+                    p.bad.push((line, msg));
                 }
             }
         }
@@ -356,7 +478,7 @@ fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
 
 /// Split `block` (whole lines) into about `n` pieces at line boundaries;
 /// returns (piece, number of the piece's first line relative to the block).
-fn split_lines(block: &[u8], n: usize) -> Vec<(&[u8], u64)> {
+fn split_lines(block: &[u8], n: usize) -> (Vec<(&[u8], u64)>, u64) {
     let mut out = Vec::with_capacity(n);
     let target = block.len() / n.max(1) + 1;
     let mut start = 0;
@@ -371,7 +493,7 @@ fn split_lines(block: &[u8], n: usize) -> Vec<(&[u8], u64)> {
         line += memchr::memchr_iter(b'\n', piece).count() as u64;
         start = end;
     }
-    out
+    (out, line)
 }
 
 struct Progress {
@@ -434,7 +556,14 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
     let reader = EvidenceReader::open(&path)?;
     let header = reader.header().clone();
     drop(reader);
-    let tables = Tables { header: &header };
+    let tables = Tables {
+        header: &header,
+        command_stage: header
+            .stages
+            .iter()
+            .position(|s| s.name == opts.command_stage)
+            .map(|i| i as u32),
+    };
 
     let mut file = File::open(&path).map_err(|source| CaptureError::Open {
         path: path.clone(),
@@ -454,12 +583,16 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         summary_problem: None,
         manifest: None,
         cycles: Vec::new(),
-        spans: Vec::new(),
+        values: Vec::new(),
+        spans: empty_spans()?,
+        groups: Vec::new(),
+        commands: Vec::new(),
         skipped_lines: 0,
         skipped_examples: Vec::new(),
         truncated_last_line: false,
         bytes,
     };
+    let mut seen_groups = KeySet::default();
 
     // One reused buffer: `buf[..filled]` holds unparsed bytes. Each round
     // fills it, parses the whole lines in it on all cores, and moves the
@@ -525,14 +658,13 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
             let lines = memchr::memchr_iter(b'\n', block).count().max(1) as u64;
             let est = (bytes / (block.len() as u64 / lines).max(1)) as usize + 16;
             ev.cycles.reserve(est);
-            ev.spans.reserve(est.saturating_mul(16).min(1 << 31));
         }
-        let pieces = split_lines(block, threads * 4);
+        let (pieces, block_lines) = split_lines(block, threads * 2);
         let parsed: Vec<Piece> = pieces
             .par_iter()
             .map(|(text, rel)| parse_piece(&tables, text, next_line + rel))
             .collect();
-        next_line += memchr::memchr_iter(b'\n', block).count() as u64;
+        next_line += block_lines;
         let last_line_no = if ends_with_newline {
             next_line - 1
         } else {
@@ -541,9 +673,10 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         for piece in parsed {
             append(
                 &mut ev,
+                &mut seen_groups,
                 piece,
                 &path,
-                opts,
+                &opts,
                 eof && !ends_with_newline,
                 last_line_no,
                 &mut prev,
@@ -557,6 +690,8 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         }
     }
     progress.done();
+    // One chunk per column: the aggregations then never gather across chunks.
+    ev.spans.rechunk_mut_par();
 
     let summary_path = dir.join(SUMMARY_FILE);
     if summary_path.exists() {
@@ -580,17 +715,26 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
     Ok(ev)
 }
 
+fn empty_spans() -> Result<DataFrame> {
+    Ok(DataFrame::new_infer_height(vec![
+        Column::new("key".into(), Vec::<u64>::new()),
+        Column::new("stage".into(), Vec::<u32>::new()),
+        Column::new("wall_ns".into(), Vec::<i64>::new()),
+        Column::new("cpu_ns".into(), Vec::<i64>::new()),
+    ])?)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn append(
     ev: &mut Evidence,
-    piece: Piece,
+    seen_groups: &mut KeySet,
+    mut piece: Piece,
     path: &Path,
-    opts: LoadOptions,
+    opts: &LoadOptions,
     unterminated_tail: bool,
     last_line_no: u64,
     prev: &mut Option<(u64, i64)>,
 ) -> Result<()> {
-    let mut bad = piece.bad.into_iter().peekable();
     let reject = |ev: &mut Evidence, line: u64, msg: String| -> Result<()> {
         if unterminated_tail && line == last_line_no {
             ev.truncated_last_line = true;
@@ -610,7 +754,11 @@ fn append(
             })
         }
     };
-    for mut row in piece.cycles {
+    let mut bad = std::mem::take(&mut piece.bad).into_iter().peekable();
+    let nv = ev.header.values.len();
+    let mut kept: Vec<bool> = Vec::with_capacity(piece.cycles.len());
+    let mut new_rows: Vec<u32> = Vec::with_capacity(piece.cycles.len());
+    for (k, row) in piece.cycles.iter().enumerate() {
         while let Some((line, _)) = bad.peek() {
             if *line > row.line {
                 break;
@@ -618,38 +766,73 @@ fn append(
             let (line, msg) = bad.next().unwrap_or_default();
             reject(ev, line, msg)?;
         }
-        if let Some((pc, ps)) = *prev {
-            if row.cycle <= pc {
-                let msg = if row.cycle == pc {
-                    format!("cycle index {} appears twice (duplicate)", row.cycle)
-                } else {
-                    format!(
-                        "cycle index {} comes after {pc}: indices must increase",
-                        row.cycle
-                    )
-                };
-                reject(ev, row.line, msg)?;
-                continue;
-            }
-            if row.start_ns < ps {
-                reject(
-                    ev,
-                    row.line,
-                    format!("start_ns {} is before the previous cycle's {ps}: cycle starts must not go back", row.start_ns),
-                )?;
-                continue;
-            }
+        let problem = match *prev {
+            Some((pc, _)) if row.cycle == pc => Some(format!(
+                "cycle index {} appears twice (duplicate)",
+                row.cycle
+            )),
+            Some((pc, _)) if row.cycle < pc => Some(format!(
+                "cycle index {} comes after {pc}: indices must increase",
+                row.cycle
+            )),
+            Some((_, ps)) if row.start_ns < ps => Some(format!(
+                "start_ns {} is before the previous cycle's {ps}: cycle starts must not go back",
+                row.start_ns
+            )),
+            _ => None,
+        };
+        if let Some(msg) = problem {
+            reject(ev, row.line, msg)?;
+            kept.push(false);
+            new_rows.push(u32::MAX);
+            continue;
         }
-        let base = ev.spans.len() as u32;
-        let from = row.span_start as usize;
-        ev.spans
-            .extend_from_slice(&piece.spans[from..from + row.span_len as usize]);
-        row.span_start = base;
         *prev = Some((row.cycle, row.start_ns));
-        ev.cycles.push(row);
+        new_rows.push(ev.cycles.len() as u32);
+        ev.cycles.push(*row);
+        ev.values
+            .extend_from_slice(&piece.values[k * nv..(k + 1) * nv]);
+        kept.push(true);
     }
     for (line, msg) in bad {
         reject(ev, line, msg)?;
+    }
+    for (row, start) in &piece.commands {
+        let r = new_rows[*row as usize];
+        if r != u32::MAX {
+            ev.commands.push((r, *start));
+        }
+    }
+    for g in piece.groups {
+        if seen_groups.insert(g.key) {
+            ev.groups.push(g);
+        }
+    }
+    // The span columns: the whole piece as one chunk, or (after a lenient
+    // rejection, rare) only the spans of the kept cycles.
+    let (key, stage, wall, cpu) = if kept.iter().all(|&k| k) {
+        (piece.key, piece.stage, piece.wall, piece.cpu)
+    } else {
+        let (mut a, mut b, mut c, mut d) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (row, keep) in piece.cycles.iter().zip(&kept) {
+            if *keep {
+                let r = row.span_start as usize..(row.span_start + row.n_spans) as usize;
+                a.extend_from_slice(&piece.key[r.clone()]);
+                b.extend_from_slice(&piece.stage[r.clone()]);
+                c.extend_from_slice(&piece.wall[r.clone()]);
+                d.extend_from_slice(&piece.cpu[r]);
+            }
+        }
+        (a, b, c, d)
+    };
+    if !key.is_empty() {
+        let df = DataFrame::new_infer_height(vec![
+            Column::new("key".into(), key),
+            Column::new("stage".into(), stage),
+            Column::new("wall_ns".into(), wall),
+            Column::new("cpu_ns".into(), cpu),
+        ])?;
+        ev.spans.vstack_mut_owned(df)?;
     }
     Ok(())
 }

@@ -261,15 +261,24 @@ fn r4(x: f64) -> f64 {
 const QS: [(&str, f64); 4] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)];
 
 fn dist_aggs(c: &str) -> Vec<Expr> {
+    dist_aggs_of(c, col(c))
+}
+
+/// The span table stores "not measured" CPU time as −1.
+fn cpu_measured() -> Expr {
+    col("cpu_ns").filter(col("cpu_ns").gt_eq(lit(0i64)))
+}
+
+fn dist_aggs_of(c: &str, e: Expr) -> Vec<Expr> {
     let mut v = vec![
-        col(c).count().alias(format!("{c}__count")),
-        col(c).mean().alias(format!("{c}__mean")),
-        col(c).min().alias(format!("{c}__min")),
-        col(c).max().alias(format!("{c}__max")),
+        e.clone().count().alias(format!("{c}__count")),
+        e.clone().mean().alias(format!("{c}__mean")),
+        e.clone().min().alias(format!("{c}__min")),
+        e.clone().max().alias(format!("{c}__max")),
     ];
     for (name, q) in QS {
         v.push(
-            col(c)
+            e.clone()
                 .quantile(lit(q), QuantileMethod::Equiprobable)
                 .alias(format!("{c}__{name}")),
         );
@@ -337,7 +346,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             if clocks.target_ns == ClockDomain::Simulation { " (an uncapped run schedules on simulation time)" } else { "" }
         )
     });
-    let command_stage = h.stages.iter().position(|s| s.name == opts.command_stage);
+    let _ = &opts.command_stage; // applied by the loader (LoadOptions::command_stage)
     let prof = std::env::var_os("LOOPTIME_PROFILE").is_some();
     let t0 = std::time::Instant::now();
     let lap = |what: &str| {
@@ -387,9 +396,13 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         });
         overdue.push(c.overdue as u32);
         skipped.push(c.skipped);
+        let row = cycle.len() - 1;
+        let val = |r: usize, i: usize| Some(ev.values[r * nv + i]).filter(|v| !v.is_nan());
         for i in 0..nv {
-            values[i].push(c.values[i]);
-            let l = match (is_seq[i], same, c.values[i], prev.and_then(|p| p.values[i])) {
+            let now = val(row, i);
+            values[i].push(now);
+            let before = if row > 0 { val(row - 1, i) } else { None };
+            let l = match (is_seq[i], same, now, before) {
                 (true, true, Some(now), Some(before)) => Some((now - before - 1.0).max(0.0)),
                 _ => None,
             };
@@ -422,52 +435,27 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     let cycles_df = DataFrame::new_infer_height(cols)?;
     lap("cycle table");
 
-    // ---- span table ----
-    let ns = ev.spans.len();
-    let mut s_seg = Vec::with_capacity(ns);
-    let mut s_phase = Vec::with_capacity(ns);
-    let mut s_group = Vec::with_capacity(ns);
-    let mut s_stage = Vec::with_capacity(ns);
-    let mut s_wall = Vec::with_capacity(ns);
-    let mut s_cpu: Vec<Option<i64>> = Vec::with_capacity(ns);
-    let mut s_cmd: Vec<u32> = Vec::with_capacity(ns);
-    let mut s_cmd_iv: Vec<Option<i64>> = Vec::with_capacity(ns);
+    // ---- span table: built by the loader, one chunk per parsed piece ----
+    let spans_df = ev.spans.clone();
+    // Command submissions: intervals between adjacent command-span starts
+    // in the same segment.
+    let mut c_seg = Vec::with_capacity(ev.commands.len());
+    let mut c_phase = Vec::with_capacity(ev.commands.len());
+    let mut c_iv: Vec<Option<i64>> = Vec::with_capacity(ev.commands.len());
     let mut last_cmd: Option<(u32, i64)> = None;
-    for (ci, c) in ev.cycles.iter().enumerate() {
-        let spans = &ev.spans[c.span_start as usize..(c.span_start + c.span_len) as usize];
-        for sp in spans {
-            let sg = cycle_segment[ci];
-            s_seg.push(sg);
-            s_phase.push(c.phase);
-            s_group.push(sp.group_key);
-            s_stage.push(sp.stage);
-            s_wall.push(sp.wall_ns);
-            s_cpu.push(sp.cpu_ns);
-            let is_cmd = command_stage == Some(sp.stage as usize);
-            s_cmd.push(is_cmd as u32);
-            s_cmd_iv.push(if is_cmd {
-                let iv = last_cmd
-                    .filter(|(s, _)| *s == sg)
-                    .map(|(_, t)| sp.start_ns - t);
-                last_cmd = Some((sg, sp.start_ns));
-                iv
-            } else {
-                None
-            });
-        }
+    for &(row, start) in &ev.commands {
+        let sg = cycle_segment[row as usize];
+        c_seg.push(sg);
+        c_phase.push(ev.cycles[row as usize].phase);
+        c_iv.push(last_cmd.filter(|(s, _)| *s == sg).map(|(_, t)| start - t));
+        last_cmd = Some((sg, start));
     }
-    lap("span loop");
-    let spans_df = DataFrame::new_infer_height(vec![
-        Column::new("segment".into(), s_seg),
-        Column::new("phase".into(), s_phase),
-        Column::new("group".into(), s_group),
-        Column::new("stage".into(), s_stage),
-        Column::new("wall_ns".into(), s_wall),
-        Column::new("cpu_ns".into(), s_cpu),
-        Column::new("is_cmd".into(), s_cmd),
-        Column::new("cmd_interval_ns".into(), s_cmd_iv),
+    let cmd_df = DataFrame::new_infer_height(vec![
+        Column::new("segment".into(), c_seg),
+        Column::new("phase".into(), c_phase),
+        Column::new("cmd_interval_ns".into(), c_iv),
     ])?;
-    lap("span table");
+    lap("span and command tables");
 
     // ---- aggregates ----
     let mut aggs = vec![
@@ -512,11 +500,11 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             .collect()?,
     };
     let cmd_aggs = [
-        col("is_cmd").sum().alias("commands"),
+        col("segment").count().alias("commands"),
         col("cmd_interval_ns").mean().alias("cmd_mean"),
     ];
     let cmd_by_segment = Table {
-        df: spans_df
+        df: cmd_df
             .clone()
             .lazy()
             .group_by([col("segment")])
@@ -525,8 +513,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             .collect()?,
     };
     let cmd_by_phase = Table {
-        df: spans_df
-            .clone()
+        df: cmd_df
             .lazy()
             .group_by([col("phase")])
             .agg(cmd_aggs)
@@ -536,7 +523,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     lap("cycle aggregates");
     let mut stage_aggs = vec![col("wall_ns").count().alias("count")];
     stage_aggs.extend(dist_aggs("wall_ns"));
-    stage_aggs.extend(dist_aggs("cpu_ns"));
+    stage_aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
     // The summary's own groupings, for the cross-check: all cycles together
     // and stages by name across phases.
     let mut overall_aggs = dist_aggs("work_ns");
@@ -546,7 +533,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         df: cycles_df.clone().lazy().select(overall_aggs).collect()?,
     };
     let mut name_aggs = dist_aggs("wall_ns");
-    name_aggs.extend(dist_aggs("cpu_ns"));
+    name_aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
     let by_stage_name = Table {
         df: spans_df
             .clone()
@@ -579,9 +566,8 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     let by_stage = Table {
         df: spans_df
             .lazy()
-            .group_by([col("phase"), col("group")])
+            .group_by([col("key")])
             .agg(stage_aggs)
-            .sort(["phase", "group"], Default::default())
             .collect()?,
     };
 
@@ -659,69 +645,16 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         });
     }
 
-    // Names of each group, from its first span: the tree path (walking the
-    // parents inside that span's cycle) and the attributes. Rows are ordered
-    // by where their path first appears, so the stage tree reads top-down.
-    struct GroupInfo {
-        path: String,
-        stage: u32,
-        depth: u32,
-        attrs: BTreeMap<String, String>,
-        order: Vec<usize>,
-    }
-    let mut group_info: HashMap<u64, GroupInfo> = HashMap::new();
-    let mut first_of_path: HashMap<u64, usize> = HashMap::new();
-    'cycles: for c in &ev.cycles {
-        let base = c.span_start as usize;
-        for i in 0..c.span_len as usize {
-            let sp = &ev.spans[base + i];
-            let order_len = first_of_path.len();
-            first_of_path.entry(sp.path_key).or_insert(order_len);
-            if group_info.contains_key(&sp.group_key) {
-                continue;
-            }
-            let mut names = Vec::new();
-            let mut order = Vec::new();
-            let mut j = Some(i);
-            while let Some(k) = j {
-                let s = &ev.spans[base + k];
-                names.push(
-                    h.stages
-                        .get(s.stage as usize)
-                        .map_or("?", |x| x.name.as_str()),
-                );
-                order.push(
-                    first_of_path
-                        .get(&s.path_key)
-                        .copied()
-                        .unwrap_or(usize::MAX),
-                );
-                j = s.parent.map(|p| p as usize);
-            }
-            names.reverse();
-            order.reverse();
-            let attrs = sp
-                .attrs
-                .iter()
-                .filter(|a| a.0 != u16::MAX)
-                .filter_map(|&(k, v)| {
-                    let a = h.attributes.get(k as usize)?;
-                    Some((a.key.clone(), a.values.get(v as usize)?.clone()))
-                })
-                .collect();
-            group_info.insert(
-                sp.group_key,
-                GroupInfo {
-                    path: names.join("/"),
-                    stage: sp.stage,
-                    depth: sp.depth,
-                    attrs,
-                    order,
-                },
-            );
-            if group_info.len() > 4096 {
-                break 'cycles; // a pathological file; the rest still aggregates
-            }
+    // Names of each group were recorded by the loader the first time its
+    // key appeared. Rows are ordered by where each path first appeared, so
+    // the stage tree reads top-down.
+    let group_info: HashMap<u64, &crate::load::GroupDecode> =
+        ev.groups.iter().map(|g| (g.key, g)).collect();
+    let mut path_order: HashMap<u64, usize> = HashMap::new();
+    for g in &ev.groups {
+        if let Some(&own) = g.chain.last() {
+            let n = path_order.len();
+            path_order.entry(own).or_insert(n);
         }
     }
     let period_ns = h.nominal_period_ns.map(|p| p as f64);
@@ -729,7 +662,7 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     for i in 0..by_stage.height() {
         let key = by_stage
             .df
-            .column("group")?
+            .column("key")?
             .as_materialized_series()
             .u64()?
             .get(i)
@@ -740,14 +673,15 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
         let Some(wall) = by_stage.dist("wall_ns", i)? else {
             continue;
         };
+        let order: Vec<usize> = info
+            .chain
+            .iter()
+            .map(|k| path_order.get(k).copied().unwrap_or(usize::MAX))
+            .collect();
         stages.push((
-            (
-                by_stage.u("phase", i)?,
-                info.order.clone(),
-                info.attrs.clone(),
-            ),
+            (info.phase as u64, order, info.attrs.clone()),
             StageReport {
-                phase: phase_name(by_stage.u("phase", i)?),
+                phase: phase_name(info.phase as u64),
                 stage: h
                     .stages
                     .get(info.stage as usize)
