@@ -65,6 +65,47 @@ pub enum Sub {
         #[arg(long)]
         lenient: bool,
     },
+    /// Compare two episodes that differ in one setting.
+    Compare {
+        /// Episode A (the baseline).
+        a: PathBuf,
+        /// Episode B (the change).
+        b: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Save the JSON comparison.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Skip bad lines.
+        #[arg(long)]
+        lenient: bool,
+        /// Bootstrap resamples per metric.
+        #[arg(long, default_value_t = 400)]
+        resamples: u32,
+        /// Bootstrap seed.
+        #[arg(long, default_value_t = 0x5EED_1007)]
+        seed: u64,
+    },
+}
+
+/// A validated comparison request.
+#[derive(Debug)]
+pub struct CompareRequest {
+    /// Episode A.
+    pub a: PathBuf,
+    /// Episode B.
+    pub b: PathBuf,
+    /// JSON to stdout.
+    pub json: bool,
+    /// Save JSON here.
+    pub output: Option<PathBuf>,
+    /// Loader options.
+    pub load: LoadOptions,
+    /// Analysis options.
+    pub analyze: AnalyzeOptions,
+    /// Bootstrap settings.
+    pub bootstrap: crate::compare::BootstrapConfig,
 }
 
 /// A validated request.
@@ -87,6 +128,8 @@ pub struct ReportRequest {
 pub enum Command {
     /// Analyze one episode.
     Report(ReportRequest),
+    /// Compare two episodes.
+    Compare(CompareRequest),
 }
 
 /// Validation failure of the arguments.
@@ -119,6 +162,32 @@ impl Cli {
                 },
                 analyze,
             })),
+            Some(Sub::Compare {
+                a,
+                b,
+                json,
+                output,
+                lenient,
+                resamples,
+                seed,
+            }) => {
+                if resamples == 0 {
+                    return Err(UsageError("--resamples must be at least 1".into()));
+                }
+                Ok(Command::Compare(CompareRequest {
+                    a,
+                    b,
+                    json,
+                    output,
+                    load: LoadOptions {
+                        lenient,
+                        progress: true,
+                        command_stage: analyze.command_stage.clone(),
+                    },
+                    analyze,
+                    bootstrap: crate::compare::BootstrapConfig { resamples, seed },
+                }))
+            }
             None => {
                 let episode = self.episode.ok_or_else(|| {
                     UsageError(
@@ -178,6 +247,43 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
     Ok(report)
 }
 
+/// Compare two episodes.
+///
+/// # Errors
+/// [`AnalyzeError`] for unusable input on either side or a failed write.
+pub fn run_compare(
+    req: &CompareRequest,
+    out: &mut dyn Write,
+) -> Result<crate::compare::Comparison> {
+    let ea = load_episode(&req.a, req.load.clone())?;
+    let ra = analyze(&ea, &req.analyze)?;
+    let eb = load_episode(&req.b, req.load.clone())?;
+    let rb = analyze(&eb, &req.analyze)?;
+    let c = crate::compare::compare((&ea, &ra), (&eb, &rb), req.bootstrap);
+    let json = || {
+        let mut s = serde_json::to_string_pretty(&c).unwrap_or_default();
+        s.push('\n');
+        s
+    };
+    if let Some(path) = &req.output {
+        std::fs::write(path, json()).map_err(|source| AnalyzeError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let text = if req.json {
+        json()
+    } else {
+        crate::compare::render(&c)
+    };
+    out.write_all(text.as_bytes())
+        .map_err(|source| AnalyzeError::Write {
+            path: PathBuf::from("<stdout>"),
+            source,
+        })?;
+    Ok(c)
+}
+
 /// Run the CLI; returns the exit code. Errors are printed once to stderr.
 pub fn run(cli: Cli) -> i32 {
     let cmd = match cli.validate() {
@@ -190,6 +296,7 @@ pub fn run(cli: Cli) -> i32 {
     let mut stdout = std::io::stdout().lock();
     let result = match &cmd {
         Command::Report(req) => run_report(req, &mut stdout).map(|_| ()),
+        Command::Compare(req) => run_compare(req, &mut stdout).map(|_| ()),
     };
     match result {
         Ok(()) => EXIT_OK,

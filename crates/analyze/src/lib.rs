@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod compare;
 pub mod crosscheck;
 mod error;
 pub mod load;

@@ -251,6 +251,98 @@ pub struct Report {
     pub crosscheck: CrossCheck,
 }
 
+/// Per-cycle metric columns, one definition each (docs/metrics.md).
+#[derive(Debug, Clone, Default)]
+pub struct CycleColumns {
+    /// Segment number: a new one at every phase change or index gap.
+    pub segment: Vec<u32>,
+    /// Phase index.
+    pub phase: Vec<u32>,
+    /// Start-to-start interval within the segment (None for its first cycle).
+    pub period: Vec<Option<i64>>,
+    /// `end_ns − start_ns`.
+    pub work: Vec<Option<i64>>,
+    /// `wake_ns − target_ns`, cycles that waited and were not overdue, when comparable.
+    pub overshoot: Vec<Option<i64>>,
+    /// `start_ns − target_ns`, when comparable.
+    pub lag: Vec<Option<i64>>,
+}
+
+/// Compute [`CycleColumns`]; `comparable` says whether targets may be
+/// subtracted from wake and start times.
+pub fn cycle_columns(ev: &Evidence, comparable: bool) -> CycleColumns {
+    let n = ev.cycles.len();
+    let mut out = CycleColumns {
+        segment: Vec::with_capacity(n),
+        phase: Vec::with_capacity(n),
+        period: Vec::with_capacity(n),
+        work: Vec::with_capacity(n),
+        overshoot: Vec::with_capacity(n),
+        lag: Vec::with_capacity(n),
+    };
+    let mut seg = 0u32;
+    let mut prev: Option<&crate::load::CycleRow> = None;
+    for c in &ev.cycles {
+        let same = prev.is_some_and(|p| p.phase == c.phase && p.cycle + 1 == c.cycle);
+        if prev.is_some() && !same {
+            seg += 1;
+        }
+        out.segment.push(seg);
+        out.phase.push(c.phase);
+        out.period
+            .push(same.then(|| c.start_ns - prev.map_or(0, |p| p.start_ns)));
+        out.work.push(c.end_ns.map(|e| e - c.start_ns));
+        out.overshoot
+            .push(match (comparable, c.overdue, c.wake_ns, c.target_ns) {
+                (true, false, Some(w), Some(t)) => Some(w - t),
+                _ => None,
+            });
+        out.lag.push(match (comparable, c.target_ns) {
+            (true, Some(t)) => Some(c.start_ns - t),
+            _ => None,
+        });
+        prev = Some(c);
+    }
+    out
+}
+
+/// Command submissions: one row per command-stage span.
+#[derive(Debug, Clone, Default)]
+pub struct CommandColumns {
+    /// Segment of the span's cycle.
+    pub segment: Vec<u32>,
+    /// Phase of the span's cycle.
+    pub phase: Vec<u32>,
+    /// Interval from the previous command-span start in the same segment.
+    pub interval: Vec<Option<i64>>,
+}
+
+/// Compute [`CommandColumns`] from the loader's command spans.
+pub fn command_columns(ev: &Evidence, cycle_segment: &[u32]) -> CommandColumns {
+    let m = ev.commands.len();
+    let mut out = CommandColumns {
+        segment: Vec::with_capacity(m),
+        phase: Vec::with_capacity(m),
+        interval: Vec::with_capacity(m),
+    };
+    let mut last: Option<(u32, i64)> = None;
+    for &(row, start) in &ev.commands {
+        let sg = cycle_segment[row as usize];
+        out.segment.push(sg);
+        out.phase.push(ev.cycles[row as usize].phase);
+        out.interval
+            .push(last.filter(|(s, _)| *s == sg).map(|(_, t)| start - t));
+        last = Some((sg, start));
+    }
+    out
+}
+
+/// Whether a header's target clock can be subtracted from its wake and start clocks.
+pub fn schedule_comparable(h: &looptime_capture::Header) -> bool {
+    let c = &h.clocks;
+    c.target_ns.comparable_with(c.wake_ns) && c.target_ns.comparable_with(c.start_ns)
+}
+
 fn r1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -336,8 +428,7 @@ fn hz(mean_period: Option<f64>) -> Option<f64> {
 pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     let h = &ev.header;
     let clocks = &h.clocks;
-    let comparable = clocks.target_ns.comparable_with(clocks.wake_ns)
-        && clocks.target_ns.comparable_with(clocks.start_ns);
+    let comparable = schedule_comparable(h);
     let absent_reason = (!comparable).then(|| {
         format!(
             "sleep overshoot and deadline lag are not computed: target_ns is on the {} clock and wake_ns/start_ns on the {} clock, which cannot be subtracted{}",
@@ -357,47 +448,15 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     let n = ev.cycles.len();
 
     // ---- cycle table ----
-    let mut segment = Vec::with_capacity(n);
-    let mut phase = Vec::with_capacity(n);
-    let mut cycle = Vec::with_capacity(n);
-    let mut start = Vec::with_capacity(n);
-    let mut period: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut work: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut overshoot: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut lag: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut overdue = Vec::with_capacity(n);
-    let mut skipped = Vec::with_capacity(n);
+    let cc = cycle_columns(ev, comparable);
+    let cycle_segment = cc.segment.clone();
     let nv = h.values.len();
-    let mut values: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(n); nv];
     let is_seq: Vec<bool> = h.values.iter().map(|v| v.name.ends_with("_seq")).collect();
+    let mut values: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(n); nv];
     let mut lost: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(n); nv];
-    let mut seg = 0u32;
-    let mut prev: Option<&crate::load::CycleRow> = None;
-    let mut cycle_segment = Vec::with_capacity(n);
-    for c in &ev.cycles {
-        let same = prev.is_some_and(|p| p.phase == c.phase && p.cycle + 1 == c.cycle);
-        if prev.is_some() && !same {
-            seg += 1;
-        }
-        segment.push(seg);
-        cycle_segment.push(seg);
-        phase.push(c.phase);
-        cycle.push(c.cycle);
-        start.push(c.start_ns);
-        period.push(same.then(|| c.start_ns - prev.map_or(0, |p| p.start_ns)));
-        work.push(c.end_ns.map(|e| e - c.start_ns));
-        overshoot.push(match (comparable, c.overdue, c.wake_ns, c.target_ns) {
-            (true, false, Some(w), Some(t)) => Some(w - t),
-            _ => None,
-        });
-        lag.push(match (comparable, c.target_ns) {
-            (true, Some(t)) => Some(c.start_ns - t),
-            _ => None,
-        });
-        overdue.push(c.overdue as u32);
-        skipped.push(c.skipped);
-        let row = cycle.len() - 1;
-        let val = |r: usize, i: usize| Some(ev.values[r * nv + i]).filter(|v| !v.is_nan());
+    let val = |r: usize, i: usize| Some(ev.values[r * nv + i]).filter(|v| !v.is_nan());
+    for row in 0..n {
+        let same = row > 0 && cc.segment[row] == cc.segment[row - 1];
         for i in 0..nv {
             let now = val(row, i);
             values[i].push(now);
@@ -408,8 +467,17 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             };
             lost[i].push(l);
         }
-        prev = Some(c);
     }
+    let segment = cc.segment;
+    let phase = cc.phase;
+    let cycle: Vec<u64> = ev.cycles.iter().map(|c| c.cycle).collect();
+    let start: Vec<i64> = ev.cycles.iter().map(|c| c.start_ns).collect();
+    let period = cc.period;
+    let work = cc.work;
+    let overshoot = cc.overshoot;
+    let lag = cc.lag;
+    let overdue: Vec<u32> = ev.cycles.iter().map(|c| c.overdue as u32).collect();
+    let skipped: Vec<u32> = ev.cycles.iter().map(|c| c.skipped).collect();
     let mut cols = vec![
         Column::new("segment".into(), segment),
         Column::new("phase".into(), phase),
@@ -437,19 +505,11 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
 
     // ---- span table: built by the loader, one chunk per parsed piece ----
     let spans_df = ev.spans.clone();
-    // Command submissions: intervals between adjacent command-span starts
-    // in the same segment.
-    let mut c_seg = Vec::with_capacity(ev.commands.len());
-    let mut c_phase = Vec::with_capacity(ev.commands.len());
-    let mut c_iv: Vec<Option<i64>> = Vec::with_capacity(ev.commands.len());
-    let mut last_cmd: Option<(u32, i64)> = None;
-    for &(row, start) in &ev.commands {
-        let sg = cycle_segment[row as usize];
-        c_seg.push(sg);
-        c_phase.push(ev.cycles[row as usize].phase);
-        c_iv.push(last_cmd.filter(|(s, _)| *s == sg).map(|(_, t)| start - t));
-        last_cmd = Some((sg, start));
-    }
+    let CommandColumns {
+        segment: c_seg,
+        phase: c_phase,
+        interval: c_iv,
+    } = command_columns(ev, &cycle_segment);
     let cmd_df = DataFrame::new_infer_height(vec![
         Column::new("segment".into(), c_seg),
         Column::new("phase".into(), c_phase),

@@ -415,26 +415,198 @@ mod bad_input {
     }
 }
 
-mod end_to_end {
+/// Tests that run `looptime serve` take this lock, so that two recordings
+/// never compete for the two cores of a CI machine.
+static SERVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serve_lock() -> std::sync::MutexGuard<'static, ()> {
+    SERVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn looptime_bin() -> PathBuf {
+    let exe =
+        PathBuf::from(env!("CARGO_BIN_EXE_analyze_control_timing")).with_file_name("looptime");
+    if !exe.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "looptime-runtime", "--bin", "looptime"])
+            .current_dir(repo())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    exe
+}
+
+/// Record one episode with `config` (TOML text) and return its directory.
+fn record(config: &str, runs: &Path) -> PathBuf {
+    let cfg = runs.join("config.toml");
+    std::fs::create_dir_all(runs).unwrap();
+    std::fs::write(&cfg, config).unwrap();
+    let out = Command::new(looptime_bin())
+        .args(["serve", "--control-timing", "--config"])
+        .arg(&cfg)
+        .arg("--runs-dir")
+        .arg(runs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::canonicalize(runs.join("latest")).unwrap()
+}
+
+mod compare {
     use super::*;
 
-    fn looptime() -> PathBuf {
-        // Built by `cargo test --workspace` (the runtime is a workspace member).
-        let exe = PathBuf::from(env!("CARGO_BIN_EXE_analyze_control_timing"));
-        exe.with_file_name("looptime")
+    const BASE: &str = "[run]\nwarmup_s = 0.3\nduration_s = 2.5\n[stats]\ninterval_s = 0\n";
+
+    fn compare_json(a: &Path, b: &Path) -> Value {
+        let r = analyze(&[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap()
+    }
+
+    fn metric<'a>(c: &'a Value, phase: &str, metric: &str, stage: Option<&str>) -> &'a Value {
+        c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                m["phase"] == phase
+                    && m["metric"] == metric
+                    && stage.is_none_or(|s| m["stage"] == s)
+            })
+            .unwrap_or_else(|| panic!("no metric {phase}/{metric}/{stage:?}"))
     }
 
     #[test]
-    fn serve_then_analyze() {
-        let lt = looptime();
-        if !lt.exists() {
-            let st = Command::new(env!("CARGO"))
-                .args(["build", "-q", "-p", "looptime-runtime", "--bin", "looptime"])
-                .current_dir(repo())
-                .status()
-                .unwrap();
-            assert!(st.success());
+    fn paired_runs_name_what_differs_and_what_moved() {
+        let _lock = serve_lock();
+        let tmp = tempfile::tempdir().unwrap();
+        let a = record(BASE, &tmp.path().join("a"));
+        let a2 = record(BASE, &tmp.path().join("a2"));
+        let bg = record(
+            &format!("{BASE}[stages.camera_read]\nmode = \"background\"\n"),
+            &tmp.path().join("bg"),
+        );
+        let two = record(
+            &format!("{BASE}[stages.camera_read]\nmode = \"background\"\n[scheduler]\nspin_margin_us = 300.0\n"),
+            &tmp.path().join("two"),
+        );
+        // The same config with 1 ms more work in adapter_decode.
+        let slow = record(
+            &format!("{BASE}[stages.adapter_decode.cost]\nmean_us = 1300.0\njitter_us = 60.0\n"),
+            &tmp.path().join("slow"),
+        );
+
+        // Camera reader mode: exactly one setting differs, camera_read got cheaper.
+        let c = compare_json(&a, &bg);
+        assert_eq!(
+            c["settings_differing"],
+            serde_json::json!(["stages.camera_read.mode"])
+        );
+        assert!(
+            !c["warnings"].to_string().contains("settings differ"),
+            "{}",
+            c["warnings"]
+        );
+        let cam = metric(&c, "running", "stage_wall", Some("camera_read"));
+        assert_eq!(cam["verdict"], "better", "{cam}");
+        assert!(
+            cam["diff_median_ns"].as_i64().unwrap() < -1_000_000,
+            "{cam}"
+        );
+
+        // Two settings: a warning that the change cannot be attributed.
+        let c = compare_json(&a, &two);
+        assert_eq!(c["settings_differing"].as_array().unwrap().len(), 2);
+        assert!(
+            c["warnings"].to_string().contains("2 settings differ"),
+            "{}",
+            c["warnings"]
+        );
+
+        // A/A from one config: no clear change on the headline metrics.
+        let c = compare_json(&a, &a2);
+        assert!(c["settings_differing"].as_array().unwrap().is_empty());
+        assert!(c["warnings"].to_string().contains("A/A"));
+        for m in looptime_analyze::compare::HEADLINE_METRICS {
+            let x = metric(&c, "running", m, None);
+            assert_eq!(x["verdict"], "no_clear_change", "A/A moved {m}: {x}");
         }
+
+        // Extra fixed cost: adapter_decode worse by about 1 ms, and so is work.
+        let c = compare_json(&a, &slow);
+        assert_eq!(
+            c["settings_differing"],
+            serde_json::json!(["stages.adapter_decode.cost.mean_us"])
+        );
+        let d = metric(&c, "running", "stage_wall", Some("adapter_decode"));
+        assert_eq!(d["verdict"], "worse", "{d}");
+        let dm = d["diff_median_ns"].as_i64().unwrap();
+        assert!(
+            (800_000..1_200_000).contains(&dm),
+            "Δ median {dm} ns, expected about +1 ms"
+        );
+        let ci = d["ci_median_ns"].as_array().unwrap();
+        assert!(ci[0].as_i64().unwrap() > 0, "{d}");
+        let w = metric(&c, "running", "work", None);
+        assert_eq!(w["verdict"], "worse", "{w}");
+        // Other stages did not move beyond noise.
+        let rec = metric(&c, "running", "stage_wall", Some("recording"));
+        assert_ne!(rec["verdict"], "worse", "{rec}");
+    }
+
+    #[test]
+    fn compare_is_deterministic_and_text_shows_differences_first() {
+        let a = fixture("v1/serve-episode");
+        let r1 = analyze(&[
+            "compare",
+            a.to_str().unwrap(),
+            a.to_str().unwrap(),
+            "--json",
+        ]);
+        let r2 = analyze(&[
+            "compare",
+            a.to_str().unwrap(),
+            a.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(r1.stdout, r2.stdout);
+        let c: Value = serde_json::from_str(&r1.stdout).unwrap();
+        // An episode against itself: every difference is exactly 0.
+        for m in c["metrics"].as_array().unwrap() {
+            assert_eq!(m["diff_median_ns"], 0);
+            assert_eq!(m["verdict"], "no_clear_change");
+        }
+        let t = analyze(&["compare", a.to_str().unwrap(), a.to_str().unwrap()]);
+        let pos = |s: &str| t.stdout.find(s).unwrap_or_else(|| panic!("{s} missing"));
+        assert!(pos("what differs") < pos("metrics ("));
+    }
+
+    #[test]
+    fn compare_with_a_bad_side_names_it() {
+        let a = fixture("v1/serve-episode");
+        let r = analyze(&["compare", a.to_str().unwrap(), "/nonexistent/b"]);
+        assert_eq!(r.code, 2);
+        assert!(r.stderr.contains("/nonexistent/b"));
+    }
+}
+
+mod end_to_end {
+    use super::*;
+
+    #[test]
+    fn serve_then_analyze() {
+        let _lock = serve_lock();
+        let lt = looptime_bin();
         let tmp = tempfile::tempdir().unwrap();
         let st = Command::new(&lt)
             .args([
@@ -466,10 +638,8 @@ mod end_to_end {
 
     #[test]
     fn uncapped_run_says_why_schedule_metrics_are_absent() {
-        let lt = looptime();
-        if !lt.exists() {
-            return; // built by serve_then_analyze in the same run
-        }
+        let _lock = serve_lock();
+        let lt = looptime_bin();
         let tmp = tempfile::tempdir().unwrap();
         let st = Command::new(&lt)
             .args([

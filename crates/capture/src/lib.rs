@@ -6,7 +6,7 @@
 //! values, and nested spans with wall and thread-CPU time. It allocates all
 //! its memory when it is built and never allocates, locks, formats or does
 //! I/O afterwards. [`Recorder::finish`] then writes `control_timing.jsonl`
-//! and `control_timing_summary.json` atomically; [`format`] defines both.
+//! and `control_timing_summary.json` atomically; [`mod@format`] defines both.
 //!
 //! ```
 //! use looptime_capture::{CaptureStatus, EvidenceReader, RecorderBuilder, Release};

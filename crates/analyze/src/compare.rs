@@ -1,0 +1,583 @@
+//! Paired A/B comparison of two episodes: what differs between their
+//! manifests, which metrics moved, and whether each move is larger than
+//! noise (a seeded bootstrap of the difference of medians and of p99).
+//! Definitions and thresholds are in `docs/compare.md`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::load::Evidence;
+use crate::metrics::{command_columns, cycle_columns, schedule_comparable, Report};
+
+/// Comparison format identifier.
+pub const COMPARISON_FORMAT: &str = "looptime-comparison/1";
+/// Config keys that cannot explain a timing difference (where files go).
+pub const IGNORED_CONFIG_KEYS: &[&str] = &["run.runs_dir"];
+/// Samples per side used by the bootstrap (a seeded subsample beyond it).
+pub const MAX_BOOTSTRAP_SAMPLES: usize = 20_000;
+/// Samples each side needs before its p99 counts towards a verdict (so at
+/// least 10 values lie above the p99).
+pub const MIN_SAMPLES_FOR_P99_VERDICT: usize = 1_000;
+/// The headline metrics an A/A pair must not move.
+pub const HEADLINE_METRICS: &[&str] = &["period", "work", "command_interval"];
+
+/// Bootstrap settings.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BootstrapConfig {
+    /// Resamples per metric.
+    pub resamples: u32,
+    /// RNG seed (the metric's name is mixed in, so each metric has its own stream).
+    pub seed: u64,
+}
+
+impl Default for BootstrapConfig {
+    fn default() -> Self {
+        Self {
+            resamples: 400,
+            seed: 0x5EED_1007,
+        }
+    }
+}
+
+/// One difference between the two manifests.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Difference {
+    /// `config`, `source`, `host`, `realtime` or `schedule`.
+    pub kind: String,
+    /// Dotted key (`stages.camera_read.mode`).
+    pub key: String,
+    /// Value in A (null when absent).
+    pub a: Value,
+    /// Value in B.
+    pub b: Value,
+}
+
+/// Median, p99, mean and count of one side.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Side {
+    /// Samples.
+    pub count: u64,
+    /// Nearest-rank median (ns).
+    pub median_ns: i64,
+    /// Nearest-rank p99 (ns).
+    pub p99_ns: i64,
+    /// Mean (ns), 0.1 ns.
+    pub mean_ns: f64,
+}
+
+/// better / worse / no clear change / mixed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// B is lower (closer to nominal) beyond noise.
+    Better,
+    /// B is higher beyond noise.
+    Worse,
+    /// No shift beyond noise.
+    NoClearChange,
+    /// The median and the p99 moved in opposite directions.
+    Mixed,
+}
+
+/// One metric, A against B.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MetricComparison {
+    /// Phase name.
+    pub phase: String,
+    /// `period`, `work`, `sleep_overshoot`, `deadline_lag`,
+    /// `command_interval`, `stage_wall`, `stage_cpu`.
+    pub metric: String,
+    /// Stage path for stage metrics.
+    pub stage: Option<String>,
+    /// What the verdict is judged on (`value` or `|value − nominal|`).
+    pub judged_on: String,
+    /// A's figures (of the judged quantity).
+    pub a: Side,
+    /// B's figures.
+    pub b: Side,
+    /// Rate implied by A's mean (period, command interval), Hz.
+    pub a_hz: Option<f64>,
+    /// Rate implied by B's mean, Hz.
+    pub b_hz: Option<f64>,
+    /// B median − A median (ns).
+    pub diff_median_ns: i64,
+    /// diff / |A median| (null when A median is 0).
+    pub rel_diff_median: Option<f64>,
+    /// 95 % bootstrap interval of the median difference (ns).
+    pub ci_median_ns: [i64; 2],
+    /// B p99 − A p99 (ns).
+    pub diff_p99_ns: i64,
+    /// diff / |A p99|.
+    pub rel_diff_p99: Option<f64>,
+    /// 95 % bootstrap interval of the p99 difference (ns).
+    pub ci_p99_ns: [i64; 2],
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    /// [`COMPARISON_FORMAT`].
+    pub format: String,
+    /// Episode A.
+    pub a: String,
+    /// Episode B.
+    pub b: String,
+    /// Config keys that differ (the settings under test).
+    pub settings_differing: Vec<String>,
+    /// Every manifest difference.
+    pub differences: Vec<Difference>,
+    /// Warnings about the comparison itself (shown first).
+    pub warnings: Vec<String>,
+    /// Caveats of either side (`A: …`, `B: …`).
+    pub caveats: Vec<String>,
+    /// Metrics, by phase, then metric, then stage.
+    pub metrics: Vec<MetricComparison>,
+    /// The bootstrap used.
+    pub bootstrap: BootstrapConfig,
+}
+
+fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, x, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.clone());
+        }
+    }
+}
+
+/// Manifest differences between A and B.
+pub fn manifest_differences(a: Option<&Value>, b: Option<&Value>) -> Vec<Difference> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let sections: [(&str, &str); 6] = [
+        ("config", "config"),
+        ("source_hash", "source"),
+        ("host", "host"),
+        ("realtime", "realtime"),
+        ("cpu_dma_latency_held", "realtime"),
+        ("schedule", "schedule"),
+    ];
+    for (field, kind) in sections {
+        let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
+        flatten("", a.get(field).unwrap_or(&Value::Null), &mut fa);
+        flatten("", b.get(field).unwrap_or(&Value::Null), &mut fb);
+        let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+        for k in keys {
+            if kind == "config" && IGNORED_CONFIG_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            if kind == "realtime" && k.starts_with("warnings") {
+                continue;
+            }
+            let va = fa.get(k).cloned().unwrap_or(Value::Null);
+            let vb = fb.get(k).cloned().unwrap_or(Value::Null);
+            if va != vb {
+                let key = if k.is_empty() {
+                    field.to_string()
+                } else {
+                    k.clone()
+                };
+                out.push(Difference {
+                    kind: kind.into(),
+                    key,
+                    a: va,
+                    b: vb,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// SplitMix64, seeded per metric.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        crate::load::mix(self.0, 0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() >> 11) as u128 * n as u128 >> 53) as usize
+    }
+}
+
+fn name_seed(seed: u64, name: &str) -> u64 {
+    name.bytes()
+        .fold(seed, |h, b| crate::load::mix(h, b as u64 + 1))
+}
+
+/// Nearest-rank quantile of `v` (reorders `v`).
+fn rank(v: &mut [i64], q: f64) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let k = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    *v.select_nth_unstable(k).1
+}
+
+fn side(v: &[i64]) -> Side {
+    let mut s = v.to_vec();
+    let mean = if v.is_empty() {
+        0.0
+    } else {
+        v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64
+    };
+    Side {
+        count: v.len() as u64,
+        median_ns: rank(&mut s, 0.5),
+        p99_ns: rank(&mut s, 0.99),
+        mean_ns: (mean * 10.0).round() / 10.0,
+    }
+}
+
+fn subsample(v: &[i64], rng: &mut Rng) -> Vec<i64> {
+    if v.len() <= MAX_BOOTSTRAP_SAMPLES {
+        return v.to_vec();
+    }
+    (0..MAX_BOOTSTRAP_SAMPLES)
+        .map(|_| v[rng.below(v.len())])
+        .collect()
+}
+
+/// 95 % percentile-bootstrap intervals of (median B − median A) and
+/// (p99 B − p99 A).
+fn bootstrap(a: &[i64], b: &[i64], cfg: BootstrapConfig, name: &str) -> ([i64; 2], [i64; 2]) {
+    let mut rng = Rng(name_seed(cfg.seed, name));
+    let a = subsample(a, &mut rng);
+    let b = subsample(b, &mut rng);
+    let mut ra = vec![0i64; a.len()];
+    let mut rb = vec![0i64; b.len()];
+    let mut dm = Vec::with_capacity(cfg.resamples as usize);
+    let mut dp = Vec::with_capacity(cfg.resamples as usize);
+    for _ in 0..cfg.resamples.max(1) {
+        for x in ra.iter_mut() {
+            *x = a[rng.below(a.len())];
+        }
+        for x in rb.iter_mut() {
+            *x = b[rng.below(b.len())];
+        }
+        let (ma, pa) = (rank(&mut ra, 0.5), rank(&mut ra, 0.99));
+        let (mb, pb) = (rank(&mut rb, 0.5), rank(&mut rb, 0.99));
+        dm.push(mb - ma);
+        dp.push(pb - pa);
+    }
+    let ci = |d: &mut Vec<i64>| [rank(d, 0.025), rank(d, 0.975)];
+    (ci(&mut dm), ci(&mut dp))
+}
+
+/// Whether a shift is beyond noise: the interval excludes 0 and the shift
+/// is at least the metric's noise floor. Returns −1, 0 or +1.
+fn shift(ci: [i64; 2], diff: i64, floor: f64) -> i32 {
+    if (diff.unsigned_abs() as f64) < floor {
+        return 0;
+    }
+    if ci[0] > 0 {
+        1
+    } else if ci[1] < 0 {
+        -1
+    } else {
+        0
+    }
+}
+
+fn verdict(m: i32, p: i32) -> Verdict {
+    match (m, p) {
+        (0, 0) => Verdict::NoClearChange,
+        (1, -1) | (-1, 1) => Verdict::Mixed,
+        (x, y) if x + y > 0 => Verdict::Worse,
+        _ => Verdict::Better,
+    }
+}
+
+/// Samples keyed by (phase, metric, stage), with what they are judged on.
+type Samples = BTreeMap<(String, String, Option<String>), (String, Vec<i64>)>;
+
+fn samples(ev: &Evidence) -> Samples {
+    let h = &ev.header;
+    let nominal = h.nominal_period_ns.map(|p| p as i64);
+    let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let cc = cycle_columns(ev, schedule_comparable(h));
+    let mut out: Samples = BTreeMap::new();
+    let mut push = |phase: u32, metric: &str, stage: Option<String>, judged: &str, v: i64| {
+        out.entry((phase_name(phase), metric.to_string(), stage))
+            .or_insert_with(|| (judged.to_string(), Vec::new()))
+            .1
+            .push(v);
+    };
+    for i in 0..ev.cycles.len() {
+        let p = cc.phase[i];
+        if let Some(x) = cc.period[i] {
+            match nominal {
+                Some(n) => push(p, "period", None, "|period − nominal|", (x - n).abs()),
+                None => push(p, "period", None, "value", x),
+            }
+        }
+        if let Some(x) = cc.work[i] {
+            push(p, "work", None, "value", x);
+        }
+        if let Some(x) = cc.overshoot[i] {
+            push(p, "sleep_overshoot", None, "value", x);
+        }
+        if let Some(x) = cc.lag[i] {
+            push(p, "deadline_lag", None, "value", x);
+        }
+    }
+    let cmd = command_columns(ev, &cc.segment);
+    for i in 0..cmd.segment.len() {
+        if let Some(x) = cmd.interval[i] {
+            match nominal {
+                Some(n) => push(
+                    cmd.phase[i],
+                    "command_interval",
+                    None,
+                    "|interval − nominal|",
+                    (x - n).abs(),
+                ),
+                None => push(cmd.phase[i], "command_interval", None, "value", x),
+            }
+        }
+    }
+    // Stages by (phase, path), attributes pooled: an A/B of `mode` compares
+    // the same stage under both modes.
+    let groups: HashMap<u64, &crate::load::GroupDecode> =
+        ev.groups.iter().map(|g| (g.key, g)).collect();
+    let col = |name: &str| {
+        ev.spans
+            .column(name)
+            .ok()
+            .map(|c| c.as_materialized_series().clone())
+    };
+    if let (Some(k), Some(w), Some(c)) = (col("key"), col("wall_ns"), col("cpu_ns")) {
+        // The loader rechunks the span table and never writes nulls.
+        let (k, w, c) = (k.rechunk(), w.rechunk(), c.rechunk());
+        if let (Ok(k), Ok(w), Ok(c)) = (k.u64(), w.i64(), c.i64()) {
+            if let (Ok(k), Ok(w), Ok(c)) = (k.cont_slice(), w.cont_slice(), c.cont_slice()) {
+                for ((&k, &w), &c) in k.iter().zip(w).zip(c) {
+                    let Some(g) = groups.get(&k) else { continue };
+                    push(g.phase, "stage_wall", Some(g.path.clone()), "value", w);
+                    if c >= 0 {
+                        push(g.phase, "stage_cpu", Some(g.path.clone()), "value", c);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The rate the report gives for period and command interval.
+fn implied_hz(phase: &str, metric: &str, report: &Report) -> Option<f64> {
+    let p = report.phases.iter().find(|p| p.phase == phase)?;
+    match metric {
+        "period" => p.loop_hz,
+        "command_interval" => p.command_hz,
+        _ => None,
+    }
+}
+
+/// Compare two loaded episodes (with their reports).
+pub fn compare(
+    a: (&Evidence, &Report),
+    b: (&Evidence, &Report),
+    cfg: BootstrapConfig,
+) -> Comparison {
+    let differences = manifest_differences(a.0.manifest.as_ref(), b.0.manifest.as_ref());
+    let settings: Vec<String> = differences
+        .iter()
+        .filter(|d| d.kind == "config")
+        .map(|d| d.key.clone())
+        .collect();
+    let mut warnings = Vec::new();
+    for (side, ev) in [("A", a.0), ("B", b.0)] {
+        if ev.manifest.is_none() {
+            warnings.push(format!(
+                "{side} has no manifest.json: what differs between the runs is unknown"
+            ));
+        }
+    }
+    if settings.len() > 1 {
+        warnings.push(format!(
+            "{} settings differ ({}): a change cannot be attributed to one of them; rerun with one setting changed",
+            settings.len(),
+            settings.join(", ")
+        ));
+    }
+    if settings.is_empty() && a.0.manifest.is_some() && b.0.manifest.is_some() {
+        warnings
+            .push("no config setting differs: this is an A/A comparison (run-to-run noise)".into());
+    }
+    if differences.iter().any(|d| d.kind == "source") {
+        warnings.push("the two runs were built from different source (source_hash differs)".into());
+    }
+    if differences.iter().any(|d| d.kind == "host") {
+        warnings
+            .push("the two runs come from different hosts or kernels (host facts differ)".into());
+    }
+    let mut caveats = Vec::new();
+    for (side, r) in [("A", a.1), ("B", b.1)] {
+        for c in &r.caveats {
+            caveats.push(format!("{side}: {c}"));
+        }
+    }
+    let sa = samples(a.0);
+    let sb = samples(b.0);
+    let phase_rank = |p: &str| {
+        a.1.phases
+            .iter()
+            .position(|x| x.phase == p)
+            .unwrap_or(usize::MAX)
+    };
+    let metric_rank = |m: &str| {
+        [
+            "period",
+            "work",
+            "sleep_overshoot",
+            "deadline_lag",
+            "command_interval",
+            "stage_wall",
+            "stage_cpu",
+        ]
+        .iter()
+        .position(|x| *x == m)
+        .unwrap_or(99)
+    };
+    let mut keys: Vec<&(String, String, Option<String>)> =
+        sa.keys().filter(|k| sb.contains_key(*k)).collect();
+    keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
+    let mut metrics = Vec::new();
+    for key in keys {
+        let (judged, va) = &sa[key];
+        let (_, vb) = &sb[key];
+        if va.len() < 2 || vb.len() < 2 {
+            continue;
+        }
+        let (a_side, b_side) = (side(va), side(vb));
+        let name = format!("{}/{}/{}", key.0, key.1, key.2.as_deref().unwrap_or(""));
+        let (ci_m, ci_p) = bootstrap(va, vb, cfg, &name);
+        let dm = b_side.median_ns - a_side.median_ns;
+        let dp = b_side.p99_ns - a_side.p99_ns;
+        let floor_m = (0.03 * a_side.median_ns.unsigned_abs() as f64).max(5_000.0);
+        let floor_p = (0.25 * a_side.p99_ns.unsigned_abs() as f64).max(50_000.0);
+        let rel = |d: i64, base: i64| {
+            (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
+        };
+        metrics.push(MetricComparison {
+            phase: key.0.clone(),
+            metric: key.1.clone(),
+            stage: key.2.clone(),
+            judged_on: judged.clone(),
+            a_hz: implied_hz(&key.0, &key.1, a.1),
+            b_hz: implied_hz(&key.0, &key.1, b.1),
+            diff_median_ns: dm,
+            rel_diff_median: rel(dm, a_side.median_ns),
+            ci_median_ns: ci_m,
+            diff_p99_ns: dp,
+            rel_diff_p99: rel(dp, a_side.p99_ns),
+            ci_p99_ns: ci_p,
+            verdict: verdict(
+                shift(ci_m, dm, floor_m),
+                if va.len().min(vb.len()) >= MIN_SAMPLES_FOR_P99_VERDICT {
+                    shift(ci_p, dp, floor_p)
+                } else {
+                    0
+                },
+            ),
+            a: a_side,
+            b: b_side,
+        });
+    }
+    Comparison {
+        format: COMPARISON_FORMAT.into(),
+        a: a.0.dir.display().to_string(),
+        b: b.0.dir.display().to_string(),
+        settings_differing: settings,
+        differences,
+        warnings,
+        caveats,
+        metrics,
+        bootstrap: cfg,
+    }
+}
+
+/// Render a comparison as text.
+pub fn render(c: &Comparison) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "looptime comparison\n  A: {}\n  B: {}", c.a, c.b);
+    if !c.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings");
+        for w in &c.warnings {
+            let _ = writeln!(o, "  ! {w}");
+        }
+    }
+    let _ = writeln!(o, "\nwhat differs");
+    if c.differences.is_empty() {
+        let _ = writeln!(o, "  nothing recorded differs");
+    }
+    for d in &c.differences {
+        let _ = writeln!(o, "  [{}] {}: {} -> {}", d.kind, d.key, d.a, d.b);
+    }
+    if !c.caveats.is_empty() {
+        let _ = writeln!(o, "\ncaveats");
+        for x in &c.caveats {
+            let _ = writeln!(o, "  ! {x}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nmetrics (ms; Δ = B − A; 95 % bootstrap CI, {} resamples, seed {:#x})",
+        c.bootstrap.resamples, c.bootstrap.seed
+    );
+    let _ = writeln!(
+        o,
+        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
+        "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
+    );
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    for m in &c.metrics {
+        let mut name = m.metric.clone();
+        if let Some(s) = &m.stage {
+            name = format!("{name} {s}");
+        }
+        if m.judged_on != "value" {
+            name = format!("{name} ({})", m.judged_on);
+        }
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
+            m.phase,
+            name,
+            ms(m.a.median_ns),
+            ms(m.b.median_ns),
+            ms(m.diff_median_ns),
+            format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
+            ms(m.diff_p99_ns),
+            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1])),
+            match m.verdict {
+                Verdict::Better => "better",
+                Verdict::Worse => "WORSE",
+                Verdict::NoClearChange => "no clear change",
+                Verdict::Mixed => "mixed",
+            }
+        );
+        if let (Some(ha), Some(hb)) = (m.a_hz, m.b_hz) {
+            let _ = writeln!(o, "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} Hz", "", "  (rate)");
+        }
+    }
+    o
+}
