@@ -212,7 +212,7 @@ impl Rng {
         crate::load::mix(self.0, 0x2545_F491_4F6C_DD1D)
     }
     fn below(&mut self, n: usize) -> usize {
-        ((self.next() >> 11) as u128 * n as u128 >> 53) as usize
+        (((self.next() >> 11) as u128 * n as u128) >> 53) as usize
     }
 }
 
