@@ -40,6 +40,9 @@ pub struct Cli {
     /// Skip corrupt or inconsistent lines (and report how many).
     #[arg(long)]
     pub lenient: bool,
+    /// Write a self-contained HTML report (and PNG/SVG plots) into this directory.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// The stage whose span starts count as command submissions.
     #[arg(long, default_value = "robot_send_command")]
     pub command_stage: String,
@@ -61,6 +64,20 @@ pub enum Sub {
         /// Save the JSON report.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Skip bad lines.
+        #[arg(long)]
+        lenient: bool,
+        /// Write a self-contained HTML report (and PNG/SVG plots) here.
+        #[arg(long)]
+        html: Option<PathBuf>,
+    },
+    /// Write the episode's plots as PNG and SVG files.
+    Plots {
+        /// The episode directory.
+        episode: PathBuf,
+        /// Output directory (created if missing).
+        #[arg(long)]
+        out: PathBuf,
         /// Skip bad lines.
         #[arg(long)]
         lenient: bool,
@@ -86,6 +103,9 @@ pub enum Sub {
         /// Bootstrap seed.
         #[arg(long, default_value_t = 0x5EED_1007)]
         seed: u64,
+        /// Write a self-contained HTML comparison (and PNG/SVG plots) here.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
 }
 
@@ -106,6 +126,8 @@ pub struct CompareRequest {
     pub analyze: AnalyzeOptions,
     /// Bootstrap settings.
     pub bootstrap: crate::compare::BootstrapConfig,
+    /// HTML output directory.
+    pub html: Option<PathBuf>,
 }
 
 /// A validated request.
@@ -121,6 +143,10 @@ pub struct ReportRequest {
     pub load: LoadOptions,
     /// Analysis options.
     pub analyze: AnalyzeOptions,
+    /// HTML output directory.
+    pub html: Option<PathBuf>,
+    /// Only write plots (PNG and SVG) into this directory.
+    pub plots_only: Option<PathBuf>,
 }
 
 /// What to do.
@@ -151,6 +177,7 @@ impl Cli {
                 json,
                 output,
                 lenient,
+                html,
             }) => Ok(Command::Report(ReportRequest {
                 episode,
                 json,
@@ -161,6 +188,25 @@ impl Cli {
                     command_stage: analyze.command_stage.clone(),
                 },
                 analyze,
+                html,
+                plots_only: None,
+            })),
+            Some(Sub::Plots {
+                episode,
+                out,
+                lenient,
+            }) => Ok(Command::Report(ReportRequest {
+                episode,
+                json: false,
+                output: None,
+                load: LoadOptions {
+                    lenient,
+                    progress: true,
+                    command_stage: analyze.command_stage.clone(),
+                },
+                analyze,
+                html: None,
+                plots_only: Some(out),
             })),
             Some(Sub::Compare {
                 a,
@@ -170,6 +216,7 @@ impl Cli {
                 lenient,
                 resamples,
                 seed,
+                html,
             }) => {
                 if resamples == 0 {
                     return Err(UsageError("--resamples must be at least 1".into()));
@@ -186,6 +233,7 @@ impl Cli {
                     },
                     analyze,
                     bootstrap: crate::compare::BootstrapConfig { resamples, seed },
+                    html,
                 }))
             }
             None => {
@@ -205,10 +253,23 @@ impl Cli {
                         command_stage: analyze.command_stage.clone(),
                     },
                     analyze,
+                    html: self.html,
+                    plots_only: None,
                 }))
             }
         }
     }
+}
+
+fn make_dir(dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|source| AnalyzeError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+fn write_text(path: PathBuf, text: &str) -> Result<()> {
+    std::fs::write(&path, text).map_err(|source| AnalyzeError::Write { path, source })
 }
 
 /// Deterministic JSON of a report (struct field order, sorted maps).
@@ -228,6 +289,24 @@ pub fn report_json(r: &Report) -> String {
 pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
     let ev = load_episode(&req.episode, req.load.clone())?;
     let report = analyze(&ev, &req.analyze)?;
+    if let Some(dir) = &req.plots_only {
+        make_dir(dir)?;
+        let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
+        for p in &plots {
+            let _ = writeln!(out, "{}", dir.join(format!("{}.png", p.name)).display());
+            let _ = writeln!(out, "{}", dir.join(format!("{}.svg", p.name)).display());
+        }
+        return Ok(report);
+    }
+    if let Some(dir) = &req.html {
+        make_dir(dir)?;
+        let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
+        write_text(
+            dir.join("report.html"),
+            &crate::html::report_page(&report, &plots),
+        )?;
+        eprintln!("wrote {}", dir.join("report.html").display());
+    }
     if let Some(path) = &req.output {
         std::fs::write(path, report_json(&report)).map_err(|source| AnalyzeError::Write {
             path: path.clone(),
@@ -260,6 +339,15 @@ pub fn run_compare(
     let eb = load_episode(&req.b, req.load.clone())?;
     let rb = analyze(&eb, &req.analyze)?;
     let c = crate::compare::compare((&ea, &ra), (&eb, &rb), req.bootstrap);
+    if let Some(dir) = &req.html {
+        make_dir(dir)?;
+        let plots = crate::plots::compare_plots((&ea, &ra), (&eb, &rb), &c, Some(dir))?;
+        write_text(
+            dir.join("compare.html"),
+            &crate::html::compare_page(&c, &plots),
+        )?;
+        eprintln!("wrote {}", dir.join("compare.html").display());
+    }
     let json = || {
         let mut s = serde_json::to_string_pretty(&c).unwrap_or_default();
         s.push('\n');
@@ -303,7 +391,7 @@ pub fn run(cli: Cli) -> i32 {
         Err(e) => {
             eprintln!("error: {e}");
             match e {
-                AnalyzeError::Write { .. } => EXIT_WRITE,
+                AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
                 _ => EXIT_BAD_INPUT,
             }
         }

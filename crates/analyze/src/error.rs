@@ -58,6 +58,9 @@ pub enum AnalyzeError {
     /// polars failed while aggregating (a bug: please report it).
     #[error("aggregation failed: {0}")]
     Polars(#[from] polars::error::PolarsError),
+    /// A plot could not be drawn or written.
+    #[error(transparent)]
+    Plot(#[from] crate::plots::PlotError),
     /// Writing the report failed.
     #[error("cannot write {path}: {source}")]
     Write {

@@ -23,8 +23,10 @@ pub mod cli;
 pub mod compare;
 pub mod crosscheck;
 mod error;
+pub mod html;
 pub mod load;
 pub mod metrics;
+pub mod plots;
 pub mod text;
 
 pub use error::{AnalyzeError, Result};

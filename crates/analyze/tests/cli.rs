@@ -600,6 +600,102 @@ mod compare {
     }
 }
 
+mod plots_and_html {
+    use super::*;
+
+    #[test]
+    fn plots_writes_png_and_svg_with_labelled_axes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("plots");
+        let r = analyze(&[
+            "plots",
+            fixture("v1/serve-episode").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        for name in [
+            "period_timeline",
+            "period_distribution",
+            "work_distribution",
+            "stage_breakdown",
+        ] {
+            let png = std::fs::read(out.join(format!("{name}.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}.png is a PNG");
+            assert!(png.len() > 5_000, "{name}.png has content");
+            let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+            assert!(svg.contains("<svg"), "{name}.svg");
+        }
+        let t = std::fs::read_to_string(out.join("period_timeline.svg")).unwrap();
+        assert!(
+            t.contains("period, start to start (ms)") && t.contains("(s)"),
+            "axis units"
+        );
+        assert!(
+            t.contains("warmup") && t.contains("running"),
+            "phases in the legend"
+        );
+        let w = std::fs::read_to_string(out.join("work_distribution.svg")).unwrap();
+        assert!(w.contains("work (ms)") && w.contains("CDF"));
+    }
+
+    #[test]
+    fn html_report_is_self_contained_and_escapes_evidence_names() {
+        // Rename a stage to markup, in the header and in every span.
+        let evil = "<script>alert(1)</script>&\\\"";
+        let tmp = damaged("v1/serve-episode", |lines| {
+            let lines: Vec<String> = lines
+                .into_iter()
+                .map(|l| l.replace("\"viewer_control\"", &serde_json::to_string(evil).unwrap()))
+                .collect();
+            joined(lines)
+        });
+        std::fs::remove_file(tmp.path().join("control_timing_summary.json")).unwrap();
+        let html_dir = tmp.path().join("html");
+        let r = analyze(&[
+            "--episode",
+            tmp.path().to_str().unwrap(),
+            "--html",
+            html_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let page = std::fs::read_to_string(html_dir.join("report.html")).unwrap();
+        assert!(!page.contains("<script"), "evidence markup must be escaped");
+        assert!(
+            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;"),
+            "escaped name shown"
+        );
+        assert!(
+            !page.contains("src=\"http") && !page.contains("href=\"http"),
+            "no external assets"
+        );
+        assert!(page.matches("<svg").count() >= 4, "plots are inline SVG");
+        assert!(
+            !page.contains("viewer_control"),
+            "the stage really was renamed"
+        );
+    }
+
+    #[test]
+    fn compare_html_holds_tables_and_overlaid_cdfs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ep = fixture("v1/serve-episode");
+        let dir = tmp.path().join("cmp");
+        let r = analyze(&[
+            "compare",
+            ep.to_str().unwrap(),
+            ep.to_str().unwrap(),
+            "--html",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let page = std::fs::read_to_string(dir.join("compare.html")).unwrap();
+        assert!(page.contains("What differs") && page.contains("no clear change"));
+        assert!(page.contains("CDF, A against B"));
+        assert!(dir.join("compare_period_cdf.png").exists());
+    }
+}
+
 mod end_to_end {
     use super::*;
 

@@ -1,0 +1,675 @@
+//! Plots (plotters), as SVG strings and PNG files: the period over time with
+//! phase segments shaded and overruns marked, the distribution (histogram
+//! and CDF) of period, work and overshoot, the stage breakdown, and for a
+//! comparison the A and B CDFs overlaid. Axes carry their units.
+//!
+//! Text needs a font: the first of [`FONT_CANDIDATES`] that exists (or the
+//! file named by `LOOPTIME_FONT`) is registered once per process.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::compare::Comparison;
+use crate::load::Evidence;
+use crate::metrics::{cycle_columns, schedule_comparable, Report};
+
+/// Fonts tried in order (Debian's `fonts-dejavu-core` provides the first).
+pub const FONT_CANDIDATES: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+/// Points drawn per time series at most (min and max of each bucket are kept,
+/// so spikes survive the thinning).
+pub const MAX_TIMELINE_POINTS: usize = 4_000;
+
+const W: u32 = 900;
+const H: u32 = 340;
+const PHASE_COLORS: [RGBColor; 4] = [
+    RGBColor(255, 190, 90),
+    RGBColor(120, 180, 255),
+    RGBColor(200, 200, 200),
+    RGBColor(170, 230, 170),
+];
+const A_COLOR: RGBColor = RGBColor(31, 119, 180);
+const B_COLOR: RGBColor = RGBColor(230, 110, 20);
+
+/// A plot that could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// No font file found.
+    #[error("no font for plot text: install fonts-dejavu-core (apt-get install fonts-dejavu-core) or set LOOPTIME_FONT to a .ttf file")]
+    NoFont,
+    /// plotters failed.
+    #[error("drawing {plot}: {message}")]
+    Draw {
+        /// Which plot.
+        plot: String,
+        /// plotters' message.
+        message: String,
+    },
+    /// A PNG could not be written.
+    #[error("cannot write {path}: {message}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The reason.
+        message: String,
+    },
+}
+
+fn font_ready() -> Result<(), PlotError> {
+    static FONT: OnceLock<bool> = OnceLock::new();
+    let ok = *FONT.get_or_init(|| {
+        let from_env = std::env::var_os("LOOPTIME_FONT").map(PathBuf::from);
+        let candidates = from_env
+            .into_iter()
+            .chain(FONT_CANDIDATES.iter().map(PathBuf::from));
+        for p in candidates {
+            if let Ok(bytes) = std::fs::read(&p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(PlotError::NoFont)
+    }
+}
+
+/// One rendered plot.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    /// File stem (`period_timeline`).
+    pub name: String,
+    /// Title shown above it in HTML.
+    pub title: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+type Draw<'a> = Box<dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Result<(), String> + 'a>;
+type DrawPng<'a> = Box<dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Result<(), String> + 'a>;
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// Keep at most `max` points: per bucket of x, the min and max y.
+fn thin(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max / 2);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in points.chunks(per) {
+        let lo = chunk
+            .iter()
+            .copied()
+            .fold((0.0, f64::INFINITY), |a, p| if p.1 < a.1 { p } else { a });
+        let hi =
+            chunk.iter().copied().fold(
+                (0.0, f64::NEG_INFINITY),
+                |a, p| if p.1 > a.1 { p } else { a },
+            );
+        if lo.0 <= hi.0 {
+            out.push(lo);
+            out.push(hi);
+        } else {
+            out.push(hi);
+            out.push(lo);
+        }
+    }
+    out
+}
+
+/// Data behind the episode plots.
+struct EpisodeData {
+    /// (time s, period ms) per cycle with a period.
+    period: Vec<(f64, f64)>,
+    /// (phase name, t0, t1) per segment.
+    segments: Vec<(String, f64, f64)>,
+    /// (time s, period ms) of overdue cycles.
+    overruns: Vec<(f64, f64)>,
+    /// Running-phase (or all) samples in ms: period, work, overshoot.
+    dists: Vec<(String, String, Vec<f64>)>,
+    phases: Vec<String>,
+}
+
+fn episode_data(ev: &Evidence, report: &Report) -> EpisodeData {
+    let cc = cycle_columns(ev, schedule_comparable(&ev.header));
+    let t0 = ev.cycles.first().map_or(0, |c| c.start_ns);
+    let ts = |ns: i64| (ns - t0) as f64 / 1e9;
+    let mut d = EpisodeData {
+        period: Vec::new(),
+        segments: Vec::new(),
+        overruns: Vec::new(),
+        dists: Vec::new(),
+        phases: ev.header.phases.clone(),
+    };
+    let judged = report
+        .phases
+        .iter()
+        .find(|p| p.phase == "running")
+        .or_else(|| report.phases.iter().max_by_key(|p| p.cycles))
+        .and_then(|p| ev.header.phases.iter().position(|x| *x == p.phase))
+        .map(|i| i as u32);
+    let (mut per, mut work, mut over) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, c) in ev.cycles.iter().enumerate() {
+        let t = ts(c.start_ns);
+        if i == 0 || cc.segment[i] != cc.segment[i - 1] {
+            d.segments.push((
+                ev.header
+                    .phases
+                    .get(c.phase as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+                t,
+                t,
+            ));
+        }
+        if let Some(s) = d.segments.last_mut() {
+            s.2 = t;
+        }
+        if let Some(p) = cc.period[i] {
+            d.period.push((t, p as f64 / 1e6));
+            if c.overdue {
+                d.overruns.push((t, p as f64 / 1e6));
+            }
+        }
+        if Some(c.phase) == judged {
+            if let Some(p) = cc.period[i] {
+                per.push(p as f64 / 1e6);
+            }
+            if let Some(w) = cc.work[i] {
+                work.push(w as f64 / 1e6);
+            }
+            if let Some(o) = cc.overshoot[i] {
+                over.push(o as f64 / 1e3);
+            }
+        }
+    }
+    let phase = judged
+        .and_then(|i| ev.header.phases.get(i as usize).cloned())
+        .unwrap_or_default();
+    d.dists
+        .push((format!("period ({phase})"), "period (ms)".into(), per));
+    d.dists
+        .push((format!("work ({phase})"), "work (ms)".into(), work));
+    if !over.is_empty() {
+        d.dists.push((
+            format!("sleep overshoot ({phase})"),
+            "overshoot (µs)".into(),
+            over,
+        ));
+    }
+    d
+}
+
+fn bounds(v: &[f64]) -> (f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-9 {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        let pad = (hi - lo) * 0.05;
+        (lo - pad, hi + pad)
+    }
+}
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+/// The value at nearest rank ⌈q·N⌉ of sorted `s`.
+fn quantile(s: &[f64], q: f64) -> f64 {
+    if s.is_empty() {
+        return 0.0;
+    }
+    s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
+}
+
+fn cdf_points(s: &[f64]) -> Vec<(f64, f64)> {
+    let n = s.len().max(1) as f64;
+    let pts: Vec<(f64, f64)> = s
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (x, (i + 1) as f64 / n))
+        .collect();
+    thin(&pts, MAX_TIMELINE_POINTS)
+}
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    d: &EpisodeData,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let xs = bounds(&d.period.iter().map(|p| p.0).collect::<Vec<_>>());
+    let ys = bounds(&d.period.iter().map(|p| p.1).collect::<Vec<_>>());
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "period over time (phases shaded, overruns marked)",
+            ("sans-serif", 16),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(xs.0.max(0.0)..xs.1, ys.0..ys.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since the first retained cycle (s)")
+        .y_desc("period, start to start (ms)")
+        .draw()
+        .map_err(err)?;
+    for (name, a, b) in &d.segments {
+        let i = d.phases.iter().position(|p| p == name).unwrap_or(0) % PHASE_COLORS.len();
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(*a, ys.0), (*b, ys.1)],
+                PHASE_COLORS[i].mix(0.25).filled(),
+            )))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], PHASE_COLORS[i].filled())
+            });
+    }
+    chart
+        .draw_series(LineSeries::new(
+            thin(&d.period, MAX_TIMELINE_POINTS),
+            &A_COLOR,
+        ))
+        .map_err(err)?;
+    if !d.overruns.is_empty() {
+        chart
+            .draw_series(d.overruns.iter().map(|&p| Circle::new(p, 3, RED.filled())))
+            .map_err(err)?
+            .label("overrun")
+            .legend(|(x, y)| Circle::new((x + 6, y), 3, RED.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+fn draw_distribution<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    v: &[f64],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let s = sorted(v);
+    let (left, right) = root.split_horizontally(W / 2);
+    // Histogram up to p99.9 (the tail beyond is counted in the caption).
+    let lo = s.first().copied().unwrap_or(0.0);
+    let hi = quantile(&s, 0.999).max(lo + 1e-6);
+    let bins = 50usize;
+    let width = (hi - lo) / bins as f64;
+    let mut counts = vec![0u64; bins];
+    let mut beyond = 0u64;
+    for &x in &s {
+        if x > hi {
+            beyond += 1;
+            continue;
+        }
+        let b = (((x - lo) / width) as usize).min(bins - 1);
+        counts[b] += 1;
+    }
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            format!("{title}: histogram ({beyond} beyond p99.9 not shown)"),
+            ("sans-serif", 13),
+        )
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(50)
+        .build_cartesian_2d(lo..hi, 0.0..top * 1.05)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(unit)
+        .y_desc("cycles")
+        .x_labels(6)
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, &c)| {
+            let x0 = lo + i as f64 * width;
+            Rectangle::new(
+                [(x0, 0.0), (x0 + width, c as f64)],
+                A_COLOR.mix(0.7).filled(),
+            )
+        }))
+        .map_err(err)?;
+    let xs = bounds(&s);
+    let mut cdf = ChartBuilder::on(&right)
+        .caption(
+            format!("{title}: CDF (n = {})", s.len()),
+            ("sans-serif", 13),
+        )
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(50)
+        .build_cartesian_2d(xs.0..xs.1, 0.0..1.0)
+        .map_err(err)?;
+    cdf.configure_mesh()
+        .x_desc(unit)
+        .y_desc("fraction of cycles ≤ x")
+        .x_labels(6)
+        .draw()
+        .map_err(err)?;
+    cdf.draw_series(LineSeries::new(cdf_points(&s), &A_COLOR))
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+fn draw_stages<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    report: &Report,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let phase = report
+        .phases
+        .iter()
+        .find(|p| p.phase == "running")
+        .or_else(|| report.phases.iter().max_by_key(|p| p.cycles))
+        .map(|p| p.phase.clone())
+        .unwrap_or_default();
+    let rows: Vec<_> = report.stages.iter().filter(|s| s.phase == phase).collect();
+    let n = rows.len().max(1);
+    let xmax = rows
+        .iter()
+        .map(|s| s.wall.p99_ns as f64 / 1e6)
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|s| {
+            let attrs: Vec<String> = s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{}{}{}",
+                "  ".repeat(s.depth as usize),
+                s.stage,
+                if attrs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", attrs.join(","))
+                }
+            )
+        })
+        .collect();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("stage breakdown ({phase}): bar = mean wall, mark = p99; nested rows are included in their parent"),
+            ("sans-serif", 14),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0.0..xmax, (0..n as i32).into_segmented())
+        .map_err(err)?;
+    // Row k (top to bottom) sits in segment n − 1 − k.
+    let label_of = |v: &SegmentValue<i32>| match v {
+        SegmentValue::CenterOf(i) if (*i as usize) < n => {
+            labels.get(n - 1 - *i as usize).cloned().unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .x_desc("wall time per cycle (ms)")
+        .y_labels(n)
+        .y_label_formatter(&label_of)
+        .disable_y_mesh()
+        .draw()
+        .map_err(err)?;
+    for (k, s) in rows.iter().enumerate() {
+        let i = (n - 1 - k) as i32;
+        let mean = s.wall.mean_ns / 1e6;
+        let p99 = s.wall.p99_ns as f64 / 1e6;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(i)),
+                    (mean, SegmentValue::Exact(i + 1)),
+                ],
+                A_COLOR.mix(if s.depth == 0 { 0.8 } else { 0.45 }).filled(),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (p99, SegmentValue::Exact(i)),
+                    (p99, SegmentValue::Exact(i + 1)),
+                ],
+                RED.stroke_width(2),
+            )))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+fn draw_cdf_pair<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    a: &[f64],
+    b: &[f64],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let (sa, sb) = (sorted(a), sorted(b));
+    let hi = quantile(&sa, 0.999).max(quantile(&sb, 0.999));
+    let lo = sa
+        .first()
+        .copied()
+        .unwrap_or(0.0)
+        .min(sb.first().copied().unwrap_or(0.0));
+    let xs = bounds(&[lo, hi]);
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("{title}: CDF, A against B (to p99.9)"),
+            ("sans-serif", 15),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(xs.0..xs.1, 0.0..1.0)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(unit)
+        .y_desc("fraction ≤ x")
+        .draw()
+        .map_err(err)?;
+    for (label, s, color) in [("A", &sa, A_COLOR), ("B", &sb, B_COLOR)] {
+        chart
+            .draw_series(LineSeries::new(cdf_points(s), color.stroke_width(2)))
+            .map_err(err)?
+            .label(format!("{label} (n = {})", s.len()))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+fn render(
+    name: &str,
+    title: &str,
+    svg_draw: Draw,
+    png: Option<(&Path, DrawPng)>,
+) -> Result<Plot, PlotError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        svg_draw(&root).map_err(|message| PlotError::Draw {
+            plot: name.into(),
+            message,
+        })?;
+    }
+    if let Some((dir, draw)) = png {
+        let path = dir.join(format!("{name}.png"));
+        let root = BitMapBackend::new(&path, (W, H)).into_drawing_area();
+        draw(&root).map_err(|message| PlotError::Write {
+            path: path.clone(),
+            message,
+        })?;
+        std::fs::write(dir.join(format!("{name}.svg")), &svg).map_err(|e| PlotError::Write {
+            path: dir.join(format!("{name}.svg")),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(Plot {
+        name: name.into(),
+        title: title.into(),
+        svg,
+    })
+}
+
+/// The plots of one episode. With `png_dir`, each is also written there as
+/// `NAME.png` and `NAME.svg`.
+///
+/// # Errors
+/// [`PlotError`] when no font is available or a file cannot be written.
+pub fn episode_plots(
+    ev: &Evidence,
+    report: &Report,
+    png_dir: Option<&Path>,
+) -> Result<Vec<Plot>, PlotError> {
+    font_ready()?;
+    let d = episode_data(ev, report);
+    let mut out = Vec::new();
+    out.push(render(
+        "period_timeline",
+        "Period over time",
+        Box::new(|r| draw_timeline(r, &d)),
+        png_dir.map(|p| {
+            (
+                p,
+                Box::new(|r: &DrawingArea<BitMapBackend, Shift>| draw_timeline(r, &d)) as DrawPng,
+            )
+        }),
+    )?);
+    for (i, (title, unit, v)) in d.dists.iter().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let name = [
+            "period_distribution",
+            "work_distribution",
+            "overshoot_distribution",
+        ][i.min(2)];
+        out.push(render(
+            name,
+            title,
+            Box::new(|r| draw_distribution(r, title, unit, v)),
+            png_dir.map(|p| {
+                (
+                    p,
+                    Box::new(|r: &DrawingArea<BitMapBackend, Shift>| {
+                        draw_distribution(r, title, unit, v)
+                    }) as DrawPng,
+                )
+            }),
+        )?);
+    }
+    if !report.stages.is_empty() {
+        out.push(render(
+            "stage_breakdown",
+            "Stage breakdown",
+            Box::new(|r| draw_stages(r, report)),
+            png_dir.map(|p| {
+                (
+                    p,
+                    Box::new(|r: &DrawingArea<BitMapBackend, Shift>| draw_stages(r, report))
+                        as DrawPng,
+                )
+            }),
+        )?);
+    }
+    Ok(out)
+}
+
+/// The comparison plots: A and B CDFs of period, work and overshoot.
+///
+/// # Errors
+/// As [`episode_plots`].
+pub fn compare_plots(
+    a: (&Evidence, &Report),
+    b: (&Evidence, &Report),
+    _c: &Comparison,
+    png_dir: Option<&Path>,
+) -> Result<Vec<Plot>, PlotError> {
+    font_ready()?;
+    let da = episode_data(a.0, a.1);
+    let db = episode_data(b.0, b.1);
+    let mut out = Vec::new();
+    for (i, (title, unit, va)) in da.dists.iter().enumerate() {
+        let Some((_, _, vb)) = db.dists.get(i) else {
+            continue;
+        };
+        if va.is_empty() || vb.is_empty() {
+            continue;
+        }
+        let name = [
+            "compare_period_cdf",
+            "compare_work_cdf",
+            "compare_overshoot_cdf",
+        ][i.min(2)];
+        out.push(render(
+            name,
+            title,
+            Box::new(|r| draw_cdf_pair(r, title, unit, va, vb)),
+            png_dir.map(|p| {
+                (
+                    p,
+                    Box::new(|r: &DrawingArea<BitMapBackend, Shift>| {
+                        draw_cdf_pair(r, title, unit, va, vb)
+                    }) as DrawPng,
+                )
+            }),
+        )?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Renders the analyzer's HTML report and comparison in headless Chromium
+# (Debian's `chromium`) and fails on any console error, a missing figure, or
+# an external request. With UPDATE_SCREENSHOT=1 it also refreshes
+# docs/report-screenshot.png.
+#
+#   bash tests/html_render.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null; then
+    echo "installing chromium ..." >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+cargo build --release -q -p looptime-analyze --bin analyze_control_timing
+bin=target/release/analyze_control_timing
+out="$(mktemp -d)"
+ep=fixtures/v1/serve-episode
+"$bin" --episode "$ep" --html "$out/report" >/dev/null
+"$bin" compare "$ep" "$ep" --html "$out/compare" >/dev/null
+
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+       --disable-background-networking --disable-component-update --disable-sync
+       --user-data-dir="$out/profile" --enable-logging=stderr --v=0)
+fail=0
+for page in report/report.html compare/compare.html; do
+    url="file://$out/$page"
+    chromium "${flags[@]}" --dump-dom "$url" >"$out/dom.html" 2>"$out/console.log" || true
+    if grep -E "CONSOLE|Uncaught|ERR_FILE_NOT_FOUND|net::ERR" "$out/console.log" | grep -v "^$" >"$out/errors.log"; then
+        echo "FAIL $page: console errors:" >&2
+        cat "$out/errors.log" >&2
+        fail=1
+    fi
+    figures=$(grep -o "<figure" "$out/dom.html" | wc -l)
+    svgs=$(grep -o "<svg" "$out/dom.html" | wc -l)
+    if [[ "$figures" -lt 3 || "$svgs" -lt "$figures" ]]; then
+        echo "FAIL $page: $figures figures, $svgs inline svgs" >&2
+        fail=1
+    fi
+    if grep -qE "<(script|link|img)[^>]*(src|href)=\"(https?:)?//" "$out/dom.html"; then
+        echo "FAIL $page: references an external asset" >&2
+        fail=1
+    fi
+    echo "ok $page: $figures figures, $svgs inline svgs, no console errors"
+done
+if [[ "${UPDATE_SCREENSHOT:-0}" == 1 ]]; then
+    chromium "${flags[@]}" --window-size=1200,2000 --screenshot="$PWD/docs/report-screenshot.png" "file://$out/report/report.html" 2>/dev/null || true
+    echo "wrote docs/report-screenshot.png"
+fi
+exit "$fail"
