@@ -101,6 +101,10 @@ pub struct MetricComparison {
     pub a_hz: Option<f64>,
     /// Rate implied by B's mean, Hz.
     pub b_hz: Option<f64>,
+    /// `b_hz − a_hz` (loop Hz for period, command Hz for command interval).
+    pub diff_hz: Option<f64>,
+    /// `diff_hz / a_hz`.
+    pub rel_diff_hz: Option<f64>,
     /// B median − A median (ns).
     pub diff_median_ns: i64,
     /// diff / |A median| (null when A median is 0).
@@ -115,6 +119,32 @@ pub struct MetricComparison {
     pub ci_p99_ns: [i64; 2],
     /// The verdict.
     pub verdict: Verdict,
+}
+
+impl MetricComparison {
+    /// `metric [stage] [(judged on)]`, as shown in tables.
+    pub fn display_name(&self) -> String {
+        let mut name = self.metric.clone();
+        if let Some(s) = &self.stage {
+            name = format!("{name} {s}");
+        }
+        if self.judged_on != "value" {
+            name = format!("{name} ({})", self.judged_on);
+        }
+        name
+    }
+}
+
+impl Verdict {
+    /// The word shown in tables.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::NoClearChange => "no clear change",
+            Verdict::Mixed => "mixed",
+        }
+    }
 }
 
 /// The whole comparison.
@@ -471,18 +501,29 @@ pub fn compare(
         let (ci_m, ci_p) = bootstrap(va, vb, cfg, &name);
         let dm = b_side.median_ns - a_side.median_ns;
         let dp = b_side.p99_ns - a_side.p99_ns;
-        let floor_m = (0.03 * a_side.median_ns.unsigned_abs() as f64).max(5_000.0);
+        let floor_m = (0.05 * a_side.median_ns.unsigned_abs() as f64).max(20_000.0);
         let floor_p = (0.25 * a_side.p99_ns.unsigned_abs() as f64).max(50_000.0);
         let rel = |d: i64, base: i64| {
             (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
         };
+        let (a_hz, b_hz) = (
+            implied_hz(&key.0, &key.1, a.1),
+            implied_hz(&key.0, &key.1, b.1),
+        );
+        let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
+        let rel_diff_hz = a_hz
+            .zip(diff_hz)
+            .filter(|(x, _)| *x != 0.0)
+            .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
         metrics.push(MetricComparison {
             phase: key.0.clone(),
+            diff_hz,
+            rel_diff_hz,
             metric: key.1.clone(),
             stage: key.2.clone(),
             judged_on: judged.clone(),
-            a_hz: implied_hz(&key.0, &key.1, a.1),
-            b_hz: implied_hz(&key.0, &key.1, b.1),
+            a_hz,
+            b_hz,
             diff_median_ns: dm,
             rel_diff_median: rel(dm, a_side.median_ns),
             ci_median_ns: ci_m,
@@ -550,13 +591,7 @@ pub fn render(c: &Comparison) -> String {
     );
     let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     for m in &c.metrics {
-        let mut name = m.metric.clone();
-        if let Some(s) = &m.stage {
-            name = format!("{name} {s}");
-        }
-        if m.judged_on != "value" {
-            name = format!("{name} ({})", m.judged_on);
-        }
+        let name = m.display_name();
         let _ = writeln!(
             o,
             "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
@@ -568,15 +603,24 @@ pub fn render(c: &Comparison) -> String {
             format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
             ms(m.diff_p99_ns),
             format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1])),
-            match m.verdict {
-                Verdict::Better => "better",
-                Verdict::Worse => "WORSE",
-                Verdict::NoClearChange => "no clear change",
-                Verdict::Mixed => "mixed",
+            if m.verdict == Verdict::Worse {
+                "WORSE"
+            } else {
+                m.verdict.word()
             }
         );
-        if let (Some(ha), Some(hb)) = (m.a_hz, m.b_hz) {
-            let _ = writeln!(o, "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} Hz", "", "  (rate)");
+        if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
+            let _ = writeln!(
+                o,
+                "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} {d:>+9.3} Hz ({:+.3} %)",
+                "",
+                if m.metric == "period" {
+                    "  loop Hz"
+                } else {
+                    "  command Hz"
+                },
+                m.rel_diff_hz.unwrap_or(0.0) * 100.0
+            );
         }
     }
     o

@@ -142,17 +142,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
     }
     o.push_str("<h2>Stages</h2>\n<p>Nested rows are included in their parent: never add them.</p>\n<table><tr><th class=\"l\">phase</th><th class=\"l\">stage</th><th>n</th><th>wall mean</th><th>p50</th><th>p99</th><th>max</th><th>cpu mean</th><th>cpu p99</th><th>% period</th></tr>\n");
     for s in &r.stages {
-        let attrs: Vec<String> = s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let name = format!(
-            "{}{}{}",
-            "\u{2003}".repeat(s.depth as usize),
-            s.stage,
-            if attrs.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", attrs.join(","))
-            }
-        );
+        let name = s.label("\u{2003}");
         let _ = writeln!(
             o,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -239,18 +229,12 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         c.bootstrap.resamples
     );
     for m in &c.metrics {
-        let mut name = m.metric.clone();
-        if let Some(s) = &m.stage {
-            name = format!("{name} {s}");
-        }
-        if m.judged_on != "value" {
-            name = format!("{name} ({})", m.judged_on);
-        }
-        let (class, word) = match m.verdict {
-            Verdict::Better => ("better", "better"),
-            Verdict::Worse => ("worse", "worse"),
-            Verdict::Mixed => ("mixed", "mixed"),
-            Verdict::NoClearChange => ("", "no clear change"),
+        let name = m.display_name();
+        let word = m.verdict.word();
+        let class = if m.verdict == Verdict::NoClearChange {
+            ""
+        } else {
+            word
         };
         let f = |ns: i64| ms(ns as f64);
         let _ = writeln!(

@@ -178,6 +178,23 @@ pub struct StageReport {
     pub p99_share_of_period: Option<f64>,
 }
 
+impl StageReport {
+    /// `stage [k=v,...]`, indented by `indent` once per nesting level.
+    pub fn label(&self, indent: &str) -> String {
+        let attrs: Vec<String> = self.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!(
+            "{}{}{}",
+            indent.repeat(self.depth as usize),
+            self.stage,
+            if attrs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", attrs.join(","))
+            }
+        )
+    }
+}
+
 /// A caller value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValueReport {

@@ -413,22 +413,7 @@ where
         .fold(0.0, f64::max)
         .max(1e-3)
         * 1.1;
-    let labels: Vec<String> = rows
-        .iter()
-        .map(|s| {
-            let attrs: Vec<String> = s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "{}{}{}",
-                "  ".repeat(s.depth as usize),
-                s.stage,
-                if attrs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", attrs.join(","))
-                }
-            )
-        })
-        .collect();
+    let labels: Vec<String> = rows.iter().map(|s| s.label("  ")).collect();
     let mut chart = ChartBuilder::on(root)
         .caption(
             format!("stage breakdown ({phase}): bar = mean wall, mark = p99; nested rows are included in their parent"),

@@ -153,17 +153,7 @@ pub fn render(r: &Report) -> String {
             );
             last_phase = &s.phase;
         }
-        let attrs: Vec<String> = s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let name = format!(
-            "{}{}{}",
-            "  ".repeat(s.depth as usize),
-            s.stage,
-            if attrs.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", attrs.join(","))
-            }
-        );
+        let name = s.label("  ");
         let _ = writeln!(
             o,
             "    {:<30} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
