@@ -21,6 +21,10 @@ struct Run {
 }
 
 fn analyze(args: &[&str]) -> Run {
+    // Analyses use both cores (polars, rayon): never run one while another
+    // test is recording, unless this thread is the one recording.
+    let _shared =
+        (!HOLDS_SERVE.with(|h| h.get())).then(|| SERVE.read().unwrap_or_else(|e| e.into_inner()));
     let out = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
         .args(args)
         .output()
@@ -415,12 +419,27 @@ mod bad_input {
     }
 }
 
-/// Tests that run `looptime serve` take this lock, so that two recordings
-/// never compete for the two cores of a CI machine.
-static SERVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Tests that run `looptime serve` hold this lock exclusively; every other
+/// analyzer run holds it shared. A recording measures timing, so nothing
+/// else of this test binary competes with it for the two cores of CI.
+static SERVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-fn serve_lock() -> std::sync::MutexGuard<'static, ()> {
-    SERVE.lock().unwrap_or_else(|e| e.into_inner())
+thread_local! {
+    static HOLDS_SERVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+struct ServeGuard(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>);
+
+impl Drop for ServeGuard {
+    fn drop(&mut self) {
+        HOLDS_SERVE.with(|h| h.set(false));
+    }
+}
+
+fn serve_lock() -> ServeGuard {
+    let g = SERVE.write().unwrap_or_else(|e| e.into_inner());
+    HOLDS_SERVE.with(|h| h.set(true));
+    ServeGuard(g)
 }
 
 fn looptime_bin() -> PathBuf {

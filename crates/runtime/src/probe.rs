@@ -92,11 +92,23 @@ pub struct ProbeReport {
     pub loop_cpu_share: f64,
 }
 
+/// Why the probe could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The rate or margin is out of range.
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
+    /// The probe thread could not start or died.
+    #[error("probe loop thread: {0}")]
+    Thread(String),
+}
+
 /// Run the probe.
 ///
 /// # Errors
-/// [`SchedulerError`] for an invalid rate or margin.
-pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, SchedulerError> {
+/// [`ProbeError`] for an invalid rate or margin, or when the loop thread
+/// cannot run.
+pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
     let host = rt::host_facts();
     let sched_fifo = rt::fifo_permitted();
     let period_ns = (1e9 / opts.rate_hz).round() as u64;
@@ -149,9 +161,10 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, SchedulerError> {
                 cpu,
             ))
         })
-        .map_err(|_| SchedulerError::ZeroPeriod)?;
-    let (obtained, mut wake, mut os, overruns, spin, wall, cpu) =
-        handle.join().map_err(|_| SchedulerError::ZeroPeriod)??;
+        .map_err(|e| ProbeError::Thread(e.to_string()))?;
+    let (obtained, mut wake, mut os, overruns, spin, wall, cpu) = handle
+        .join()
+        .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
     let within = wake.iter().filter(|&&w| w <= 1_000).count() as f64 / wake.len().max(1) as f64;
     Ok(ProbeReport {
         host,

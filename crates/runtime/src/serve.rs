@@ -687,7 +687,6 @@ fn run_episode(
         MaintenanceConfig {
             interval_s: cfg.stats.interval_s,
             late_warn_ns: (cfg.stats.late_warn_us * 1e3) as i64,
-            period_ns: cfg.effective_period_ns(),
         },
         live_out(),
     )

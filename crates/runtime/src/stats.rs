@@ -122,8 +122,6 @@ pub struct MaintenanceConfig {
     pub interval_s: f64,
     /// Lag threshold for the deadline warning.
     pub late_warn_ns: i64,
-    /// The period, for the summary's Hz.
-    pub period_ns: u64,
 }
 
 /// What the maintenance thread saw over the whole episode.
