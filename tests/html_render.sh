@@ -11,8 +11,9 @@ if ! command -v chromium >/dev/null; then
     echo "installing chromium ..." >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
 fi
-cargo build --release -q -p looptime-analyze --bin analyze_control_timing
-bin=target/release/analyze_control_timing
+# The debug build: CI has just built it for the tests.
+cargo build -q -p looptime-analyze --bin analyze_control_timing
+bin=target/debug/analyze_control_timing
 out="$(mktemp -d)"
 ep=fixtures/v1/serve-episode
 "$bin" --episode "$ep" --html "$out/report" >/dev/null
