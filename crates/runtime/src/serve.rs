@@ -121,6 +121,7 @@ struct Ids {
     success: ValueId,
     camera_age: ValueId,
     camera_stale: ValueId,
+    dt: ValueId,
 }
 
 /// Register the simulated runtime's names and build its recorder (or a
@@ -161,6 +162,7 @@ fn build_recorder(cfg: &Config, domain: ClockDomain) -> Result<(Recorder, Ids), 
         success: b.value("command_success_rate", ValueKind::Float, "ratio")?,
         camera_age: b.value("camera_frame_age_us", ValueKind::Int, "us")?,
         camera_stale: b.value("camera_frame_stale", ValueKind::Int, "bool")?,
+        dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
     };
     let rec = if cfg.run.control_timing {
         b.build()?
@@ -293,6 +295,8 @@ fn control_loop<C: LoopClock>(
             }
             looptime_capture::clock::monotonic_ns().saturating_sub(last_frame.1)
         };
+        // What the controller is handed: the measured, bounded dt.
+        rec.set_float(ids.dt, tick.dt_measured_ns as f64 / 1e3);
         rec.set_int(ids.camera_age, (age_ns / 1000) as i64);
         rec.set_int(ids.camera_stale, (age_ns > max_age_ns) as i64);
         {

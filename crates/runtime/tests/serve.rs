@@ -152,6 +152,19 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
     let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
     assert_eq!(summary.status, CaptureStatus::Complete);
     assert_eq!(summary.capture.dropped_cycles, 0);
+    // Each cycle records the measured dt it was handed: bounded at three
+    // periods, and about one period when the loop is on time.
+    let mut dts: Vec<f64> = cycles
+        .iter()
+        .map(|c| c.values["dt_measured_us"].as_f64().unwrap())
+        .collect();
+    assert!(dts.iter().all(|&d| d > 0.0 && d <= 30_000.0), "dt bound");
+    dts.sort_by(f64::total_cmp);
+    let median = dts[dts.len() / 2];
+    assert!(
+        (9_900.0..10_100.0).contains(&median),
+        "median dt {median} µs"
+    );
 
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
