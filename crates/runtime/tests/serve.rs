@@ -224,8 +224,8 @@ fn without_control_timing_no_evidence_is_written() {
     assert_eq!(manifest["config"]["run"]["control_timing"], false);
 }
 
-#[test]
-fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
+/// Interrupt a long serve with `signal` and check the orderly abort.
+fn signal_mid_run_leaves_complete_evidence_marked_aborted(signal: &str) {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
     let mut child = looptime()
@@ -245,7 +245,7 @@ fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -254,7 +254,10 @@ fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "serve did not stop after SIGINT");
+        assert!(
+            Instant::now() < deadline,
+            "serve did not stop after {signal}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(code.code(), Some(130));
@@ -275,6 +278,16 @@ fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
     assert!(manifest.contains("\"status\": \"aborted\""));
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(events.contains("\"abort\""));
+}
+
+#[test]
+fn sigint_mid_run_leaves_complete_evidence_marked_aborted() {
+    signal_mid_run_leaves_complete_evidence_marked_aborted("-INT");
+}
+
+#[test]
+fn sigterm_mid_run_leaves_complete_evidence_marked_aborted() {
+    signal_mid_run_leaves_complete_evidence_marked_aborted("-TERM");
 }
 
 #[test]
