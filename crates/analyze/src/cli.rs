@@ -307,23 +307,33 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         )?;
         eprintln!("wrote {}", dir.join("report.html").display());
     }
-    if let Some(path) = &req.output {
-        std::fs::write(path, report_json(&report)).map_err(|source| AnalyzeError::Write {
-            path: path.clone(),
-            source,
-        })?;
+    emit(
+        out,
+        &report_json(&report),
+        || crate::text::render(&report),
+        req.json,
+        req.output.as_deref(),
+    )?;
+    Ok(report)
+}
+
+/// Save `json` to `output` (if given), then print JSON or the text form.
+fn emit(
+    out: &mut dyn Write,
+    json: &str,
+    text: impl FnOnce() -> String,
+    as_json: bool,
+    output: Option<&std::path::Path>,
+) -> Result<()> {
+    if let Some(path) = output {
+        write_text(path.to_path_buf(), json)?;
     }
-    let text = if req.json {
-        report_json(&report)
-    } else {
-        crate::text::render(&report)
-    };
-    out.write_all(text.as_bytes())
+    let shown = if as_json { json.to_string() } else { text() };
+    out.write_all(shown.as_bytes())
         .map_err(|source| AnalyzeError::Write {
             path: PathBuf::from("<stdout>"),
             source,
-        })?;
-    Ok(report)
+        })
 }
 
 /// Compare two episodes.
@@ -348,27 +358,15 @@ pub fn run_compare(
         )?;
         eprintln!("wrote {}", dir.join("compare.html").display());
     }
-    let json = || {
-        let mut s = serde_json::to_string_pretty(&c).unwrap_or_default();
-        s.push('\n');
-        s
-    };
-    if let Some(path) = &req.output {
-        std::fs::write(path, json()).map_err(|source| AnalyzeError::Write {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    let text = if req.json {
-        json()
-    } else {
-        crate::compare::render(&c)
-    };
-    out.write_all(text.as_bytes())
-        .map_err(|source| AnalyzeError::Write {
-            path: PathBuf::from("<stdout>"),
-            source,
-        })?;
+    let mut json = serde_json::to_string_pretty(&c).unwrap_or_default();
+    json.push('\n');
+    emit(
+        out,
+        &json,
+        || crate::compare::render(&c),
+        req.json,
+        req.output.as_deref(),
+    )?;
     Ok(c)
 }
 
