@@ -173,7 +173,7 @@ fn analyze(dir: &Path) -> (u64, u64) {
     let t0 = Instant::now();
     let ev = looptime_analyze::load_episode(dir, looptime_analyze::LoadOptions::default()).unwrap();
     let t1 = Instant::now();
-    let r = looptime_analyze::analyze(&ev, &looptime_analyze::AnalyzeOptions::default()).unwrap();
+    let r = looptime_analyze::analyze(&ev).unwrap();
     eprintln!(
         "load {:.3} s (peak RSS {} MB), metrics {:.3} s",
         (t1 - t0).as_secs_f64(),

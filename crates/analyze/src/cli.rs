@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{AnalyzeError, Result};
 use crate::load::{load_episode, LoadOptions};
-use crate::metrics::{analyze, AnalyzeOptions, Report};
+use crate::metrics::{analyze, Report};
 
 /// Exit code: the analysis ran.
 pub const EXIT_OK: i32 = 0;
@@ -31,24 +31,50 @@ pub struct Cli {
     /// The episode (rollout) directory holding control_timing.jsonl.
     #[arg(long)]
     pub episode: Option<PathBuf>,
-    /// Print the full report as JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also save the JSON report to this file.
-    #[arg(long)]
-    pub output: Option<PathBuf>,
-    /// Skip corrupt or inconsistent lines (and report how many).
-    #[arg(long)]
-    pub lenient: bool,
-    /// Write a self-contained HTML report (and PNG/SVG plots) into this directory.
-    #[arg(long)]
-    pub html: Option<PathBuf>,
-    /// The stage whose span starts count as command submissions.
-    #[arg(long, default_value = "robot_send_command")]
-    pub command_stage: String,
+    /// How to read the evidence.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Where the report goes.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Subcommands.
     #[command(subcommand)]
     pub command: Option<Sub>,
+}
+
+/// How to read evidence (shared by every command).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputArgs {
+    /// Skip corrupt or inconsistent lines (and report how many).
+    #[arg(long)]
+    pub lenient: bool,
+    /// The stage whose span starts count as command submissions.
+    #[arg(long, default_value = "robot_send_command")]
+    pub command_stage: String,
+}
+
+impl InputArgs {
+    fn load(self) -> LoadOptions {
+        LoadOptions {
+            lenient: self.lenient,
+            progress: true,
+            command_stage: self.command_stage,
+        }
+    }
+}
+
+/// Where a report or comparison goes (shared by report and compare).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Print the full result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also save the JSON result to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Write a self-contained HTML page (and PNG/SVG plots) into this directory.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
 }
 
 /// Subcommands.
@@ -58,18 +84,12 @@ pub enum Sub {
     Report {
         /// The episode directory.
         episode: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// Save the JSON report.
-        #[arg(long)]
-        output: Option<PathBuf>,
-        /// Skip bad lines.
-        #[arg(long)]
-        lenient: bool,
-        /// Write a self-contained HTML report (and PNG/SVG plots) here.
-        #[arg(long)]
-        html: Option<PathBuf>,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+        /// Where the report goes.
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Write the episode's plots as PNG and SVG files.
     Plots {
@@ -78,9 +98,9 @@ pub enum Sub {
         /// Output directory (created if missing).
         #[arg(long)]
         out: PathBuf,
-        /// Skip bad lines.
-        #[arg(long)]
-        lenient: bool,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
     },
     /// Compare two episodes that differ in one setting.
     Compare {
@@ -88,24 +108,18 @@ pub enum Sub {
         a: PathBuf,
         /// Episode B (the change).
         b: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// Save the JSON comparison.
-        #[arg(long)]
-        output: Option<PathBuf>,
-        /// Skip bad lines.
-        #[arg(long)]
-        lenient: bool,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+        /// Where the comparison goes.
+        #[command(flatten)]
+        output: OutputArgs,
         /// Bootstrap resamples per metric.
         #[arg(long, default_value_t = 400)]
         resamples: u32,
         /// Bootstrap seed.
         #[arg(long, default_value_t = 0x5EED_1007)]
         seed: u64,
-        /// Write a self-contained HTML comparison (and PNG/SVG plots) here.
-        #[arg(long)]
-        html: Option<PathBuf>,
     },
 }
 
@@ -116,18 +130,12 @@ pub struct CompareRequest {
     pub a: PathBuf,
     /// Episode B.
     pub b: PathBuf,
-    /// JSON to stdout.
-    pub json: bool,
-    /// Save JSON here.
-    pub output: Option<PathBuf>,
     /// Loader options.
     pub load: LoadOptions,
-    /// Analysis options.
-    pub analyze: AnalyzeOptions,
+    /// JSON, file and HTML outputs.
+    pub output: OutputArgs,
     /// Bootstrap settings.
     pub bootstrap: crate::compare::BootstrapConfig,
-    /// HTML output directory.
-    pub html: Option<PathBuf>,
 }
 
 /// A validated request.
@@ -135,16 +143,10 @@ pub struct CompareRequest {
 pub struct ReportRequest {
     /// Episode directory.
     pub episode: PathBuf,
-    /// JSON to stdout.
-    pub json: bool,
-    /// Save JSON here.
-    pub output: Option<PathBuf>,
     /// Loader options.
     pub load: LoadOptions,
-    /// Analysis options.
-    pub analyze: AnalyzeOptions,
-    /// HTML output directory.
-    pub html: Option<PathBuf>,
+    /// JSON, file and HTML outputs.
+    pub output: OutputArgs,
     /// Only write plots (PNG and SVG) into this directory.
     pub plots_only: Option<PathBuf>,
 }
@@ -168,55 +170,38 @@ impl Cli {
     /// # Errors
     /// [`UsageError`] when no episode is given.
     pub fn validate(self) -> std::result::Result<Command, UsageError> {
-        let analyze = AnalyzeOptions {
-            command_stage: self.command_stage,
-        };
         match self.command {
             Some(Sub::Report {
                 episode,
-                json,
+                input,
                 output,
-                lenient,
-                html,
             }) => Ok(Command::Report(ReportRequest {
                 episode,
-                json,
+                load: input.load(),
                 output,
-                load: LoadOptions {
-                    lenient,
-                    progress: true,
-                    command_stage: analyze.command_stage.clone(),
-                },
-                analyze,
-                html,
                 plots_only: None,
             })),
             Some(Sub::Plots {
                 episode,
                 out,
-                lenient,
+                input,
             }) => Ok(Command::Report(ReportRequest {
                 episode,
-                json: false,
-                output: None,
-                load: LoadOptions {
-                    lenient,
-                    progress: true,
-                    command_stage: analyze.command_stage.clone(),
+                load: input.load(),
+                output: OutputArgs {
+                    json: false,
+                    output: None,
+                    html: None,
                 },
-                analyze,
-                html: None,
                 plots_only: Some(out),
             })),
             Some(Sub::Compare {
                 a,
                 b,
-                json,
+                input,
                 output,
-                lenient,
                 resamples,
                 seed,
-                html,
             }) => {
                 if resamples == 0 {
                     return Err(UsageError("--resamples must be at least 1".into()));
@@ -224,16 +209,9 @@ impl Cli {
                 Ok(Command::Compare(CompareRequest {
                     a,
                     b,
-                    json,
+                    load: input.load(),
                     output,
-                    load: LoadOptions {
-                        lenient,
-                        progress: true,
-                        command_stage: analyze.command_stage.clone(),
-                    },
-                    analyze,
                     bootstrap: crate::compare::BootstrapConfig { resamples, seed },
-                    html,
                 }))
             }
             None => {
@@ -245,15 +223,8 @@ impl Cli {
                 })?;
                 Ok(Command::Report(ReportRequest {
                     episode,
-                    json: self.json,
+                    load: self.input.load(),
                     output: self.output,
-                    load: LoadOptions {
-                        lenient: self.lenient,
-                        progress: true,
-                        command_stage: analyze.command_stage.clone(),
-                    },
-                    analyze,
-                    html: self.html,
                     plots_only: None,
                 }))
             }
@@ -288,7 +259,7 @@ pub fn report_json(r: &Report) -> String {
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
     let ev = load_episode(&req.episode, req.load.clone())?;
-    let report = analyze(&ev, &req.analyze)?;
+    let report = analyze(&ev)?;
     if let Some(dir) = &req.plots_only {
         make_dir(dir)?;
         let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
@@ -298,7 +269,7 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         }
         return Ok(report);
     }
-    if let Some(dir) = &req.html {
+    if let Some(dir) = &req.output.html {
         make_dir(dir)?;
         let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
         write_text(
@@ -311,8 +282,8 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         out,
         &report_json(&report),
         || crate::text::render(&report),
-        req.json,
-        req.output.as_deref(),
+        req.output.json,
+        req.output.output.as_deref(),
     )?;
     Ok(report)
 }
@@ -345,11 +316,11 @@ pub fn run_compare(
     out: &mut dyn Write,
 ) -> Result<crate::compare::Comparison> {
     let ea = load_episode(&req.a, req.load.clone())?;
-    let ra = analyze(&ea, &req.analyze)?;
+    let ra = analyze(&ea)?;
     let eb = load_episode(&req.b, req.load.clone())?;
-    let rb = analyze(&eb, &req.analyze)?;
+    let rb = analyze(&eb)?;
     let c = crate::compare::compare((&ea, &ra), (&eb, &rb), req.bootstrap);
-    if let Some(dir) = &req.html {
+    if let Some(dir) = &req.output.html {
         make_dir(dir)?;
         let plots = crate::plots::compare_plots((&ea, &ra), (&eb, &rb), &c, Some(dir))?;
         write_text(
@@ -364,8 +335,8 @@ pub fn run_compare(
         out,
         &json,
         || crate::compare::render(&c),
-        req.json,
-        req.output.as_deref(),
+        req.output.json,
+        req.output.output.as_deref(),
     )?;
     Ok(c)
 }

@@ -7,9 +7,9 @@
 //! only cross-checked.
 //!
 //! ```no_run
-//! use looptime_analyze::{analyze, load_episode, AnalyzeOptions, LoadOptions};
+//! use looptime_analyze::{analyze, load_episode, LoadOptions};
 //! let ev = load_episode("runs/latest".as_ref(), LoadOptions::default())?;
-//! let report = analyze(&ev, &AnalyzeOptions::default())?;
+//! let report = analyze(&ev)?;
 //! for p in &report.phases {
 //!     println!("{}: {:?} Hz", p.phase, p.loop_hz);
 //! }
@@ -31,4 +31,4 @@ pub mod text;
 
 pub use error::{AnalyzeError, Result};
 pub use load::{load_episode, Evidence, LoadOptions};
-pub use metrics::{analyze, AnalyzeOptions, Report};
+pub use metrics::{analyze, Report};

@@ -18,21 +18,6 @@ use crate::load::Evidence;
 /// Report format identifier.
 pub const REPORT_FORMAT: &str = "looptime-analysis/1";
 
-/// Options of the analysis.
-#[derive(Clone, Debug)]
-pub struct AnalyzeOptions {
-    /// The stage whose span starts are command submissions.
-    pub command_stage: String,
-}
-
-impl Default for AnalyzeOptions {
-    fn default() -> Self {
-        Self {
-            command_stage: "robot_send_command".into(),
-        }
-    }
-}
-
 /// A distribution in nanoseconds (signed: lag can be negative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
@@ -442,7 +427,7 @@ fn hz(mean_period: Option<f64>) -> Option<f64> {
 ///
 /// # Errors
 /// Only on an internal aggregation failure.
-pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
+pub fn analyze(ev: &Evidence) -> Result<Report> {
     let h = &ev.header;
     let clocks = &h.clocks;
     let comparable = schedule_comparable(h);
@@ -454,7 +439,6 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
             if clocks.target_ns == ClockDomain::Simulation { " (an uncapped run schedules on simulation time)" } else { "" }
         )
     });
-    let _ = &opts.command_stage; // applied by the loader (LoadOptions::command_stage)
     let prof = std::env::var_os("LOOPTIME_PROFILE").is_some();
     let t0 = std::time::Instant::now();
     let lap = |what: &str| {
@@ -549,14 +533,6 @@ pub fn analyze(ev: &Evidence, opts: &AnalyzeOptions) -> Result<Report> {
     ];
     for c in ["period_ns", "work_ns", "overshoot_ns", "lag_ns"] {
         aggs.extend(dist_aggs(c));
-    }
-    for i in 0..nv {
-        let v = format!("value{i}");
-        aggs.push(col(&v).count().alias(format!("{v}__count")));
-        aggs.push(col(&v).min().alias(format!("{v}__min")));
-        aggs.push(col(&v).mean().alias(format!("{v}__mean")));
-        aggs.push(col(&v).max().alias(format!("{v}__max")));
-        aggs.push(col(format!("lost{i}")).sum().alias(format!("lost{i}__sum")));
     }
     let by_phase = Table {
         df: cycles_df
