@@ -11,8 +11,11 @@ if ! command -v chromium >/dev/null; then
     echo "installing chromium ..." >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
 fi
-# The debug build: CI has just built it for the tests.
-cargo build -q -p looptime-analyze --bin analyze_control_timing
+# The binary the README's test command builds: `cargo test --workspace`
+# resolves features across the whole workspace, so a `cargo build -p` here
+# would compile polars a second time with different dependency features
+# (gigabytes of disk on CI). After CI's test step this is a no-op.
+cargo test -q --workspace --no-run
 bin=target/debug/analyze_control_timing
 out="$(mktemp -d)"
 ep=fixtures/v1/serve-episode
