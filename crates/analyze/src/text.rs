@@ -12,6 +12,16 @@ fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1e3)
 }
 
+/// A caller value as printed: integers as integers, anything else to three
+/// decimals (the JSON report keeps full precision).
+fn value_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
 fn dist_row(out: &mut String, label: &str, d: &Option<Dist>, unit: fn(f64) -> String) {
     match d {
         None => {
@@ -171,12 +181,16 @@ pub fn render(r: &Report) -> String {
     }
     if !r.values.is_empty() {
         let _ = writeln!(o, "\nrobot-side and caller values");
-        for v in &r.values {
-            let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x}"));
-            let _ = writeln!(
-                o,
-                "  {:<24} n={:<7} min {:<12} mean {:<12} max {:<12}{}",
-                format!("{} ({})", v.name, v.unit),
+        let labels: Vec<String> = r
+            .values
+            .iter()
+            .map(|v| format!("{} ({})", v.name, v.unit))
+            .collect();
+        let width = labels.iter().map(String::len).max().unwrap_or(0);
+        for (v, label) in r.values.iter().zip(&labels) {
+            let f = |x: Option<f64>| x.map_or("-".into(), value_number);
+            let line = format!(
+                "  {label:<width$}  n={:<7} min {:<12} mean {:<12} max {:<12}{}",
                 v.count,
                 f(v.min),
                 f(v.mean),
@@ -184,6 +198,7 @@ pub fn render(r: &Report) -> String {
                 v.lost
                     .map_or(String::new(), |l| format!(" lost states {l}"))
             );
+            let _ = writeln!(o, "{}", line.trim_end());
         }
     }
     let _ = writeln!(o, "\ndiagnosis");
