@@ -8,6 +8,7 @@ use std::fmt::Write;
 use crate::compare::{Comparison, Verdict};
 use crate::metrics::{Dist, Report};
 use crate::plots::Plot;
+use crate::text::{stage_cells, value_number};
 
 /// Escape text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -143,26 +144,22 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
     o.push_str("<h2>Stages</h2>\n<p>Nested rows are included in their parent: never add them.</p>\n<table><tr><th class=\"l\">phase</th><th class=\"l\">stage</th><th>n</th><th>wall mean</th><th>p50</th><th>p99</th><th>max</th><th>cpu mean</th><th>cpu p99</th><th>% period</th></tr>\n");
     for s in &r.stages {
         let name = s.label("\u{2003}");
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td>",
             escape(&s.phase),
-            escape(&name),
-            s.count,
-            ms(s.wall.mean_ns),
-            ms(s.wall.p50_ns as f64),
-            ms(s.wall.p99_ns as f64),
-            ms(s.wall.max_ns as f64),
-            s.cpu.as_ref().map_or("-".into(), |c| ms(c.mean_ns)),
-            s.cpu.as_ref().map_or("-".into(), |c| ms(c.p99_ns as f64)),
-            s.mean_share_of_period.map_or("-".into(), |x| format!("{:.1}", x * 100.0))
+            escape(&name)
         );
+        for cell in stage_cells(s) {
+            let _ = write!(o, "<td>{cell}</td>");
+        }
+        o.push_str("</tr>\n");
     }
     o.push_str("</table>\n");
     if !r.values.is_empty() {
         o.push_str("<h2>Robot-side and caller values</h2>\n<table><tr><th class=\"l\">value</th><th class=\"l\">unit</th><th>n</th><th>min</th><th>mean</th><th>max</th><th>lost states</th></tr>\n");
         for v in &r.values {
-            let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x}"));
+            let f = |x: Option<f64>| x.map_or("-".into(), value_number);
             let _ = writeln!(
                 o,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::metrics::{Dist, EpisodeState, Report};
+use crate::metrics::{Dist, EpisodeState, Report, StageReport};
 
 fn ms(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
@@ -12,9 +12,27 @@ fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1e3)
 }
 
+/// A stage row's figures as printed by the text and HTML reports: count,
+/// wall mean / p50 / p99 / max and CPU mean / p99 in ms, and the mean share
+/// of the period in percent.
+pub(crate) fn stage_cells(s: &StageReport) -> [String; 8] {
+    let cpu = |f: fn(&Dist) -> f64| s.cpu.as_ref().map_or("-".into(), |c| ms(f(c)));
+    [
+        s.count.to_string(),
+        ms(s.wall.mean_ns),
+        ms(s.wall.p50_ns as f64),
+        ms(s.wall.p99_ns as f64),
+        ms(s.wall.max_ns as f64),
+        cpu(|c| c.mean_ns),
+        cpu(|c| c.p99_ns as f64),
+        s.mean_share_of_period
+            .map_or("-".into(), |x| format!("{:.1}", x * 100.0)),
+    ]
+}
+
 /// A caller value as printed: integers as integers, anything else to three
 /// decimals (the JSON report keeps full precision).
-fn value_number(x: f64) -> String {
+pub(crate) fn value_number(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{x:.0}")
     } else {
@@ -164,19 +182,10 @@ pub fn render(r: &Report) -> String {
             last_phase = &s.phase;
         }
         let name = s.label("  ");
+        let [n, mean, p50, p99, max, cpu, cpu99, share] = stage_cells(s);
         let _ = writeln!(
             o,
-            "    {:<30} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-            name,
-            s.count,
-            ms(s.wall.mean_ns),
-            ms(s.wall.p50_ns as f64),
-            ms(s.wall.p99_ns as f64),
-            ms(s.wall.max_ns as f64),
-            s.cpu.as_ref().map_or("-".into(), |c| ms(c.mean_ns)),
-            s.cpu.as_ref().map_or("-".into(), |c| ms(c.p99_ns as f64)),
-            s.mean_share_of_period
-                .map_or("-".into(), |x| format!("{:.1}", x * 100.0))
+            "    {name:<30} {n:>7} {mean:>9} {p50:>9} {p99:>9} {max:>9} {cpu:>9} {cpu99:>9} {share:>7}"
         );
     }
     if !r.values.is_empty() {

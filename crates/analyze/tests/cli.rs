@@ -693,6 +693,15 @@ mod plots_and_html {
             !page.contains("viewer_control"),
             "the stage really was renamed"
         );
+        // The stage table has one row per (phase, stage): the fixture's 7
+        // stages in each of warmup and running, 14 rows under one header.
+        let stages = page
+            .split("<h2>Stages</h2>")
+            .nth(1)
+            .and_then(|t| t.split("</table>").next())
+            .unwrap();
+        assert_eq!(stages.matches("<tr>").count(), 1 + 14, "{stages}");
+        assert_eq!(stages.matches("&lt;script&gt;alert(1)").count(), 2);
     }
 
     #[test]
