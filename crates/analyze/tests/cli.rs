@@ -456,14 +456,12 @@ fn looptime_bin() -> PathBuf {
     exe
 }
 
-/// Record one episode with `config` (TOML text) and return its directory.
-fn record(config: &str, runs: &Path) -> PathBuf {
-    let cfg = runs.join("config.toml");
-    std::fs::create_dir_all(runs).unwrap();
-    std::fs::write(&cfg, config).unwrap();
+/// Run `looptime serve --control-timing ARGS --runs-dir RUNS` to the end (it
+/// must succeed) and return the episode directory it wrote.
+fn serve(args: &[&str], runs: &Path) -> PathBuf {
     let out = Command::new(looptime_bin())
-        .args(["serve", "--control-timing", "--config"])
-        .arg(&cfg)
+        .args(["serve", "--control-timing"])
+        .args(args)
         .arg("--runs-dir")
         .arg(runs)
         .output()
@@ -474,6 +472,14 @@ fn record(config: &str, runs: &Path) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::canonicalize(runs.join("latest")).unwrap()
+}
+
+/// Record one episode with `config` (TOML text) and return its directory.
+fn record(config: &str, runs: &Path) -> PathBuf {
+    let cfg = runs.join("config.toml");
+    std::fs::create_dir_all(runs).unwrap();
+    std::fs::write(&cfg, config).unwrap();
+    serve(&["--config", cfg.to_str().unwrap()], runs)
 }
 
 mod compare {
@@ -730,27 +736,9 @@ mod end_to_end {
     #[test]
     fn serve_then_analyze() {
         let _lock = serve_lock();
-        let lt = looptime_bin();
         let tmp = tempfile::tempdir().unwrap();
-        let st = Command::new(&lt)
-            .args([
-                "serve",
-                "--control-timing",
-                "--warmup",
-                "0.3",
-                "--duration",
-                "1.5",
-                "--runs-dir",
-            ])
-            .arg(tmp.path())
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "{}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        let r = analyze_json(&tmp.path().join("latest"), &[]);
+        let dir = serve(&["--warmup", "0.3", "--duration", "1.5"], tmp.path());
+        let r = analyze_json(&dir, &[]);
         assert_eq!(r["state"], "complete");
         let running = phase(&r, "running");
         assert_eq!(running["cycles"], 150);
@@ -763,25 +751,12 @@ mod end_to_end {
     #[test]
     fn uncapped_run_says_why_schedule_metrics_are_absent() {
         let _lock = serve_lock();
-        let lt = looptime_bin();
         let tmp = tempfile::tempdir().unwrap();
-        let st = Command::new(&lt)
-            .args([
-                "serve",
-                "--control-timing",
-                "--rtf",
-                "0",
-                "--warmup",
-                "0",
-                "--duration",
-                "0.5",
-                "--runs-dir",
-            ])
-            .arg(tmp.path())
-            .output()
-            .unwrap();
-        assert!(st.status.success());
-        let r = analyze_json(&tmp.path().join("latest"), &[]);
+        let dir = serve(
+            &["--rtf", "0", "--warmup", "0", "--duration", "0.5"],
+            tmp.path(),
+        );
+        let r = analyze_json(&dir, &[]);
         assert!(r["schedule_metrics_absent"]
             .as_str()
             .unwrap()

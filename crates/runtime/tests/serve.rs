@@ -1,11 +1,13 @@
 //! End-to-end tests of `looptime serve` and the config rules.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use looptime_capture::format::read_summary;
-use looptime_capture::{CaptureStatus, EvidenceReader, CYCLES_FILE, SUMMARY_FILE};
+use looptime_capture::{
+    CaptureStatus, CycleRecord, EvidenceReader, Header, CYCLES_FILE, SUMMARY_FILE,
+};
 use looptime_runtime::config::{Config, ConfigError};
 
 fn repo_root() -> PathBuf {
@@ -26,6 +28,30 @@ fn serve_lock() -> std::sync::MutexGuard<'static, ()> {
 
 fn latest(runs: &Path) -> PathBuf {
     std::fs::canonicalize(runs.join("latest")).expect("latest link")
+}
+
+/// Run `looptime serve ARGS --runs-dir RUNS` to the end; it must succeed.
+fn serve(args: &[&str], runs: &Path) -> Output {
+    let out = looptime()
+        .arg("serve")
+        .args(args)
+        .arg("--runs-dir")
+        .arg(runs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read_cycles(dir: &Path) -> (Header, Vec<CycleRecord>) {
+    EvidenceReader::open(dir.join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap()
 }
 
 #[test]
@@ -88,23 +114,9 @@ fn out_of_range_values_are_rejected_by_key() {
 fn serve_writes_a_complete_episode_the_schema_reads_back() {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let out = looptime()
-        .args([
-            "serve",
-            "--control-timing",
-            "--duration",
-            "2",
-            "--warmup",
-            "0.5",
-            "--runs-dir",
-        ])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    serve(
+        &["--control-timing", "--duration", "2", "--warmup", "0.5"],
+        tmp.path(),
     );
     let dir = latest(tmp.path());
     assert!(dir
@@ -119,10 +131,7 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
         .unwrap()
         .to_string_lossy()
         .starts_with("session-"));
-    let (header, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
-        .unwrap()
-        .read_all()
-        .unwrap();
+    let (header, cycles) = read_cycles(&dir);
     // 0.5 s warmup + 2 s running at 100 Hz.
     assert_eq!(cycles.len(), 250);
     assert_eq!(cycles.iter().filter(|c| c.phase == "warmup").count(), 50);
@@ -210,12 +219,7 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
 fn without_control_timing_no_evidence_is_written() {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let out = looptime()
-        .args(["serve", "--duration", "0.3", "--warmup", "0", "--runs-dir"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    serve(&["--duration", "0.3", "--warmup", "0"], tmp.path());
     let dir = latest(tmp.path());
     assert!(!dir.join(CYCLES_FILE).exists());
     assert!(dir.join("manifest.json").exists());
@@ -264,10 +268,7 @@ fn signal_mid_run_leaves_complete_evidence_marked_aborted(signal: &str) {
     let dir = latest(tmp.path());
     let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
     assert_eq!(summary.status, CaptureStatus::Aborted);
-    let (_, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
-        .unwrap()
-        .read_all()
-        .unwrap();
+    let (_, cycles) = read_cycles(&dir);
     assert!(
         cycles.len() > 50 && cycles.len() < 3020,
         "{} cycles",
@@ -294,14 +295,11 @@ fn sigterm_mid_run_leaves_complete_evidence_marked_aborted() {
 fn provoked_spikes_overrun_and_print_the_shutdown_line() {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let out = looptime()
-        .args(["serve", "--control-timing", "--config"])
-        .arg(repo_root().join("configs/spiky.toml"))
-        .arg("--runs-dir")
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let spiky = repo_root().join("configs/spiky.toml");
+    let out = serve(
+        &["--control-timing", "--config", spiky.to_str().unwrap()],
+        tmp.path(),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
@@ -311,10 +309,7 @@ fn provoked_spikes_overrun_and_print_the_shutdown_line() {
     assert!(n > 0);
     assert!(line.contains("of 350 cycles"), "{line}");
     let dir = latest(tmp.path());
-    let (_, cycles) = EvidenceReader::open(dir.join(CYCLES_FILE))
-        .unwrap()
-        .read_all()
-        .unwrap();
+    let (_, cycles) = read_cycles(&dir);
     assert_eq!(cycles.iter().filter(|c| c.overdue).count() as u64, n);
 }
 
@@ -322,28 +317,15 @@ fn provoked_spikes_overrun_and_print_the_shutdown_line() {
 fn the_shutdown_line_appears_exactly_when_cycles_overran() {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let out = looptime()
-        .args([
-            "serve",
-            "--control-timing",
-            "--duration",
-            "0.5",
-            "--warmup",
-            "0",
-            "--runs-dir",
-        ])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = serve(
+        &["--control-timing", "--duration", "0.5", "--warmup", "0"],
+        tmp.path(),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     // The default costs are about 3 ms of a 10 ms period, so normally no
     // cycle overruns; a loaded host can still preempt one. Either way the
     // line must agree with the evidence: absent at 0, "N of M" otherwise.
-    let (_, cycles) = EvidenceReader::open(latest(tmp.path()).join(CYCLES_FILE))
-        .unwrap()
-        .read_all()
-        .unwrap();
+    let (_, cycles) = read_cycles(&latest(tmp.path()));
     let overdue = cycles.iter().filter(|c| c.overdue).count();
     let line = stdout
         .lines()
@@ -361,9 +343,8 @@ fn uncapped_runs_are_deterministic_and_use_the_simulation_clock() {
     let run = || {
         let tmp = tempfile::tempdir().unwrap();
         let t0 = Instant::now();
-        let out = looptime()
-            .args([
-                "serve",
+        serve(
+            &[
                 "--control-timing",
                 "--rtf",
                 "0",
@@ -371,21 +352,11 @@ fn uncapped_runs_are_deterministic_and_use_the_simulation_clock() {
                 "3",
                 "--warmup",
                 "0.5",
-                "--runs-dir",
-            ])
-            .arg(tmp.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            tmp.path(),
         );
         let elapsed = t0.elapsed();
-        let (header, cycles) = EvidenceReader::open(latest(tmp.path()).join(CYCLES_FILE))
-            .unwrap()
-            .read_all()
-            .unwrap();
+        let (header, cycles) = read_cycles(&latest(tmp.path()));
         (header, cycles, elapsed, tmp)
     };
     let (h, a, _, _keep_a) = run();
