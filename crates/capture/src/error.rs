@@ -32,6 +32,14 @@ pub enum CaptureError {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// The allocator refused the recorder's memory.
+    #[error("cannot allocate the recorder's {what} ({bytes} bytes): lower run.timing_max_cycles or run.timing_max_spans_per_cycle")]
+    OutOfMemory {
+        /// Which buffer.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: u64,
+    },
     /// The episode directory is missing or not a directory.
     #[error(
         "episode directory {path} does not exist or is not a directory; create it before finishing"
@@ -40,8 +48,10 @@ pub enum CaptureError {
         /// The directory.
         path: PathBuf,
     },
-    /// Writing, syncing or renaming an evidence file failed.
-    #[error("cannot write {path}: {source}")]
+    /// Writing, syncing or renaming an evidence file failed. The OS error is
+    /// the [`source`](std::error::Error::source), not part of this message,
+    /// so a printer that walks the chain shows it once.
+    #[error("cannot write {path}")]
     Write {
         /// The file being written.
         path: PathBuf,
@@ -49,8 +59,8 @@ pub enum CaptureError {
         #[source]
         source: std::io::Error,
     },
-    /// An evidence file could not be opened.
-    #[error("cannot open {path}: {source}")]
+    /// An evidence file could not be opened (the OS error is the source).
+    #[error("cannot open {path}")]
     Open {
         /// The file.
         path: PathBuf,
@@ -58,8 +68,8 @@ pub enum CaptureError {
         #[source]
         source: std::io::Error,
     },
-    /// An evidence file could not be read.
-    #[error("cannot read {path}: {source}")]
+    /// An evidence file could not be read (the OS error is the source).
+    #[error("cannot read {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -73,8 +83,20 @@ pub enum CaptureError {
         /// The file.
         path: PathBuf,
     },
-    /// A line is not valid JSON of the expected shape.
-    #[error("{path}:{line}: {source}")]
+    /// The header line is unusable: missing, not UTF-8, too large, or
+    /// holding more entries than a header may.
+    #[error("{path}:{line}: {message}")]
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number (1: the header).
+        line: u64,
+        /// What was wrong and what to do.
+        message: String,
+    },
+    /// A line is not valid JSON of the expected shape (serde's message is
+    /// the source).
+    #[error("{path}:{line}")]
     Parse {
         /// The file.
         path: PathBuf,
@@ -85,7 +107,7 @@ pub enum CaptureError {
         source: serde_json::Error,
     },
     /// The file declares a schema version this build cannot read.
-    #[error("{path}: schema_version {} is not supported (this build reads {supported:?}); use a looptime build that knows it", found.map_or_else(|| "missing".to_string(), |v| v.to_string()))]
+    #[error("{path}:1: {}; this build reads schema versions {supported:?}: use a looptime build that knows it", found.map_or_else(|| "the header has no schema_version".to_string(), |v| format!("schema_version {v} is not supported")))]
     UnsupportedSchema {
         /// The file.
         path: PathBuf,
@@ -94,4 +116,22 @@ pub enum CaptureError {
         /// Versions this build reads.
         supported: &'static [u32],
     },
+}
+
+/// `error` and every error in its [`source`](std::error::Error::source)
+/// chain, joined by `": "`: one line that shows each cause once. Every error
+/// type of the workspace keeps its cause out of its own message and in the
+/// chain, so printing through this never repeats the OS error.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = e.source();
+    }
+    out
 }

@@ -97,6 +97,15 @@ pub struct ClockTable {
     pub span_start_ns: ClockDomain,
 }
 
+impl ClockTable {
+    /// Whether `target_ns` can be subtracted from `wake_ns` and `start_ns`
+    /// (sleep overshoot and deadline lag exist only then).
+    pub fn schedule_comparable(&self) -> bool {
+        self.target_ns.comparable_with(self.wake_ns)
+            && self.target_ns.comparable_with(self.start_ns)
+    }
+}
+
 /// One (TSC tick, monotonic nanosecond) pair taken back to back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClockAnchor {
@@ -456,6 +465,20 @@ pub struct Summary {
     pub overhead: Overhead,
 }
 
+/// Largest header line a reader accepts. A header written by the recorder is
+/// a few kilobytes; the bound keeps a damaged or hostile file from making the
+/// reader hold gigabytes for one line.
+pub const MAX_HEADER_BYTES: usize = 4 << 20;
+
+/// What the reader noticed about the header line and accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeaderNotes {
+    /// The file began with a UTF-8 byte-order mark, which was skipped.
+    pub bom: bool,
+    /// The header line ended in CRLF (the file's line endings were converted).
+    pub crlf: bool,
+}
+
 /// Reads a `control_timing.jsonl` file line by line into the schema types.
 ///
 /// This is the strict, shared reader: the analyzer builds its lenient mode on
@@ -466,45 +489,127 @@ pub struct EvidenceReader {
     lines: std::io::Lines<BufReader<File>>,
     line_no: u64,
     header: Header,
+    notes: HeaderNotes,
+}
+
+fn bad_header(path: &Path, message: impl Into<String>) -> CaptureError {
+    CaptureError::BadHeader {
+        path: path.to_path_buf(),
+        line: 1,
+        message: message.into(),
+    }
+}
+
+/// The name tables of `h` within what ids and the format can carry.
+fn check_header_bounds(path: &Path, h: &Header) -> Result<()> {
+    let names = u16::MAX as usize - 1;
+    let most_values = h.attributes.iter().map(|a| a.values.len()).max();
+    let checks = [
+        ("stages", h.stages.len(), names),
+        ("phases", h.phases.len(), names),
+        ("attributes", h.attributes.len(), names),
+        ("values of one attribute", most_values.unwrap_or(0), names),
+        ("value_defs", h.values.len(), crate::MAX_VALUES),
+        ("metadata", h.metadata.len(), crate::MAX_METADATA_ENTRIES),
+    ];
+    for (what, n, most) in checks {
+        if n > most {
+            return Err(bad_header(
+                path,
+                format!("the header declares {n} {what}; at most {most} are allowed, so the file is damaged or was not written by looptime"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl EvidenceReader {
-    /// Opens `path` and parses its header line.
+    /// Opens `path` and parses its header line. A UTF-8 byte-order mark and
+    /// a CRLF line ending are accepted and reported in [`notes`](Self::notes).
     ///
     /// # Errors
     /// [`CaptureError::Open`] when the file cannot be opened,
     /// [`CaptureError::Empty`] when it has no header line,
+    /// [`CaptureError::BadHeader`] when the first line is over
+    /// [`MAX_HEADER_BYTES`], not UTF-8, a cycle instead of the header, or
+    /// declares more names than the format allows,
     /// [`CaptureError::Parse`] when the header is not valid, and
     /// [`CaptureError::UnsupportedSchema`] for an unknown `schema_version`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        use std::io::Read;
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|source| CaptureError::Open {
             path: path.clone(),
             source,
         })?;
-        let mut lines = BufReader::with_capacity(1 << 16, file).lines();
-        let first = match lines.next() {
-            None => return Err(CaptureError::Empty { path }),
-            Some(Err(source)) => return Err(CaptureError::Read { path, source }),
-            Some(Ok(line)) => line,
-        };
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let mut raw = Vec::new();
+        (&mut reader)
+            .take(MAX_HEADER_BYTES as u64 + 1)
+            .read_until(b'\n', &mut raw)
+            .map_err(|source| CaptureError::Read {
+                path: path.clone(),
+                source,
+            })?;
+        if raw.len() > MAX_HEADER_BYTES && raw.last() != Some(&b'\n') {
+            return Err(bad_header(
+                &path,
+                format!("the header line is longer than {MAX_HEADER_BYTES} bytes; a looptime header is a few kilobytes, so the file is damaged or not evidence"),
+            ));
+        }
+        let mut notes = HeaderNotes::default();
+        let mut line: &[u8] = &raw;
+        if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
+            notes.bom = true;
+            line = rest;
+        }
+        if let Some(rest) = line.strip_suffix(b"\n") {
+            line = rest;
+            if let Some(rest) = line.strip_suffix(b"\r") {
+                notes.crlf = true;
+                line = rest;
+            }
+        }
+        let first = std::str::from_utf8(line).map_err(|e| {
+            bad_header(
+                &path,
+                format!(
+                    "the header is not valid UTF-8 (byte {} of the line); evidence is UTF-8 JSON, so the file is damaged",
+                    e.valid_up_to() + 1
+                ),
+            )
+        })?;
         if first.trim().is_empty() {
             return Err(CaptureError::Empty { path });
         }
-        // Check the version before the full header so that a future schema
-        // gets "unsupported version", not a confusing missing-field error.
+        // Check the kind and version before the full header so that a file
+        // without its header, or a future schema, gets a message that says
+        // so, not a confusing missing-field error.
         #[derive(Deserialize)]
-        struct Version {
+        struct Probe {
+            #[serde(rename = "type")]
+            kind: Option<String>,
             schema_version: Option<u32>,
         }
-        let version: Version =
-            serde_json::from_str(&first).map_err(|source| CaptureError::Parse {
-                path: path.clone(),
-                line: 1,
-                source,
-            })?;
-        match version.schema_version {
+        let probe: Probe = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
+            path: path.clone(),
+            line: 1,
+            source,
+        })?;
+        if probe.kind.as_deref() == Some("cycle") {
+            return Err(bad_header(
+                &path,
+                "line 1 is a cycle record, not the header: the header line (type \"header\", with schema_version and the stage and phase tables) is missing, and the cycles cannot be read without it; was the file cut at the front or assembled by hand?",
+            ));
+        }
+        match probe.schema_version {
             Some(v) if SUPPORTED_SCHEMA_VERSIONS.contains(&v) => {}
+            None if probe.kind.as_deref() != Some("header") => {
+                return Err(bad_header(
+                    &path,
+                    "line 1 is not a looptime header (no \"type\": \"header\" and no schema_version); is this a control_timing.jsonl?",
+                ))
+            }
             found => {
                 return Err(CaptureError::UnsupportedSchema {
                     path,
@@ -513,18 +618,25 @@ impl EvidenceReader {
                 })
             }
         }
-        let header: Header =
-            serde_json::from_str(&first).map_err(|source| CaptureError::Parse {
-                path: path.clone(),
-                line: 1,
-                source,
-            })?;
+        let header: Header = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
+            path: path.clone(),
+            line: 1,
+            source,
+        })?;
+        check_header_bounds(&path, &header)?;
         Ok(Self {
             path,
-            lines,
+            lines: reader.lines(),
             line_no: 1,
             header,
+            notes,
         })
+    }
+
+    /// What the reader accepted about the header line (a byte-order mark,
+    /// CRLF endings).
+    pub fn notes(&self) -> HeaderNotes {
+        self.notes
     }
 
     /// The parsed header.

@@ -44,8 +44,39 @@ pub const MAX_SPANS_CEILING: usize = 1024;
 /// Anchors closer than this use quanta's calibration instead of their own slope.
 pub const MIN_FIT_SPAN_NS: u64 = 50_000_000;
 
+/// Most free-form metadata entries a header may carry (the reader refuses more).
+pub const MAX_METADATA_ENTRIES: usize = 4096;
+
 const NO_SPAN: u16 = u16::MAX;
 const NAME_TABLE_MAX: usize = u16::MAX as usize - 1;
+
+/// Bytes the recorder preallocates for `max_cycles` cycles of
+/// `max_spans_per_cycle` span slots and `n_values` caller values: the cycle
+/// ring, the span slots and the value slots (what dominates; the name tables
+/// and the open-span stack are a few kilobytes). Saturates instead of
+/// overflowing, so an absurd request gives an absurd number, never a wrap.
+pub fn footprint_bytes(max_cycles: u64, max_spans_per_cycle: u64, n_values: u64) -> u64 {
+    let cycle = std::mem::size_of::<CycleSlot>() as u64;
+    let span = std::mem::size_of::<SpanSlot>() as u64;
+    let per_cycle = cycle
+        .saturating_add(span.saturating_mul(max_spans_per_cycle))
+        .saturating_add(8u64.saturating_mul(n_values));
+    max_cycles.saturating_mul(per_cycle)
+}
+
+/// A boxed slice of `n` copies of `value`, or [`CaptureError::OutOfMemory`]
+/// when the allocator refuses: never an abort. Every page is written here,
+/// so none faults in later on the control thread.
+fn try_boxed<T: Clone>(what: &'static str, n: usize, value: T) -> Result<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| CaptureError::OutOfMemory {
+            what,
+            bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+        })?;
+    v.resize(n, value);
+    Ok(v.into_boxed_slice())
+}
 
 /// A registered stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -207,7 +238,18 @@ impl RecorderBuilder {
         self
     }
 
-    /// Free-form metadata copied to the header.
+    /// Bytes [`build`](Self::build) will allocate with the capacities and
+    /// values registered so far (see [`footprint_bytes`]).
+    pub fn footprint_bytes(&self) -> u64 {
+        footprint_bytes(
+            self.max_cycles as u64,
+            self.max_spans as u64,
+            self.values.len() as u64,
+        )
+    }
+
+    /// Free-form metadata copied to the header (at most
+    /// [`MAX_METADATA_ENTRIES`] entries; [`build`](Self::build) refuses more).
     pub fn metadata(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Self {
         self.metadata.insert(key.into(), value.into());
         self
@@ -333,8 +375,17 @@ impl RecorderBuilder {
     /// [`Recorder::default_phase`]).
     ///
     /// # Errors
-    /// [`CaptureError::InvalidOption`] when a capacity is out of range.
+    /// [`CaptureError::InvalidOption`] when a capacity is out of range or
+    /// there are more than [`MAX_METADATA_ENTRIES`] metadata entries, and
+    /// [`CaptureError::OutOfMemory`] when the allocator refuses the ring.
     pub fn build(&self) -> Result<Recorder> {
+        if self.metadata.len() > MAX_METADATA_ENTRIES {
+            return Err(CaptureError::InvalidOption {
+                option: "metadata entries",
+                value: self.metadata.len() as u64,
+                expected: "at most 4096 entries",
+            });
+        }
         if self.max_cycles == 0 || self.max_cycles > MAX_CYCLES_CEILING {
             return Err(CaptureError::InvalidOption {
                 option: "max_cycles",
@@ -358,7 +409,7 @@ impl RecorderBuilder {
         } else {
             Overhead::default()
         };
-        Ok(Recorder::allocate(spec, overhead))
+        Recorder::allocate(spec, overhead)
     }
 }
 
@@ -426,7 +477,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    fn allocate(spec: RecorderBuilder, overhead: Overhead) -> Recorder {
+    fn allocate(spec: RecorderBuilder, overhead: Overhead) -> Result<Recorder> {
         let clock = quanta::Clock::new();
         let n_values = spec.values.len();
         let stage_cpu: Box<[bool]> = spec
@@ -434,12 +485,20 @@ impl Recorder {
             .iter()
             .map(|s| s.cpu_time && spec.thread_cpu)
             .collect();
+        // The largest buffer first: a refusal then costs nothing.
+        let spans = try_boxed(
+            "span slots",
+            spec.max_cycles.saturating_mul(spec.max_spans),
+            SpanSlot::default(),
+        )?;
+        let cycles = try_boxed("cycle ring", spec.max_cycles, CycleSlot::default())?;
+        let values = try_boxed("value slots", spec.max_cycles * n_values, 0u64)?;
         let start_anchor = take_anchor(&clock);
-        Recorder {
+        Ok(Recorder {
             enabled: true,
-            cycles: vec![CycleSlot::default(); spec.max_cycles].into_boxed_slice(),
-            spans: vec![SpanSlot::default(); spec.max_cycles * spec.max_spans].into_boxed_slice(),
-            values: vec![0u64; spec.max_cycles * n_values].into_boxed_slice(),
+            cycles,
+            spans,
+            values,
             stage_cpu,
             max_spans: spec.max_spans,
             clock,
@@ -458,7 +517,7 @@ impl Recorder {
             pending_wake: None,
             spans_dropped: 0,
             spans_outside_cycle: 0,
-        }
+        })
     }
 
     /// A recorder that records nothing and allocates nothing: every method is
@@ -1081,7 +1140,10 @@ fn measure_overhead() -> Overhead {
         name: "cpu".into(),
         cpu_time: true,
     });
-    let mut rec = Recorder::allocate(spec, Overhead::default());
+    // A few hundred kilobytes; if even that is refused, report no overhead.
+    let Ok(mut rec) = Recorder::allocate(spec, Overhead::default()) else {
+        return Overhead::default();
+    };
     let clock = rec.clock.clone();
     let phase = PhaseId(0);
     let per_op = |t0: u64, t1: u64| clock.delta_as_nanos(t0, t1) as f64 / PER as f64;

@@ -38,14 +38,47 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
     }
 }
 
-/// Writes `fill`'s output to `dir/name` atomically; returns the bytes written.
-fn write_atomic(
+/// The temporary name `dir/name` is written under before its rename:
+/// `.<name>.<pid>.tmp`, hidden, with the writer's pid so that a later run
+/// can tell a leftover of a dead process (see [`parse_temp_name`]).
+pub fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// The final file name and the writer's pid of a temporary name made by
+/// [`temp_path`], or `None` for any other name.
+///
+/// ```
+/// assert_eq!(
+///     looptime_capture::parse_temp_name(".control_timing.jsonl.4242.tmp"),
+///     Some(("control_timing.jsonl", 4242))
+/// );
+/// assert_eq!(looptime_capture::parse_temp_name("control_timing.jsonl"), None);
+/// ```
+pub fn parse_temp_name(file_name: &str) -> Option<(&str, u32)> {
+    let inner = file_name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (name, pid) = inner.rsplit_once('.')?;
+    if name.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((name, pid.parse().ok()?))
+}
+
+/// Writes `fill`'s output to `dir/name` atomically: into [`temp_path`],
+/// flushed and `fsync`ed, then renamed into place. Returns the final path
+/// and the bytes written. On any failure the temporary file is removed, so
+/// nothing complete-looking and no temporary is left (a process killed
+/// mid-write leaves its temporary, named with its pid).
+///
+/// # Errors
+/// [`CaptureError::Write`] naming the file that failed.
+pub fn write_atomic(
     dir: &Path,
     name: &str,
     fill: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 ) -> Result<(PathBuf, u64)> {
     let final_path = dir.join(name);
-    let tmp_path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp_path = temp_path(dir, name);
     let result = (|| {
         let file = File::create(&tmp_path).map_err(write_err(&tmp_path))?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
@@ -69,7 +102,11 @@ fn write_atomic(
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+/// `fsync` a directory, so that renames into it are durable.
+///
+/// # Errors
+/// [`CaptureError::Write`] naming the directory.
+pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(write_err(dir))

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::Config;
 use crate::probe::{self, ProbeOptions};
-use crate::serve::{self, EpisodeStatus, ServeOptions};
+use crate::serve::{self, ServeOptions};
 
 /// looptime: does your control loop really run at its rate?
 #[derive(Debug, Parser)]
@@ -42,16 +42,16 @@ pub struct ServeArgs {
     #[arg(long)]
     pub control_timing: bool,
     /// Running-phase length in simulated seconds (run.duration_s).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Warmup length in simulated seconds (run.warmup_s).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup: Option<f64>,
     /// Episodes to run (run.episodes).
-    #[arg(long)]
-    pub episodes: Option<u32>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub episodes: Option<i64>,
     /// Real-time factor, 0 = uncapped (run.rtf).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub rtf: Option<f64>,
     /// Where sessions are written (run.runs_dir).
     #[arg(long)]
@@ -62,13 +62,13 @@ pub struct ServeArgs {
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
     /// Loop rate in hertz.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
     pub rate: f64,
     /// Seconds to run.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub duration: f64,
     /// Spin margin in microseconds (default 200, at most half the period).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub spin_margin_us: Option<f64>,
     /// Try SCHED_FIFO priority 80 and mlockall for the probe loop.
     #[arg(long)]
@@ -100,7 +100,17 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
         cfg.run.warmup_s = w;
     }
     if let Some(e) = args.episodes {
-        cfg.run.episodes = e;
+        // Out-of-range counts (negative, or past u32) are refused by name
+        // in `validate`, like a value from the file.
+        cfg.run.episodes = u32::try_from(e).unwrap_or(u32::MAX);
+        if e < 0 {
+            return Err(crate::config::ConfigError::OutOfRange {
+                key: "run.episodes".into(),
+                value: e.to_string(),
+                expected: "1 to 1000".into(),
+            })
+            .context("after applying command-line flags");
+        }
     }
     if let Some(r) = args.rtf {
         cfg.run.rtf = r;
@@ -115,8 +125,12 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: bad input (config, flags) or a failure to write.
+/// Exit code: a bad config or flag value (named by its key), or a failure
+/// to write.
 pub const EXIT_ERROR: i32 = 1;
+/// Exit code: the command line does not parse (clap: an unknown flag, a
+/// missing or malformed value).
+pub const EXIT_USAGE: i32 = 2;
 /// Exit code: the run was aborted by SIGINT/SIGTERM (evidence written).
 pub const EXIT_ABORTED: i32 = 130;
 
@@ -149,27 +163,66 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Serve(a) => {
             let (config, config_source) = resolve_config(&a)?;
             let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                // A second signal while the first is being handled exits at once.
-                signal_hook::flag::register_conditional_shutdown(sig, EXIT_ABORTED, stop.clone())
-                    .context("installing signal handlers")?;
-                signal_hook::flag::register(sig, stop.clone())
-                    .context("installing signal handlers")?;
-            }
+            let watcher = SignalWatcher::start(stop.clone())?;
             let opts = ServeOptions {
                 config,
                 config_source,
             };
             let mut out = std::io::stdout();
-            let results = serve::serve(&opts, stop, &mut out, || Box::new(std::io::stderr()))?;
+            let outcome = serve::serve(&opts, stop, &mut out, || Box::new(std::io::stderr()));
+            watcher.stop();
+            let outcome = outcome?;
             out.flush()?;
-            Ok(
-                if results.iter().any(|r| r.status == EpisodeStatus::Aborted) {
-                    EXIT_ABORTED
-                } else {
-                    EXIT_OK
-                },
-            )
+            Ok(if outcome.stopped {
+                EXIT_ABORTED
+            } else {
+                EXIT_OK
+            })
         }
+    }
+}
+
+/// SIGINT and SIGTERM, handled on a thread of their own. The first sets the
+/// stop flag (the loop ends after its current cycle and the evidence is
+/// written marked aborted). Later ones do not cut the finish short: they say
+/// on stderr that the evidence is being written and how to stop at once
+/// (SIGKILL, which loses what is not yet written; the next `serve` removes
+/// its temporary files). Nothing is ever exited silently.
+struct SignalWatcher {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SignalWatcher {
+    fn start(stop: Arc<AtomicBool>) -> Result<SignalWatcher> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+            .context("installing signal handlers")?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let mut seen = 0u32;
+                for sig in signals.forever() {
+                    seen += 1;
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                    if seen == 1 {
+                        eprintln!("[run] {name}: stopping after the current cycle; its evidence is written and marked aborted, and no further rollout starts");
+                    } else {
+                        eprintln!(
+                            "[run] {name} again: still stopping; the evidence being written will be complete in a moment and is not skipped. `kill -9 {}` stops at once and loses what is not yet written",
+                            std::process::id()
+                        );
+                    }
+                }
+            })
+            .context("starting the signal thread")?;
+        Ok(SignalWatcher { handle, thread })
+    }
+
+    fn stop(self) {
+        self.handle.close();
+        let _ = self.thread.join();
     }
 }

@@ -13,11 +13,17 @@ use thiserror::Error;
 
 use crate::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
 
+/// Default `run.timing_memory_budget_mb`: 1 GiB, which holds the default
+/// recorder (about 20 MB) fifty times over and stops a typo of a few zeros.
+pub const DEFAULT_TIMING_MEMORY_BUDGET_MB: u64 = 1024;
+/// Largest accepted `run.timing_memory_budget_mb` (1 TiB).
+pub const MAX_TIMING_MEMORY_BUDGET_MB: u64 = 1 << 20;
+
 /// A config that cannot be used.
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config {path}: {source}")]
+    #[error("cannot read config {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -42,6 +48,18 @@ pub enum ConfigError {
         value: String,
         /// What is accepted.
         expected: String,
+    },
+    /// The recorder these settings ask for is larger than the budget.
+    #[error("config keys `run.timing_max_cycles` = {cycles} and `run.timing_max_spans_per_cycle` = {spans} need a recorder of {footprint_bytes} bytes ({:.1} MiB), over the budget `run.timing_memory_budget_mb` = {budget_mb} MiB: lower either key, or raise the budget if the host has the memory", *footprint_bytes as f64 / 1048576.0)]
+    OverBudget {
+        /// `run.timing_max_cycles`.
+        cycles: u64,
+        /// `run.timing_max_spans_per_cycle`.
+        spans: u32,
+        /// Bytes the recorder would preallocate.
+        footprint_bytes: u64,
+        /// `run.timing_memory_budget_mb`.
+        budget_mb: u64,
     },
 }
 
@@ -85,6 +103,8 @@ pub struct RunConfig {
     pub timing_max_spans_per_cycle: u32,
     /// Measure thread CPU time per span.
     pub timing_thread_cpu: bool,
+    /// Most memory the recorder may preallocate, in MiB (2^20 bytes).
+    pub timing_memory_budget_mb: u64,
     /// Seed of the simulated costs.
     pub seed: u64,
     /// Where sessions are written.
@@ -103,6 +123,7 @@ impl Default for RunConfig {
             timing_max_cycles: 20_000,
             timing_max_spans_per_cycle: 16,
             timing_thread_cpu: true,
+            timing_memory_budget_mb: DEFAULT_TIMING_MEMORY_BUDGET_MB,
             seed: 1,
             runs_dir: "runs".into(),
         }
@@ -467,6 +488,22 @@ impl Config {
             looptime_capture::MAX_SPANS_CEILING as f64,
             "8 to 1024 (the simulated runtime opens 8 spans a cycle)",
         )?;
+        range(
+            "run.timing_memory_budget_mb",
+            r.timing_memory_budget_mb as f64,
+            1.0,
+            MAX_TIMING_MEMORY_BUDGET_MB as f64,
+            "1 to 1048576 MB",
+        )?;
+        let footprint = self.recorder_footprint_bytes();
+        if r.control_timing && footprint > r.timing_memory_budget_mb << 20 {
+            return Err(ConfigError::OverBudget {
+                cycles: r.timing_max_cycles,
+                spans: r.timing_max_spans_per_cycle,
+                footprint_bytes: footprint,
+                budget_mb: r.timing_memory_budget_mb,
+            });
+        }
         if r.runs_dir.trim().is_empty() {
             return Err(ConfigError::OutOfRange {
                 key: "run.runs_dir".into(),
@@ -570,7 +607,18 @@ impl Config {
         check_cost("stages.recording.cost", &s.recording.cost)
     }
 
-    /// The nominal period in nanoseconds.
+    /// Bytes the simulated runtime's recorder preallocates with these
+    /// settings (capture's `footprint_bytes`; checked against
+    /// `run.timing_memory_budget_mb` only when `run.control_timing` is on).
+    pub fn recorder_footprint_bytes(&self) -> u64 {
+        looptime_capture::footprint_bytes(
+            self.run.timing_max_cycles,
+            self.run.timing_max_spans_per_cycle as u64,
+            crate::serve::SIM_VALUE_COUNT,
+        )
+    }
+
+    /// The loop's nominal period (1 / `run.rate_hz`), in ns.
     pub fn nominal_period_ns(&self) -> u64 {
         (1e9 / self.run.rate_hz).round() as u64
     }

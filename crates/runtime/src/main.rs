@@ -3,7 +3,19 @@
 use clap::Parser;
 
 fn main() {
-    let cli = looptime_runtime::cli::Cli::parse();
+    let cli = match looptime_runtime::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and succeed; a usage
+            // error prints clap's message and exits EXIT_USAGE.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                looptime_runtime::cli::EXIT_USAGE
+            } else {
+                looptime_runtime::cli::EXIT_OK
+            });
+        }
+    };
     match looptime_runtime::cli::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

@@ -29,14 +29,21 @@ use crate::stats::{CycleStat, Event, EventKind, LiveChannel, Maintenance, Mainte
 
 /// Schema version of `manifest.json`.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+/// Schema version of `session.json`.
+pub const SESSION_SCHEMA_VERSION: u32 = 1;
+/// File name of the session record in a session directory.
+pub const SESSION_FILE: &str = "session.json";
+/// Caller values the simulated runtime registers (see `build_recorder`).
+pub const SIM_VALUE_COUNT: u64 = 6;
 /// Hash of the source this binary was built from.
 pub const SOURCE_HASH: &str = env!("LOOPTIME_SOURCE_HASH");
 
 /// Errors of a serve run.
 #[derive(Debug, Error)]
 pub enum ServeError {
-    /// A directory or file of the episode could not be written.
-    #[error("cannot write {path}: {source}")]
+    /// A directory or file of the episode could not be written (the OS
+    /// error is the source, printed once after this message).
+    #[error("cannot write {path}")]
     Io {
         /// The path.
         path: PathBuf,
@@ -45,7 +52,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// A thread could not be started.
-    #[error("cannot start the {thread} thread: {source}")]
+    #[error("cannot start the {thread} thread")]
     Thread {
         /// Thread name.
         thread: &'static str,
@@ -164,6 +171,7 @@ fn build_recorder(cfg: &Config, domain: ClockDomain) -> Result<(Recorder, Ids), 
         camera_stale: b.value("camera_frame_stale", ValueKind::Int, "bool")?,
         dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
     };
+    debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
     let rec = if cfg.run.control_timing {
         b.build()?
     } else {
@@ -447,12 +455,24 @@ pub struct Manifest<'a> {
     pub realtime: &'a RealtimeObtained,
     /// Whether /dev/cpu_dma_latency was held at 0.
     pub cpu_dma_latency_held: bool,
+    /// The recorder's preallocated memory and its budget (absent when
+    /// `run.control_timing` is off: no recorder is allocated).
+    pub recorder: Option<RecorderFacts>,
     /// The schedule the loop ran.
     pub schedule: ScheduleFacts,
     /// What happened.
     pub counts: Counts,
     /// Files written into the rollout directory.
     pub files: Vec<String>,
+}
+
+/// The recorder's memory, as checked before the session started.
+#[derive(Debug, Serialize)]
+pub struct RecorderFacts {
+    /// Bytes preallocated for the cycle ring, span slots and value slots.
+    pub footprint_bytes: u64,
+    /// `run.timing_memory_budget_mb`, in bytes.
+    pub budget_bytes: u64,
 }
 
 /// The resolved schedule.
@@ -487,10 +507,11 @@ pub struct Counts {
     pub events_dropped: u64,
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
+/// Write `dir/name` through capture's atomic writer: the same hidden
+/// `.<name>.<pid>.tmp` temporary as the evidence files, removed on failure.
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ServeError> {
+    looptime_capture::write_atomic(dir, name, |w| w.write_all(bytes))?;
+    Ok(())
 }
 
 /// Create `<runs>/session-<UTC>[-N]`.
@@ -533,22 +554,147 @@ pub struct ServeOptions {
     pub config_source: String,
 }
 
+/// How one rollout of a session ended, as `session.json` records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutState {
+    /// Its loop is running or its evidence is being written.
+    Running,
+    /// Every planned cycle ran and its files were written.
+    Complete,
+    /// A signal stopped its loop; its evidence is written and marked aborted.
+    Aborted,
+    /// The session stopped before it started.
+    NotRun,
+}
+
+/// One rollout's line in `session.json`.
+#[derive(Debug, Serialize)]
+pub struct RolloutEntry {
+    /// `rollout-NNN`.
+    pub rollout: String,
+    /// How it ended.
+    pub state: RolloutState,
+}
+
+/// `session.json`: what a session planned and what became of each rollout.
+/// It is rewritten atomically when the session starts, after each rollout
+/// and at the end, so even a killed session says how far it got.
+#[derive(Debug, Serialize)]
+pub struct SessionRecord {
+    /// [`SESSION_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `looptime <version>`.
+    pub producer: String,
+    /// Session directory name.
+    pub session: String,
+    /// `running` while the session runs, then `complete`, `aborted` (a
+    /// signal stopped it) or `failed` (an error ended it).
+    pub status: &'static str,
+    /// What stopped or ended the session early, in words.
+    pub stop: Option<String>,
+    /// Rollouts planned (`run.episodes`).
+    pub planned_rollouts: u32,
+    /// Every planned rollout, in order.
+    pub rollouts: Vec<RolloutEntry>,
+}
+
+impl SessionRecord {
+    fn write(&self, session: &Path) -> Result<(), ServeError> {
+        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
+        text.push(b'\n');
+        write_file(session, SESSION_FILE, &text)
+    }
+}
+
+/// What a whole `serve` did.
+#[derive(Debug)]
+pub struct SessionOutcome {
+    /// The session directory.
+    pub session: PathBuf,
+    /// The rollouts that ran (complete or aborted), in order.
+    pub episodes: Vec<EpisodeResult>,
+    /// A signal stopped the session (the exit code is then 130).
+    pub stopped: bool,
+    /// Rollouts that never started because of the stop.
+    pub not_run: Vec<String>,
+}
+
+/// Remove the temporary files that a killed `serve` (or finish) left in
+/// `runs`, its sessions and their rollouts: `.<name>.<pid>.tmp` whose pid is
+/// no longer running. Each removal is printed. Temporaries of a live process
+/// (another `serve` writing into the same runs directory) are left alone.
+pub fn remove_stale_temps(runs: &Path, out: &mut dyn Write) -> Vec<PathBuf> {
+    let mut dirs = vec![runs.to_path_buf()];
+    let mut removed = Vec::new();
+    for depth in 0..3 {
+        let mut next = Vec::new();
+        for dir in &dirs {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && depth < 2 {
+                    next.push(path);
+                    continue;
+                }
+                let name = entry.file_name();
+                let Some((_, pid)) = name.to_str().and_then(looptime_capture::parse_temp_name)
+                else {
+                    continue;
+                };
+                if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
+                    continue;
+                }
+                let size = entry.metadata().map_or(0, |m| m.len());
+                match fs::remove_file(&path) {
+                    Ok(()) => {
+                        let _ = writeln!(
+                            out,
+                            "[run] removed {} ({size} bytes), left by process {pid}, which died while writing it",
+                            path.display()
+                        );
+                        removed.push(path);
+                    }
+                    Err(e) => {
+                        let _ = writeln!(
+                            out,
+                            "[warn] cannot remove {}, left by dead process {pid}: {e}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+        dirs = next;
+    }
+    removed
+}
+
 /// Run every episode of the config. Progress and the final lines go to
-/// `out`; live statistics to `live_out`.
+/// `out`; live statistics to `live_out`. Setting `stop` (SIGINT, SIGTERM)
+/// ends the current rollout's loop after its cycle, writes its evidence
+/// marked aborted, and starts no further rollout; `session.json` lists them
+/// as not run.
 ///
 /// # Errors
-/// [`ServeError`] when an episode cannot be set up or written.
+/// [`ServeError`] when an episode cannot be set up or written. The
+/// recorder's size is checked by [`Config::validate`] before anything is
+/// created.
 pub fn serve(
     opts: &ServeOptions,
     stop: Arc<AtomicBool>,
     out: &mut dyn Write,
     live_out: impl Fn() -> Box<dyn Write + Send>,
-) -> Result<Vec<EpisodeResult>, ServeError> {
+) -> Result<SessionOutcome, ServeError> {
     let cfg = &opts.config;
     let runs = PathBuf::from(&cfg.run.runs_dir);
+    fs::create_dir_all(&runs).map_err(io_err(&runs))?;
+    remove_stale_temps(&runs, out);
     let session = create_session_dir(&runs)?;
     let host = rt::host_facts();
-    let mut results = Vec::new();
     let _ = writeln!(
         out,
         "[run] session {} ({} episode(s), {} Hz, {} s warmup + {} s running, rtf {}, control timing {})",
@@ -560,40 +706,153 @@ pub fn serve(
         cfg.run.rtf,
         if cfg.run.control_timing { "on" } else { "off" }
     );
-    for ep in 0..cfg.run.episodes {
+    if cfg.run.control_timing {
+        let _ = writeln!(
+            out,
+            "[run] recorder: {} cycles x {} span slots = {} bytes ({:.1} MiB) preallocated per rollout (budget {} MiB, run.timing_memory_budget_mb)",
+            cfg.run.timing_max_cycles,
+            cfg.run.timing_max_spans_per_cycle,
+            cfg.recorder_footprint_bytes(),
+            cfg.recorder_footprint_bytes() as f64 / 1048576.0,
+            cfg.run.timing_memory_budget_mb
+        );
+    }
+    let mut record = SessionRecord {
+        schema_version: SESSION_SCHEMA_VERSION,
+        producer: format!("looptime {}", env!("CARGO_PKG_VERSION")),
+        session: file_name(&session),
+        status: "running",
+        stop: None,
+        planned_rollouts: cfg.run.episodes,
+        rollouts: (0..cfg.run.episodes)
+            .map(|ep| RolloutEntry {
+                rollout: format!("rollout-{ep:03}"),
+                state: RolloutState::NotRun,
+            })
+            .collect(),
+    };
+    record.write(&session)?;
+    let ctx = EpisodeContext {
+        opts,
+        runs: &runs,
+        session: &session,
+        host: &host,
+    };
+    let mut episodes = Vec::new();
+    let mut failure = None;
+    for ep in 0..cfg.run.episodes as usize {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         let mut ep_cfg = cfg.clone();
         ep_cfg.run.seed = cfg.run.seed.wrapping_add(ep as u64);
-        let rollout = format!("rollout-{ep:03}");
-        let dir = session.join(&rollout);
-        fs::create_dir(&dir).map_err(io_err(&dir))?;
-        let r = run_episode(&ep_cfg, &dir, stop.clone(), &live_out, out)?;
-        let status = r.status;
-        write_manifest(opts, &ep_cfg, &session, &rollout, &host, &r, &dir)?;
-        update_latest(&runs, &dir)?;
-        results.push(r);
-        if status == EpisodeStatus::Aborted {
-            break;
+        record.rollouts[ep].state = RolloutState::Running;
+        record.write(&session)?;
+        match run_episode(
+            &ctx,
+            &ep_cfg,
+            &record.rollouts[ep].rollout,
+            &stop,
+            &live_out,
+            out,
+        ) {
+            Ok(r) => {
+                record.rollouts[ep].state = match r.status {
+                    EpisodeStatus::Complete => RolloutState::Complete,
+                    EpisodeStatus::Aborted => RolloutState::Aborted,
+                };
+                episodes.push(r);
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
         }
+        record.write(&session)?;
     }
-    Ok(results)
+    let stopped = stop.load(Ordering::Relaxed);
+    let not_run: Vec<String> = record
+        .rollouts
+        .iter()
+        .filter(|r| r.state == RolloutState::NotRun)
+        .map(|r| r.rollout.clone())
+        .collect();
+    if let Some(e) = failure {
+        record.status = "failed";
+        record.stop = Some(looptime_capture::error_chain(&e));
+        let _ = record.write(&session);
+        return Err(e);
+    }
+    if stopped {
+        record.status = "aborted";
+        let aborted = record
+            .rollouts
+            .iter()
+            .find(|r| r.state == RolloutState::Aborted);
+        record.stop = Some(match aborted {
+            Some(r) => format!("a signal stopped the loop of {} (its evidence is written and marked aborted)", r.rollout),
+            None => "a signal arrived after a rollout's last cycle, while its files were written (that rollout is complete)".to_string(),
+        });
+        let _ = writeln!(
+            out,
+            "[run] session stopped by a signal: {} of {} rollout(s) ran{}; see {}",
+            episodes.len(),
+            cfg.run.episodes,
+            if not_run.is_empty() {
+                String::new()
+            } else {
+                format!(", not run: {}", not_run.join(", "))
+            },
+            session.join(SESSION_FILE).display()
+        );
+    } else {
+        record.status = "complete";
+    }
+    record.write(&session)?;
+    Ok(SessionOutcome {
+        session,
+        episodes,
+        stopped,
+        not_run,
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What every episode of one session shares.
+struct EpisodeContext<'a> {
+    opts: &'a ServeOptions,
+    runs: &'a Path,
+    session: &'a Path,
+    host: &'a HostFacts,
+}
+
+/// The manifest's view of an episode whose loop has ended.
+struct ManifestFacts<'a> {
+    status: EpisodeStatus,
+    cycles: u64,
+    overruns: u64,
+    skipped: u64,
+    evidence: bool,
+    realtime: &'a RealtimeObtained,
+    dma_held: bool,
+    live_dropped: (u64, u64),
+}
+
 fn write_manifest(
-    opts: &ServeOptions,
+    ctx: &EpisodeContext,
     cfg: &Config,
-    session: &Path,
     rollout: &str,
-    host: &HostFacts,
-    r: &EpisodeResult,
+    r: &ManifestFacts,
     dir: &Path,
 ) -> Result<(), ServeError> {
     let sc = cfg.scheduler_config();
     let mut files = vec!["events.jsonl".to_string(), "manifest.json".to_string()];
-    if r.evidence.is_some() {
+    if r.evidence {
         files.push(looptime_capture::CYCLES_FILE.into());
         files.push(looptime_capture::SUMMARY_FILE.into());
     }
@@ -602,19 +861,20 @@ fn write_manifest(
         schema_version: MANIFEST_SCHEMA_VERSION,
         producer: format!("looptime {}", env!("CARGO_PKG_VERSION")),
         created_utc: utc_rfc3339(),
-        session: session
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        session: file_name(ctx.session),
         rollout: rollout.to_string(),
         status: r.status,
-        config_source: &opts.config_source,
+        config_source: &ctx.opts.config_source,
         config: cfg,
         config_hash: fnv1a64(cfg.to_toml().as_bytes()),
         source_hash: SOURCE_HASH,
-        host,
-        realtime: &r.realtime,
+        host: ctx.host,
+        realtime: r.realtime,
         cpu_dma_latency_held: r.dma_held,
+        recorder: cfg.run.control_timing.then(|| RecorderFacts {
+            footprint_bytes: cfg.recorder_footprint_bytes(),
+            budget_bytes: cfg.run.timing_memory_budget_mb << 20,
+        }),
         schedule: ScheduleFacts {
             nominal_period_ns: cfg.nominal_period_ns(),
             effective_period_ns: sc.period_ns,
@@ -638,13 +898,19 @@ fn write_manifest(
     };
     let mut text = serde_json::to_vec_pretty(&m).unwrap_or_default();
     text.push(b'\n');
-    write_file(&dir.join("manifest.json"), &text)
+    write_file(dir, "manifest.json", &text)
 }
 
+/// One rollout: prepare, run the loop, then write (in this order) the
+/// manifest, the `latest` link, the evidence and the events. The manifest
+/// goes first because it is small and says what ran: a process killed
+/// while the large JSONL is written still leaves it, and `latest` already
+/// points at the rollout it describes.
 fn run_episode(
+    ctx: &EpisodeContext,
     cfg: &Config,
-    dir: &Path,
-    stop: Arc<AtomicBool>,
+    rollout: &str,
+    stop: &Arc<AtomicBool>,
     live_out: &impl Fn() -> Box<dyn Write + Send>,
     out: &mut dyn Write,
 ) -> Result<EpisodeResult, ServeError> {
@@ -654,8 +920,12 @@ fn run_episode(
     } else {
         ClockDomain::HostMonotonic
     };
-    // Prepare: every allocation and thread before the first cycle.
+    // Prepare: every allocation and thread before the first cycle. The
+    // recorder comes first, so a refused allocation leaves no directory.
     let (rec, ids) = build_recorder(cfg, domain)?;
+    let dir = ctx.session.join(rollout);
+    fs::create_dir(&dir).map_err(io_err(&dir))?;
+    let dir = dir.as_path();
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
     let camera = Arc::new(Mailbox::default());
@@ -717,7 +987,7 @@ fn run_episode(
         viewer,
         policy,
         live: live.clone(),
-        stop,
+        stop: stop.clone(),
     };
     let cfg_c = cfg.clone();
     let outcome = std::thread::scope(|s| {
@@ -752,6 +1022,23 @@ fn run_episode(
     } else {
         EpisodeStatus::Complete
     };
+    write_manifest(
+        ctx,
+        cfg,
+        rollout,
+        &ManifestFacts {
+            status,
+            cycles: outcome.cycles,
+            overruns: outcome.overruns,
+            skipped: outcome.skipped,
+            evidence: outcome.rec.is_enabled(),
+            realtime: &outcome.realtime,
+            dma_held,
+            live_dropped: live.dropped(),
+        },
+        dir,
+    )?;
+    update_latest(ctx.runs, dir)?;
     let evidence = if outcome.rec.is_enabled() {
         let capture_status = match status {
             EpisodeStatus::Complete => CaptureStatus::Complete,
@@ -778,7 +1065,7 @@ fn run_episode(
         let _ = serde_json::to_writer(&mut text, e);
         text.push(b'\n');
     }
-    write_file(&dir.join("events.jsonl"), &text)?;
+    write_file(dir, "events.jsonl", &text)?;
 
     let _ = writeln!(
         out,
@@ -819,4 +1106,35 @@ fn run_episode(
         dma_held,
         live_dropped: live.dropped(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enospc_is_stated_once_through_the_whole_chain() {
+        // The error a full disk gives while the JSONL is written, as the
+        // binary prints it (anyhow's `{:#}` walks the chain).
+        let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let e = ServeError::from(looptime_capture::CaptureError::Write {
+            path: PathBuf::from("/runs/s/rollout-000/.control_timing.jsonl.7.tmp"),
+            source: full,
+        });
+        let text = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(text.matches("No space left on device").count(), 1, "{text}");
+        assert!(
+            text.starts_with("cannot write /runs/s/rollout-000/"),
+            "{text}"
+        );
+        let io = ServeError::Io {
+            path: PathBuf::from("/runs/x"),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let text = format!("{:#}", anyhow::Error::from(io));
+        assert_eq!(
+            text,
+            "cannot write /runs/x: No space left on device (os error 28)"
+        );
+    }
 }
