@@ -299,7 +299,11 @@ fn emit(
     if let Some(path) = output {
         write_text(path.to_path_buf(), json)?;
     }
-    let shown = if as_json { json.to_string() } else { text() };
+    let shown = if as_json {
+        json.to_string()
+    } else {
+        crate::text::terminal_safe(&text()).into_owned()
+    };
     out.write_all(shown.as_bytes())
         .map_err(|source| AnalyzeError::Write {
             path: PathBuf::from("<stdout>"),
@@ -346,7 +350,7 @@ pub fn run(cli: Cli) -> i32 {
     let cmd = match cli.validate() {
         Ok(c) => c,
         Err(UsageError(msg)) => {
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", crate::text::terminal_safe(&msg));
             return EXIT_USAGE;
         }
     };
@@ -358,7 +362,8 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprintln!("error: {e}");
+            let message = looptime_capture::error_chain(&e);
+            eprintln!("error: {}", crate::text::terminal_safe(&message));
             match e {
                 AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
                 _ => EXIT_BAD_INPUT,

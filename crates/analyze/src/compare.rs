@@ -339,7 +339,7 @@ type Samples = BTreeMap<(String, String, Option<String>), (String, Vec<i64>)>;
 
 fn samples(ev: &Evidence) -> Samples {
     let h = &ev.header;
-    let nominal = h.nominal_period_ns.map(|p| p as i64);
+    let nominal = crate::metrics::nominal_period(h).map(|p| p as i64);
     let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
     let cc = cycle_columns(ev, schedule_comparable(h));
     let mut out: Samples = BTreeMap::new();

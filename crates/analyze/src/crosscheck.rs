@@ -1,10 +1,14 @@
 //! Cross-check of the saved summary against the recomputation.
 //!
 //! The summary is never the source of a reported figure; it is compared.
-//! Counts, cycle indices, minima and maxima must match exactly; means to
-//! 1e-6 relative (plus the report's 0.1 ns rounding); percentiles to the
-//! summary histograms' precision: the histogram reports the top of the
-//! bucket holding the true value, at most 2⁻¹⁰ (0.1 %) above it, plus 1 ns.
+//! Counts, cycle indices, phases, minima and maxima must match exactly;
+//! means to 1e-6 relative plus 0.5 ns (the report's 0.1 ns rounding and the
+//! summary's float sum); loop Hz to 1e-6 relative plus 5e-5 Hz (half the
+//! report's 1e-4 Hz rounding step); percentiles to the summary histograms'
+//! precision: the histogram reports the top of the bucket holding the true
+//! value, at most 2⁻¹⁰ (0.1 %) above it, plus 1 ns. docs/metrics.md lists
+//! every compared figure; [`LOOP_HZ_REL`] and [`LOOP_HZ_ABS`] are the
+//! loop-Hz tolerance it states.
 //! The summary records negative values (clock-mapping noise) as 0, so
 //! recomputed values are clamped at 0 before comparing, and a mean is not
 //! compared when the summary counted negatives.
@@ -12,7 +16,12 @@
 use looptime_capture::format::Distribution;
 use looptime_capture::Summary;
 
-use crate::metrics::{CaptureReport, CrossCheck, Dist, Mismatch, SegmentReport};
+use crate::metrics::{CaptureReport, CrossCheck, Dist, Figure, Mismatch, SegmentReport};
+
+/// Loop Hz: relative tolerance.
+pub const LOOP_HZ_REL: f64 = 1e-6;
+/// Loop Hz: absolute tolerance, half the report's 10⁻⁴ Hz rounding step.
+pub const LOOP_HZ_ABS: f64 = 5e-5;
 
 /// Recomputed figures grouped the way the summary groups them.
 #[derive(Debug, Default)]
@@ -23,8 +32,8 @@ pub struct SummaryView {
     pub overshoot: Option<Dist>,
     /// All cycles' deadline lag.
     pub lag: Option<Dist>,
-    /// Per stage name: wall, cpu.
-    pub stages: Vec<(String, Dist, Option<Dist>)>,
+    /// Per stage name: span count, wall, cpu.
+    pub stages: Vec<(String, u64, Dist, Option<Dist>)>,
 }
 
 struct Checker {
@@ -38,9 +47,20 @@ impl Checker {
         if (summary - recomputed).abs() > tolerance {
             self.mismatches.push(Mismatch {
                 figure,
-                summary,
-                recomputed,
+                summary: Figure::Number(summary),
+                recomputed: Figure::Number(recomputed),
                 tolerance,
+            });
+        }
+    }
+    fn same_text(&mut self, figure: String, summary: &str, recomputed: &str) {
+        self.checked += 1;
+        if summary != recomputed {
+            self.mismatches.push(Mismatch {
+                figure,
+                summary: Figure::Text(summary.to_string()),
+                recomputed: Figure::Text(recomputed.to_string()),
+                tolerance: 0.0,
             });
         }
     }
@@ -125,6 +145,7 @@ pub fn check(
     );
     for (i, (ss, rs)) in s.segments.iter().zip(segments).enumerate() {
         let n = format!("segments[{i}]");
+        c.same_text(format!("{n}.phase"), &ss.phase, &rs.phase);
         c.exact(format!("{n}.cycles"), ss.cycles as f64, rs.cycles as f64);
         c.exact(
             format!("{n}.first_cycle"),
@@ -143,7 +164,12 @@ pub fn check(
         );
         c.exact(format!("{n}.skipped"), ss.skipped as f64, rs.skipped as f64);
         if let (Some(a), Some(b)) = (ss.loop_hz, rs.loop_hz) {
-            c.cmp(format!("{n}.loop_hz"), a, b, b.abs() * 1e-6 + 1e-4);
+            c.cmp(
+                format!("{n}.loop_hz"),
+                a,
+                b,
+                b.abs() * LOOP_HZ_REL + LOOP_HZ_ABS,
+            );
         }
         c.dist(
             &format!("{n}.period"),
@@ -164,13 +190,18 @@ pub fn check(
         view.stages.len() as f64,
     );
     for st in &s.stages {
-        let found = view.stages.iter().find(|(name, _, _)| *name == st.stage);
+        let found = view.stages.iter().find(|(name, ..)| *name == st.stage);
         let n = format!("stages[{}]", st.stage);
-        c.dist(&format!("{n}.wall"), Some(&st.wall), found.map(|f| &f.1));
+        c.exact(
+            format!("{n}.count"),
+            st.count as f64,
+            found.map_or(0, |f| f.1) as f64,
+        );
+        c.dist(&format!("{n}.wall"), Some(&st.wall), found.map(|f| &f.2));
         c.dist(
             &format!("{n}.cpu"),
             st.cpu.as_ref(),
-            found.and_then(|f| f.2.as_ref()),
+            found.and_then(|f| f.3.as_ref()),
         );
     }
     CrossCheck {

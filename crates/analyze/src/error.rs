@@ -25,12 +25,12 @@ pub enum AnalyzeError {
         path: PathBuf,
     },
     /// No JSONL in the directory.
-    #[error("{path} is missing{}; was the run started with --control-timing?", if *has_summary { " (a summary exists without it: the episode is damaged)" } else { "" })]
+    #[error("{path} is missing: {why}")]
     MissingCycles {
         /// The expected JSONL path.
         path: PathBuf,
-        /// Whether a summary is there.
-        has_summary: bool,
+        /// What the rest of the directory says about why.
+        why: String,
     },
     /// A line of the JSONL is unusable.
     #[error(

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use crate::compare::{Comparison, Verdict};
+use crate::metrics::Number;
 use crate::metrics::{Dist, Report};
 use crate::plots::Plot;
 use crate::text::{stage_cells, value_number};
@@ -159,7 +160,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
     if !r.values.is_empty() {
         o.push_str("<h2>Robot-side and caller values</h2>\n<table><tr><th class=\"l\">value</th><th class=\"l\">unit</th><th>n</th><th>min</th><th>mean</th><th>max</th><th>lost states</th></tr>\n");
         for v in &r.values {
-            let f = |x: Option<f64>| x.map_or("-".into(), value_number);
+            let f = |x: Option<Number>| x.map_or("-".into(), value_number);
             let _ = writeln!(
                 o,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -167,7 +168,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
                 escape(&v.unit),
                 v.count,
                 f(v.min),
-                f(v.mean),
+                f(v.mean.map(Number::Float)),
                 f(v.max),
                 v.lost.map_or("-".into(), |l| l.to_string())
             );

@@ -11,7 +11,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use looptime_capture::format::{read_summary, CYCLES_FILE, SUMMARY_FILE};
-use looptime_capture::{CaptureError, CycleRecord, EvidenceReader, Header, Summary};
+use looptime_capture::{
+    CaptureError, CycleRecord, EvidenceReader, Header, HeaderNotes, Summary, ValueKind,
+};
 use polars::prelude::{Column, DataFrame};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -48,6 +50,31 @@ impl Default for LoadOptions {
     }
 }
 
+/// One caller value of one cycle. Integers stay exact 64-bit integers from
+/// the file to the report; only their mean is a float.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cell {
+    /// The cycle did not set the value.
+    Unset,
+    /// An `int` value.
+    Int(i64),
+    /// A `float` value.
+    Float(f64),
+}
+
+/// A temporary file of an interrupted finish found in the episode directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftoverTemp {
+    /// Its file name (`.control_timing.jsonl.<pid>.tmp`).
+    pub name: String,
+    /// The file it was to become.
+    pub target: String,
+    /// The pid of the process that was writing it.
+    pub pid: u32,
+    /// Its size.
+    pub bytes: u64,
+}
+
 /// One cycle, compact.
 #[derive(Clone, Copy, Debug)]
 pub struct CycleRow {
@@ -75,6 +102,9 @@ pub struct CycleRow {
     pub spans_dropped: u32,
     /// Spans stored in this cycle.
     pub n_spans: u32,
+    /// Row of this cycle's first span in [`Evidence::spans`]; its spans are
+    /// rows `span_row .. span_row + n_spans`.
+    pub span_row: u64,
     /// First of this cycle's rows in its piece's span columns (internal).
     span_start: u32,
 }
@@ -144,8 +174,8 @@ pub struct Evidence {
     pub manifest: Option<serde_json::Value>,
     /// Cycles in file order.
     pub cycles: Vec<CycleRow>,
-    /// Caller values, `cycles.len() × header.values.len()`, NaN when unset.
-    pub values: Vec<f64>,
+    /// Caller values, `cycles.len() × header.values.len()`, row-major.
+    pub values: Vec<Cell>,
     /// The span table: `key` (u64, see [`GroupDecode`]), `stage` (u32),
     /// `wall_ns` (i64), `cpu_ns` (i64, −1 when not measured); one chunk per
     /// parsed piece, never copied.
@@ -160,6 +190,12 @@ pub struct Evidence {
     pub skipped_examples: Vec<String>,
     /// The last line was cut off (an abrupt end).
     pub truncated_last_line: bool,
+    /// Blank lines between records, skipped.
+    pub blank_lines: u64,
+    /// What the header reader accepted (a byte-order mark, CRLF endings).
+    pub header_notes: HeaderNotes,
+    /// Temporary files an interrupted finish left in the directory.
+    pub leftover_temps: Vec<LeftoverTemp>,
     /// Size of the JSONL.
     pub bytes: u64,
 }
@@ -167,6 +203,8 @@ pub struct Evidence {
 struct Tables<'a> {
     header: &'a Header,
     command_stage: Option<u32>,
+    /// Targets may be subtracted from start and wake times.
+    comparable: bool,
 }
 
 impl Tables<'_> {
@@ -197,6 +235,35 @@ impl Tables<'_> {
     }
 }
 
+/// A signed offset between two timestamps of one clock (lag, overshoot):
+/// more than an hour either way means the target is not on that clock.
+fn check_offset(what: &str, d: i64) -> std::result::Result<(), String> {
+    if d.unsigned_abs() > ABSURD_DURATION_NS as u64 {
+        return Err(format!(
+            "{what} is {d} ns, absurd (more than an hour): target_ns cannot be on the clock the header names for it"
+        ));
+    }
+    Ok(())
+}
+
+/// A caller value as its declared kind. `int` values must be integers in
+/// the signed 64-bit range the recorder writes (−2⁶³ … 2⁶³−1); a larger
+/// one (only another producer could write it) is refused, never rounded.
+fn cell(kind: &ValueKind, name: &str, v: &serde_json::Number) -> std::result::Result<Cell, String> {
+    match kind {
+        ValueKind::Int => match v.as_i64() {
+            Some(i) => Ok(Cell::Int(i)),
+            None if v.is_u64() => Err(format!(
+                "value `{name}` = {v} is beyond the int range (−2^63 to 2^63−1) that the format's int values have"
+            )),
+            None => Err(format!(
+                "value `{name}` is declared int but holds {v}"
+            )),
+        },
+        ValueKind::Float => Ok(v.as_f64().map_or(Cell::Unset, Cell::Float)),
+    }
+}
+
 fn ns(field: &'static str, v: u64) -> std::result::Result<i64, String> {
     i64::try_from(v).map_err(|_| format!("`{field}` = {v} is beyond any clock this format uses"))
 }
@@ -204,7 +271,8 @@ fn ns(field: &'static str, v: u64) -> std::result::Result<i64, String> {
 #[derive(Default)]
 struct Piece {
     cycles: Vec<CycleRow>,
-    values: Vec<f64>,
+    values: Vec<Cell>,
+    blank_lines: u64,
     key: Vec<u64>,
     stage: Vec<u32>,
     wall: Vec<i64>,
@@ -289,13 +357,27 @@ fn convert_inner(
             ));
         }
     }
+    if let Some(t_ns) = rec.target_ns.filter(|_| t.comparable) {
+        let t_ns = ns("target_ns", t_ns)?;
+        check_offset("deadline lag (start_ns − target_ns)", start - t_ns)?;
+        if let Some(w) = wake.filter(|_| !rec.overdue) {
+            check_offset("sleep overshoot (wake_ns − target_ns)", w - t_ns)?;
+        }
+    }
+    let most_spans = t.header.capacity.max_spans_per_cycle as usize;
+    if rec.spans.len() > most_spans {
+        return Err(format!(
+            "the cycle holds {} spans but the header's capacity.max_spans_per_cycle is {most_spans}: the recorder stores at most that many and counts the rest in spans_dropped, so the line was not written by it as declared",
+            rec.spans.len()
+        ));
+    }
     let nv = t.header.values.len();
-    let mut values = [f64::NAN; looptime_capture::MAX_VALUES];
+    let mut values = [Cell::Unset; looptime_capture::MAX_VALUES];
     for (name, v) in &rec.values {
         let i = t
             .value(name)
             .ok_or_else(|| format!("value `{name}` is not declared in the header"))?;
-        values[i] = v.as_f64().unwrap_or(f64::NAN);
+        values[i] = cell(&t.header.values[i].kind, name, v)?;
     }
     let span_start = p.key.len() as u32;
     let row = p.cycles.len() as u32;
@@ -405,6 +487,7 @@ fn convert_inner(
         skipped: rec.skipped,
         spans_dropped: rec.spans_dropped,
         n_spans: rec.spans.len() as u32,
+        span_row: 0,
         span_start,
     });
     Ok(())
@@ -464,7 +547,7 @@ fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
         };
         from = to + 1;
         match parsed {
-            None => {}
+            None => p.blank_lines += 1,
             Some(Err(msg)) => p.bad.push((line, msg)),
             Some(Ok(rec)) => {
                 if let Err(msg) = convert(t, &rec, line, &mut p) {
@@ -559,14 +642,16 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         });
     }
     let path = dir.join(CYCLES_FILE);
+    let leftover_temps = leftover_temps(dir);
     if !path.exists() {
         return Err(AnalyzeError::MissingCycles {
+            why: why_no_cycles(dir, &leftover_temps),
             path,
-            has_summary: dir.join(SUMMARY_FILE).exists(),
         });
     }
     let reader = EvidenceReader::open(&path)?;
     let header = reader.header().clone();
+    let header_notes = reader.notes();
     drop(reader);
     let tables = Tables {
         header: &header,
@@ -575,6 +660,7 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
             .iter()
             .position(|s| s.name == opts.command_stage)
             .map(|i| i as u32),
+        comparable: header.clocks.schedule_comparable(),
     };
 
     let mut file = File::open(&path).map_err(|source| CaptureError::Open {
@@ -599,6 +685,9 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         skipped_lines: 0,
         skipped_examples: Vec::new(),
         truncated_last_line: false,
+        blank_lines: 0,
+        header_notes,
+        leftover_temps,
         bytes,
     };
     let mut seen_groups = KeySet::default();
@@ -706,7 +795,7 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
     if summary_path.exists() {
         match read_summary(&summary_path) {
             Ok(s) => ev.summary = Some(s),
-            Err(e) => ev.summary_problem = Some(e.to_string()),
+            Err(e) => ev.summary_problem = Some(looptime_capture::error_chain(&e)),
         }
     }
     let manifest_path = dir.join("manifest.json");
@@ -722,6 +811,51 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         }
     }
     Ok(ev)
+}
+
+/// The temporaries (`.<name>.<pid>.tmp`) in `dir`, sorted by name.
+fn leftover_temps(dir: &Path) -> Vec<LeftoverTemp> {
+    let mut out: Vec<LeftoverTemp> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let (target, pid) = looptime_capture::parse_temp_name(&name)?;
+            Some(LeftoverTemp {
+                target: target.to_string(),
+                pid,
+                bytes: e.metadata().map_or(0, |m| m.len()),
+                name,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Why an episode directory has no JSONL, as far as what is there tells.
+fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
+    if dir.join(SUMMARY_FILE).exists() {
+        return "a summary exists without it, so the episode is damaged (the JSONL was moved or deleted)".into();
+    }
+    if let Some(t) = temps.iter().find(|t| t.target == CYCLES_FILE) {
+        return format!(
+            "the finish was interrupted while writing it: {} ({} bytes) is left by process {}, which most likely died (kill -9, crash, OOM kill) mid-write; the cycles cannot be recovered from a partial temporary",
+            t.name, t.bytes, t.pid
+        );
+    }
+    let manifest = std::fs::read_to_string(dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let timing = manifest
+        .as_ref()
+        .and_then(|m| m.pointer("/config/run/control_timing"))
+        .and_then(|v| v.as_bool());
+    match timing {
+        Some(false) => "the manifest says the run was recorded without --control-timing (run.control_timing = false), so no timing evidence was written".into(),
+        _ => "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish, since the recorder keeps cycles in memory until the finish writes them".into(),
+    }
 }
 
 fn empty_spans() -> Result<DataFrame> {
@@ -765,6 +899,8 @@ fn append(
     };
     let mut bad = std::mem::take(&mut piece.bad).into_iter().peekable();
     let nv = ev.header.values.len();
+    ev.blank_lines += piece.blank_lines;
+    let mut span_row = ev.spans.height() as u64;
     let mut kept: Vec<bool> = Vec::with_capacity(piece.cycles.len());
     let mut new_rows: Vec<u32> = Vec::with_capacity(piece.cycles.len());
     for (k, row) in piece.cycles.iter().enumerate() {
@@ -798,7 +934,8 @@ fn append(
         }
         *prev = Some((row.cycle, row.start_ns));
         new_rows.push(ev.cycles.len() as u32);
-        ev.cycles.push(*row);
+        ev.cycles.push(CycleRow { span_row, ..*row });
+        span_row += row.n_spans as u64;
         ev.values
             .extend_from_slice(&piece.values[k * nv..(k + 1) * nv]);
         kept.push(true);

@@ -3,6 +3,17 @@
 use clap::Parser;
 
 fn main() {
-    let cli = looptime_analyze::cli::Cli::parse();
+    let cli = match looptime_analyze::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version succeed; a usage error exits EXIT_USAGE.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                looptime_analyze::cli::EXIT_USAGE
+            } else {
+                looptime_analyze::cli::EXIT_OK
+            });
+        }
+    };
     std::process::exit(looptime_analyze::cli::run(cli));
 }

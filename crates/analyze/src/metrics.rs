@@ -180,6 +180,16 @@ impl StageReport {
     }
 }
 
+/// A caller value's figure: exact for `int` values, a float otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Number {
+    /// An exact integer (min and max of an `int` value).
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
 /// A caller value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValueReport {
@@ -189,15 +199,107 @@ pub struct ValueReport {
     pub unit: String,
     /// Cycles where it was set.
     pub count: u64,
-    /// Smallest.
-    pub min: Option<f64>,
-    /// Mean.
+    /// Smallest (exact for `int` values).
+    pub min: Option<Number>,
+    /// Mean, rounded to 10⁻⁶ (a float for every kind).
     pub mean: Option<f64>,
-    /// Largest.
-    pub max: Option<f64>,
-    /// For sequence counters (`*_seq`): states lost, the sum of
-    /// `max(0, Δ − 1)` over adjacent cycles within segments.
+    /// Largest (exact for `int` values).
+    pub max: Option<Number>,
+    /// For `int` sequence counters (`*_seq`): states lost, the sum of
+    /// `max(0, Δ − 1)` over adjacent cycles of one segment that both set
+    /// the value. Computed in exact integers, saturating at 2⁶⁴ − 1.
     pub lost: Option<u64>,
+}
+
+/// Every caller value's count, min, mean, max and (for `int` `*_seq`
+/// counters) lost states, in header order. `segment` is
+/// [`CycleColumns::segment`].
+pub fn value_reports(ev: &Evidence, segment: &[u32]) -> Vec<ValueReport> {
+    use crate::load::Cell;
+    let nv = ev.header.values.len();
+    let n = ev.cycles.len();
+    ev.header
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let cells = (0..n).map(|r| ev.values[r * nv + i]);
+            let seq = info.name.ends_with("_seq") && info.kind == looptime_capture::ValueKind::Int;
+            let (mut count, mut sum_i, mut sum_f) = (0u64, 0i128, 0f64);
+            let (mut min, mut max): (Option<Number>, Option<Number>) = (None, None);
+            let mut lost = 0u64;
+            let mut before: Option<(u32, i64)> = None;
+            for (r, c) in cells.enumerate() {
+                match c {
+                    Cell::Unset => {
+                        before = None;
+                        continue;
+                    }
+                    Cell::Int(v) => {
+                        sum_i += v as i128;
+                        min = Some(Number::Int(match min {
+                            Some(Number::Int(m)) => m.min(v),
+                            _ => v,
+                        }));
+                        max = Some(Number::Int(match max {
+                            Some(Number::Int(m)) => m.max(v),
+                            _ => v,
+                        }));
+                        if let Some((sg, b)) = before.filter(|(sg, _)| *sg == segment[r]) {
+                            let _ = sg;
+                            let gap = (v as i128 - b as i128 - 1).max(0);
+                            lost = lost.saturating_add(u64::try_from(gap).unwrap_or(u64::MAX));
+                        }
+                        before = Some((segment[r], v));
+                    }
+                    Cell::Float(v) => {
+                        sum_f += v;
+                        min = Some(Number::Float(match min {
+                            Some(Number::Float(m)) => m.min(v),
+                            _ => v,
+                        }));
+                        max = Some(Number::Float(match max {
+                            Some(Number::Float(m)) => m.max(v),
+                            _ => v,
+                        }));
+                    }
+                }
+                count += 1;
+            }
+            let mean = (count > 0).then(|| {
+                let total = sum_i as f64 + sum_f;
+                ((total / count as f64) * 1e6).round() / 1e6
+            });
+            ValueReport {
+                name: info.name.clone(),
+                unit: info.unit.clone(),
+                count,
+                min,
+                mean,
+                max,
+                lost: seq.then_some(lost),
+            }
+        })
+        .collect()
+}
+
+/// A compared figure: a number, or a name (a segment's phase).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Figure {
+    /// A count, time or rate.
+    Number(f64),
+    /// A name.
+    Text(String),
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Figure::Number(x) => write!(f, "{x}"),
+            Figure::Text(t) => write!(f, "{t:?}"),
+        }
+    }
 }
 
 /// A summary figure that disagrees with the recomputation.
@@ -206,10 +308,10 @@ pub struct Mismatch {
     /// Which figure.
     pub figure: String,
     /// Value in the summary.
-    pub summary: f64,
+    pub summary: Figure,
     /// Value recomputed from the JSONL.
-    pub recomputed: f64,
-    /// Allowed difference.
+    pub recomputed: Figure,
+    /// Allowed difference (0 for names).
     pub tolerance: f64,
 }
 
@@ -247,6 +349,10 @@ pub struct Report {
     pub stages: Vec<StageReport>,
     /// Caller values.
     pub values: Vec<ValueReport>,
+    /// The schedule the run was judged against.
+    pub pace: Pace,
+    /// Per-cycle attribution of the judged phase's late cycles.
+    pub late_cycles: Option<Lateness>,
     /// Diagnosis lines.
     pub diagnosis: Vec<String>,
     /// Cross-check of the summary.
@@ -341,8 +447,12 @@ pub fn command_columns(ev: &Evidence, cycle_segment: &[u32]) -> CommandColumns {
 
 /// Whether a header's target clock can be subtracted from its wake and start clocks.
 pub fn schedule_comparable(h: &looptime_capture::Header) -> bool {
-    let c = &h.clocks;
-    c.target_ns.comparable_with(c.wake_ns) && c.target_ns.comparable_with(c.start_ns)
+    h.clocks.schedule_comparable()
+}
+
+/// The header's nominal period; 0 counts as absent (it is no period).
+pub fn nominal_period(h: &looptime_capture::Header) -> Option<u64> {
+    h.nominal_period_ns.filter(|&p| p > 0)
 }
 
 fn r1(x: f64) -> f64 {
@@ -451,24 +561,12 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
     // ---- cycle table ----
     let cc = cycle_columns(ev, comparable);
     let cycle_segment = cc.segment.clone();
-    let nv = h.values.len();
-    let is_seq: Vec<bool> = h.values.iter().map(|v| v.name.ends_with("_seq")).collect();
-    let mut values: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(n); nv];
-    let mut lost: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(n); nv];
-    let val = |r: usize, i: usize| Some(ev.values[r * nv + i]).filter(|v| !v.is_nan());
-    for row in 0..n {
-        let same = row > 0 && cc.segment[row] == cc.segment[row - 1];
-        for i in 0..nv {
-            let now = val(row, i);
-            values[i].push(now);
-            let before = if row > 0 { val(row - 1, i) } else { None };
-            let l = match (is_seq[i], same, now, before) {
-                (true, true, Some(now), Some(before)) => Some((now - before - 1.0).max(0.0)),
-                _ => None,
-            };
-            lost[i].push(l);
-        }
-    }
+    let values_out = value_reports(ev, &cc.segment);
+    let pace = pace(ev);
+    let late_cycles = match judged_phase(ev) {
+        Some(phase) => attribute_lateness(ev, &cc, phase, pace)?,
+        None => None,
+    };
     let segment = cc.segment;
     let phase = cc.phase;
     let cycle: Vec<u64> = ev.cycles.iter().map(|c| c.cycle).collect();
@@ -479,7 +577,7 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
     let lag = cc.lag;
     let overdue: Vec<u32> = ev.cycles.iter().map(|c| c.overdue as u32).collect();
     let skipped: Vec<u32> = ev.cycles.iter().map(|c| c.skipped).collect();
-    let mut cols = vec![
+    let cols = vec![
         Column::new("segment".into(), segment),
         Column::new("phase".into(), phase),
         Column::new("cycle".into(), cycle),
@@ -491,16 +589,6 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
         Column::new("overdue".into(), overdue),
         Column::new("skipped".into(), skipped),
     ];
-    for i in 0..nv {
-        cols.push(Column::new(
-            format!("value{i}").into(),
-            std::mem::take(&mut values[i]),
-        ));
-        cols.push(Column::new(
-            format!("lost{i}").into(),
-            std::mem::take(&mut lost[i]),
-        ));
-    }
     let cycles_df = DataFrame::new_infer_height(cols)?;
     lap("cycle table");
 
@@ -585,7 +673,8 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
     let overall = Table {
         df: cycles_df.clone().lazy().select(overall_aggs).collect()?,
     };
-    let mut name_aggs = dist_aggs("wall_ns");
+    let mut name_aggs = vec![col("wall_ns").count().alias("count")];
+    name_aggs.extend(dist_aggs("wall_ns"));
     name_aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
     let by_stage_name = Table {
         df: spans_df
@@ -611,6 +700,7 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
                     .get(sid)
                     .map(|s| s.name.clone())
                     .unwrap_or_default(),
+                by_stage_name.u("count", i)?,
                 wall,
                 by_stage_name.dist("cpu_ns", i)?,
             ));
@@ -710,7 +800,7 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
             path_order.entry(own).or_insert(n);
         }
     }
-    let period_ns = h.nominal_period_ns.map(|p| p as f64);
+    let period_ns = nominal_period(h).map(|p| p as f64);
     let mut stages = Vec::new();
     for i in 0..by_stage.height() {
         let key = by_stage
@@ -760,41 +850,6 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
     });
     let stages: Vec<StageReport> = stages.into_iter().map(|(_, s)| s).collect();
 
-    // Values over the whole episode (one row: aggregate without grouping).
-    let mut values_out = Vec::new();
-    if nv > 0 {
-        let mut vaggs = Vec::new();
-        for i in 0..nv {
-            let v = format!("value{i}");
-            vaggs.push(col(&v).count().alias(format!("{v}__count")));
-            vaggs.push(col(&v).min().alias(format!("{v}__min")));
-            vaggs.push(col(&v).mean().alias(format!("{v}__mean")));
-            vaggs.push(col(&v).max().alias(format!("{v}__max")));
-            vaggs.push(col(format!("lost{i}")).sum().alias(format!("lost{i}__sum")));
-        }
-        let t = Table {
-            df: cycles_df.lazy().select(vaggs).collect()?,
-        };
-        for (i, info) in h.values.iter().enumerate() {
-            let v = format!("value{i}");
-            let count = t.u(&format!("{v}__count"), 0)?;
-            values_out.push(ValueReport {
-                name: info.name.clone(),
-                unit: info.unit.clone(),
-                count,
-                min: t.f(&format!("{v}__min"), 0)?.filter(|_| count > 0),
-                mean: t
-                    .f(&format!("{v}__mean"), 0)?
-                    .filter(|_| count > 0)
-                    .map(|m| (m * 1e6).round() / 1e6),
-                max: t.f(&format!("{v}__max"), 0)?.filter(|_| count > 0),
-                lost: is_seq[i]
-                    .then(|| t.u(&format!("lost{i}__sum"), 0))
-                    .transpose()?,
-            });
-        }
-    }
-
     let state = match (&ev.summary, &ev.summary_problem) {
         (Some(s), _) if s.status == CaptureStatus::Complete => EpisodeState::Complete,
         (Some(_), _) => EpisodeState::Aborted,
@@ -816,7 +871,7 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
             .map(|(f, l)| r4((l.start_ns - f.start_ns) as f64 / 1e9)),
         lines_skipped: ev.skipped_lines,
         truncated_last_line: ev.truncated_last_line,
-        nominal_period_ns: h.nominal_period_ns,
+        nominal_period_ns: nominal_period(h),
         overhead: h.overhead.clone(),
     };
 
@@ -854,8 +909,33 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
     if n == 0 {
         caveats.push("no cycles: the file has a header only".to_string());
     }
+    if h.nominal_period_ns == Some(0) {
+        caveats.push("nominal_period_ns is 0 in the header, which is no period: treated as absent, so no share of the period and no rate judgement".to_string());
+    }
+    if ev.manifest.is_none() {
+        caveats.push("no manifest.json: the run's configuration, host and source are unknown, so a comparison cannot say what differed (the process most likely died after writing the evidence, or the file was removed)".to_string());
+    }
+    for t in &ev.leftover_temps {
+        caveats.push(format!(
+            "an interrupted finish left {} ({} bytes, process {}): {} was not completely written by that process",
+            t.name, t.bytes, t.pid, t.target
+        ));
+    }
+    let notes = ev.header_notes;
+    if notes.bom {
+        caveats.push("the JSONL starts with a UTF-8 byte-order mark, which the recorder never writes (the file was re-saved by another tool); it was ignored".to_string());
+    }
+    if notes.crlf {
+        caveats.push("the JSONL has CRLF line endings, which the recorder never writes (the file was converted by another tool); they were read as LF".to_string());
+    }
+    if ev.blank_lines > 0 {
+        caveats.push(format!(
+            "{} blank line(s) between records, which the recorder never writes, were skipped",
+            ev.blank_lines
+        ));
+    }
 
-    let diagnosis = diagnose(&phases, &stages, h.nominal_period_ns);
+    let diagnosis = diagnose(&phases, pace, late_cycles.as_ref());
     let crosscheck = crate::crosscheck::check(summary, &capture, &segments, &view);
 
     Ok(Report {
@@ -869,65 +949,323 @@ pub fn analyze(ev: &Evidence) -> Result<Report> {
         segments,
         stages,
         values: values_out,
+        pace,
+        late_cycles,
         diagnosis,
         crosscheck,
     })
 }
 
-/// The diagnosis lines: is it scheduling or the work?
-pub fn diagnose(
-    phases: &[PhaseReport],
-    stages: &[StageReport],
-    nominal: Option<u64>,
-) -> Vec<String> {
-    let Some(period) = nominal.map(|p| p as f64) else {
-        return vec!["no nominal period in the header: cannot judge the rate".into()];
+/// A late start's threshold, as a share of the effective period: a cycle
+/// whose deadline lag exceeds it counts as late (besides overdue cycles).
+pub const LATE_START_SHARE: f64 = 0.10;
+
+/// What the loop's schedule was meant to be, as far as the files tell.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Pace {
+    /// A period on host time: `effective_ns` = nominal / rtf.
+    Paced {
+        /// The header's nominal period.
+        nominal_ns: u64,
+        /// The period the schedule ran at.
+        effective_ns: u64,
+        /// The real-time factor.
+        rtf: f64,
+    },
+    /// rtf 0: scheduled on the simulation clock, as fast as the work allows.
+    Uncapped,
+    /// No nominal period in the header.
+    Unknown,
+}
+
+/// The pace of `ev`: the nominal period from the header; rtf from the
+/// manifest's `config.run.rtf`, else the header's `metadata.rtf`, else 1;
+/// the effective period from the manifest's `schedule.effective_period_ns`,
+/// else nominal / rtf. Targets on the simulation clock, or rtf 0, mean an
+/// uncapped run.
+pub fn pace(ev: &Evidence) -> Pace {
+    let h = &ev.header;
+    let Some(nominal) = nominal_period(h) else {
+        return Pace::Unknown;
     };
-    let Some(p) = phases
+    let m = ev.manifest.as_ref();
+    let rtf = m
+        .and_then(|m| m.pointer("/config/run/rtf"))
+        .and_then(|v| v.as_f64())
+        .or_else(|| h.metadata.get("rtf").and_then(|r| r.parse::<f64>().ok()))
+        .filter(|r| r.is_finite() && *r >= 0.0)
+        .unwrap_or(1.0);
+    if rtf == 0.0 || h.clocks.target_ns == ClockDomain::Simulation {
+        return Pace::Uncapped;
+    }
+    let effective = m
+        .and_then(|m| m.pointer("/schedule/effective_period_ns"))
+        .and_then(|v| v.as_u64())
+        .filter(|&e| e > 0)
+        .unwrap_or(((nominal as f64) / rtf).round().max(1.0) as u64);
+    Pace::Paced {
+        nominal_ns: nominal,
+        effective_ns: effective,
+        rtf,
+    }
+}
+
+/// A stage that held the largest share of over-budget cycles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageBlame {
+    /// Tree path of the top-level stage.
+    pub path: String,
+    /// Over-budget cycles in which it was the longest top-level span.
+    pub cycles: u64,
+    /// `cycles` / all over-budget cycles.
+    pub share: f64,
+}
+
+/// Per-cycle attribution of the late cycles of the judged phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lateness {
+    /// The judged phase.
+    pub phase: String,
+    /// The work budget: the effective period.
+    pub budget_ns: u64,
+    /// Deadline lag over this counts as a late start; absent when the
+    /// clocks are not comparable (then only overdue cycles count).
+    pub late_start_threshold_ns: Option<u64>,
+    /// Cycles of the phase with a predecessor in their segment (judged).
+    pub judged: u64,
+    /// Judged cycles that were overdue or started later than the threshold.
+    pub late: u64,
+    /// Late cycles whose predecessor's work exceeded the budget.
+    pub work_over_budget: u64,
+    /// Late cycles whose predecessor's work was within the budget: the time
+    /// was lost in the wait and wake path (or carried from earlier).
+    pub late_wake: u64,
+    /// Late cycles whose predecessor has no end of work (an open cycle).
+    pub unattributed: u64,
+    /// Longest top-level stage of each over-budget predecessor, by count.
+    pub stages: Vec<StageBlame>,
+}
+
+/// The phase the diagnosis judges: `running` when it has cycles, else the
+/// phase with the most cycles, the earliest to appear winning a tie.
+pub fn judged_phase(ev: &Evidence) -> Option<u32> {
+    let mut counts: Vec<(u32, u64)> = Vec::new();
+    for c in &ev.cycles {
+        match counts.iter_mut().find(|(p, _)| *p == c.phase) {
+            Some(e) => e.1 += 1,
+            None => counts.push((c.phase, 1)),
+        }
+    }
+    let running = counts.iter().find(|(p, _)| {
+        ev.header
+            .phases
+            .get(*p as usize)
+            .is_some_and(|n| n == "running")
+    });
+    let best = counts
         .iter()
-        .find(|p| p.phase == "running")
-        .or_else(|| phases.iter().max_by_key(|p| p.cycles))
-    else {
+        .fold(None, |best: Option<(u32, u64)>, &(p, n)| match best {
+            Some((_, bn)) if bn >= n => best,
+            _ => Some((p, n)),
+        });
+    running.copied().or(best).map(|(p, _)| p)
+}
+
+/// Attribute every late cycle of `phase` to its predecessor's work or to
+/// the wake (docs/metrics.md, Diagnosis). `None` without a paced schedule.
+pub fn attribute_lateness(
+    ev: &Evidence,
+    cc: &CycleColumns,
+    phase: u32,
+    pace: Pace,
+) -> Result<Option<Lateness>> {
+    let Pace::Paced { effective_ns, .. } = pace else {
+        return Ok(None);
+    };
+    let budget = effective_ns as i64;
+    let comparable = schedule_comparable(&ev.header);
+    let threshold = comparable.then(|| (LATE_START_SHARE * effective_ns as f64).round() as i64);
+    let wall = ev
+        .spans
+        .column("wall_ns")?
+        .as_materialized_series()
+        .i64()?
+        .clone();
+    let keys = ev
+        .spans
+        .column("key")?
+        .as_materialized_series()
+        .u64()?
+        .clone();
+    let groups: HashMap<u64, &crate::load::GroupDecode> =
+        ev.groups.iter().map(|g| (g.key, g)).collect();
+    let mut l = Lateness {
+        phase: ev
+            .header
+            .phases
+            .get(phase as usize)
+            .cloned()
+            .unwrap_or_default(),
+        budget_ns: effective_ns,
+        late_start_threshold_ns: threshold.map(|t| t as u64),
+        judged: 0,
+        late: 0,
+        work_over_budget: 0,
+        late_wake: 0,
+        unattributed: 0,
+        stages: Vec::new(),
+    };
+    let mut blame: Vec<(String, u64)> = Vec::new();
+    for i in 1..ev.cycles.len() {
+        // A predecessor in the same segment is what `period` requires.
+        if cc.phase[i] != phase || cc.period[i].is_none() {
+            continue;
+        }
+        l.judged += 1;
+        let c = &ev.cycles[i];
+        let lag_late = match (threshold, cc.lag[i]) {
+            (Some(t), Some(lag)) => lag > t,
+            _ => false,
+        };
+        if !(c.overdue || lag_late) {
+            continue;
+        }
+        l.late += 1;
+        match cc.work[i - 1] {
+            None => l.unattributed += 1,
+            Some(w) if w > budget => {
+                l.work_over_budget += 1;
+                let p = &ev.cycles[i - 1];
+                let mut top: Option<(i64, &str)> = None;
+                for row in p.span_row..p.span_row + p.n_spans as u64 {
+                    let (Some(k), Some(wl)) = (keys.get(row as usize), wall.get(row as usize))
+                    else {
+                        continue;
+                    };
+                    let Some(g) = groups.get(&k).filter(|g| g.depth == 0) else {
+                        continue;
+                    };
+                    if top.is_none_or(|(best, _)| wl > best) {
+                        top = Some((wl, g.path.as_str()));
+                    }
+                }
+                let name = top.map_or("(no top-level span)", |(_, n)| n);
+                match blame.iter_mut().find(|(n, _)| n == name) {
+                    Some(b) => b.1 += 1,
+                    None => blame.push((name.to_string(), 1)),
+                }
+            }
+            Some(_) => l.late_wake += 1,
+        }
+    }
+    // Most cycles first; a tie keeps the order of first appearance.
+    blame.sort_by(|a, b| b.1.cmp(&a.1));
+    l.stages = blame
+        .into_iter()
+        .map(|(path, cycles)| StageBlame {
+            share: r4(cycles as f64 / l.work_over_budget.max(1) as f64),
+            path,
+            cycles,
+        })
+        .collect();
+    Ok(Some(l))
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// The diagnosis lines: is it scheduling or the work? Built from the
+/// per-cycle attribution; the rules are in docs/metrics.md.
+pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> Vec<String> {
+    let (nominal, effective, rtf) = match pace {
+        Pace::Unknown => {
+            return vec!["no nominal period in the header: cannot judge the rate".into()]
+        }
+        Pace::Uncapped => {
+            let p = phases
+                .iter()
+                .find(|p| p.phase == "running")
+                .or(phases.first());
+            return vec![match p {
+                Some(p) => format!(
+                    "{}: uncapped run (rtf 0, scheduled on the simulation clock): it ran as fast as its work allowed, {} Hz on the host; there is no host-time period to judge it against",
+                    p.phase,
+                    p.loop_hz.map_or("?".to_string(), |h| format!("{h:.2}"))
+                ),
+                None => "no cycles to judge".into(),
+            }];
+        }
+        Pace::Paced {
+            nominal_ns,
+            effective_ns,
+            rtf,
+        } => (nominal_ns, effective_ns, rtf),
+    };
+    let Some(late) = late else {
+        return vec!["no cycles to judge".into()];
+    };
+    let Some(p) = phases.iter().find(|p| p.phase == late.phase) else {
         return vec!["no cycles to judge".into()];
     };
     let (Some(per), Some(work)) = (&p.period, &p.work) else {
         return vec![format!("{}: too few cycles to judge the rate", p.phase)];
     };
+    let period = effective as f64;
+    let against = if effective == nominal {
+        format!("the {:.3} ms period", period / 1e6)
+    } else {
+        format!(
+            "the effective {:.3} ms period (nominal {:.3} ms / rtf {rtf})",
+            period / 1e6,
+            nominal as f64 / 1e6
+        )
+    };
+    let threshold = late.late_start_threshold_ns.map_or(String::new(), |t| {
+        format!(", or started more than {:.3} ms late", t as f64 / 1e6)
+    });
     let mut out = Vec::new();
-    let over_p99 = per.p99_ns as f64 / period - 1.0;
-    let work_p99 = work.p99_ns as f64 / period;
-    let work_max = work.max_ns as f64 / period;
-    let hz_txt = p.loop_hz.map_or("?".to_string(), |h| format!("{h:.2}"));
-    let top: Vec<String> = stages
-        .iter()
-        .filter(|s| s.phase == p.phase && s.depth == 0)
-        .max_by_key(|s| s.wall.p99_ns)
-        .map(|s| format!("{} (p99 {:.2} ms)", s.path, s.wall.p99_ns as f64 / 1e6))
-        .into_iter()
-        .collect();
-    if over_p99 > 0.05 && work_p99 < 0.5 {
+    if late.late == 0 {
         out.push(format!(
-            "{}: scheduling — the period overshoots (p99 {:.2} ms, {:+.1} % of nominal) while the work takes only {:.0} % of the period at p99; look at the wait and wake path (timer slack, priority, host load), not the work",
-            p.phase, per.p99_ns as f64 / 1e6, over_p99 * 100.0, work_p99 * 100.0
-        ));
-    } else if work_p99 >= 0.9 || p.overruns > 0 && work_max >= 1.0 {
-        out.push(format!(
-            "{}: the work itself — work reaches {:.0} % of the period at p99 and {:.0} % at max ({} overrun(s)); the largest stage is {}",
+            "{}: on rate — {} Hz against {against}; no cycle was overdue{threshold}; period p99 {:+.1} % of the period, work {:.0} % of it at p99",
             p.phase,
-            work_p99 * 100.0,
-            work_max * 100.0,
-            p.overruns,
-            top.first().map_or("unknown", |s| s.as_str())
-        ));
-    } else if over_p99 > 0.05 {
-        out.push(format!(
-            "{}: mixed — the period overshoots (p99 {:+.1} %) and the work uses {:.0} % of the period at p99",
-            p.phase, over_p99 * 100.0, work_p99 * 100.0
+            p.loop_hz.map_or("?".to_string(), |h| format!("{h:.2}")),
+            (per.p99_ns as f64 / period - 1.0) * 100.0,
+            work.p99_ns as f64 / period * 100.0
         ));
     } else {
+        let dominant = late.stages.first().map_or(String::new(), |s| {
+            format!(
+                ", dominated by {} ({} of {})",
+                s.path, s.cycles, late.work_over_budget
+            )
+        });
+        let (verdict, advice) = if late.work_over_budget >= late.late_wake {
+            (
+                "the work itself",
+                "shorten or move off the loop the stage that dominates",
+            )
+        } else {
+            (
+                "scheduling",
+                "look at the wait and wake path (timer slack, priority, host load), not the work",
+            )
+        };
         out.push(format!(
-            "{}: on rate — {hz_txt} Hz, period p99 within {:+.1} % of nominal, work {:.0} % of the period at p99",
-            p.phase, over_p99 * 100.0, work_p99 * 100.0
+            "{}: {verdict} — {} of {} cycles were overdue{threshold}. {} ({:.1} %) followed a cycle whose work exceeded {against}{dominant}; {} ({:.1} %) followed work within it, so the time was lost in the wait and wake path{}; {advice}",
+            p.phase,
+            late.late,
+            late.judged,
+            late.work_over_budget,
+            pct(late.work_over_budget, late.late),
+            late.late_wake,
+            pct(late.late_wake, late.late),
+            if late.unattributed > 0 {
+                format!("; {} could not be attributed (open predecessor)", late.unattributed)
+            } else {
+                String::new()
+            },
         ));
     }
     if p.overruns > 0 {

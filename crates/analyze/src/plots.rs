@@ -52,13 +52,14 @@ pub enum PlotError {
         /// plotters' message.
         message: String,
     },
-    /// A PNG could not be written.
-    #[error("cannot write {path}: {message}")]
+    /// A plot file could not be written (the OS error is the source).
+    #[error("cannot write plot {path}")]
     Write {
         /// The file.
         path: PathBuf,
-        /// The reason.
-        message: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -535,14 +536,21 @@ fn render(
     }
     if let Some((dir, draw)) = png {
         let path = dir.join(format!("{name}.png"));
-        let root = BitMapBackend::new(&path, (W, H)).into_drawing_area();
-        draw(&root).map_err(|message| PlotError::Write {
+        // Open the file first: a write problem is then the OS's own error
+        // about this path, not plotters' chain of backend wrappers.
+        std::fs::File::create(&path).map_err(|source| PlotError::Write {
             path: path.clone(),
+            source,
+        })?;
+        let root = BitMapBackend::new(&path, (W, H)).into_drawing_area();
+        draw(&root).map_err(|message| PlotError::Draw {
+            plot: format!("{name} into {}", path.display()),
             message,
         })?;
-        std::fs::write(dir.join(format!("{name}.svg")), &svg).map_err(|e| PlotError::Write {
-            path: dir.join(format!("{name}.svg")),
-            message: e.to_string(),
+        let svg_path = dir.join(format!("{name}.svg"));
+        std::fs::write(&svg_path, &svg).map_err(|source| PlotError::Write {
+            path: svg_path,
+            source,
         })?;
     }
     Ok(Plot {

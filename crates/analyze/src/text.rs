@@ -3,7 +3,28 @@
 
 use std::fmt::Write;
 
-use crate::metrics::{Dist, EpisodeState, Report, StageReport};
+use crate::metrics::{Dist, EpisodeState, Number, Report, StageReport};
+
+/// `text` with every control character except the newline replaced by its
+/// `\u{..}` escape, so that names from the evidence (stages, phases,
+/// values, attributes, paths in errors) cannot send escape sequences to the
+/// user's terminal. Applied to everything the text report, the comparison
+/// and error messages print; JSON output is escaped by serde instead.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 fn ms(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
@@ -30,13 +51,14 @@ pub(crate) fn stage_cells(s: &StageReport) -> [String; 8] {
     ]
 }
 
-/// A caller value as printed: integers as integers, anything else to three
-/// decimals (the JSON report keeps full precision).
-pub(crate) fn value_number(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.3}")
+/// A caller value as printed: `int` figures exactly, floats that are whole
+/// as integers, any other float to three decimals (the JSON report keeps
+/// full precision).
+pub(crate) fn value_number(x: Number) -> String {
+    match x {
+        Number::Int(i) => i.to_string(),
+        Number::Float(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Number::Float(x) => format!("{x:.3}"),
     }
 }
 
@@ -197,12 +219,12 @@ pub fn render(r: &Report) -> String {
             .collect();
         let width = labels.iter().map(String::len).max().unwrap_or(0);
         for (v, label) in r.values.iter().zip(&labels) {
-            let f = |x: Option<f64>| x.map_or("-".into(), value_number);
+            let f = |x: Option<Number>| x.map_or("-".into(), value_number);
             let line = format!(
                 "  {label:<width$}  n={:<7} min {:<12} mean {:<12} max {:<12}{}",
                 v.count,
                 f(v.min),
-                f(v.mean),
+                f(v.mean.map(Number::Float)),
                 f(v.max),
                 v.lost
                     .map_or(String::new(), |l| format!(" lost states {l}"))

@@ -155,7 +155,8 @@ mod fixtures {
             .unwrap();
         assert_eq!(
             (seq["lost"].clone(), seq["min"].clone(), seq["max"].clone()),
-            (1.into(), 1.0.into(), 7.0.into())
+            // int values stay exact integers: 1 and 7, not 1.0 and 7.0.
+            (1.into(), 1.into(), 7.into())
         );
         let rate = values
             .iter()
@@ -274,10 +275,38 @@ mod bad_input {
 
     #[test]
     fn missing_file() {
+        // An episode directory that kill -9 left empty: say the process
+        // most likely died, not that --control-timing was forgotten.
         let tmp = tempfile::tempdir().unwrap();
+        let r = fails(
+            tmp.path(),
+            &["control_timing.jsonl", "is missing", "most likely died"],
+        );
+        assert!(!r.stderr.contains("--control-timing"), "{}", r.stderr);
+    }
+
+    #[test]
+    fn missing_file_of_a_run_without_control_timing_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("manifest.json"),
+            r#"{"config":{"run":{"control_timing":false}}}"#,
+        )
+        .unwrap();
+        fails(tmp.path(), &["is missing", "without --control-timing"]);
+    }
+
+    #[test]
+    fn missing_file_with_a_leftover_temporary_names_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join(".control_timing.jsonl.4242.tmp"),
+            b"{\"type\":\"header\"",
+        )
+        .unwrap();
         fails(
             tmp.path(),
-            &["control_timing.jsonl", "is missing", "--control-timing"],
+            &[".control_timing.jsonl.4242.tmp", "interrupted", "4242"],
         );
     }
 
