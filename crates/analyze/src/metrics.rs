@@ -1223,7 +1223,7 @@ pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> 
         )
     };
     let threshold = late.late_start_threshold_ns.map_or(String::new(), |t| {
-        format!(", or started more than {:.3} ms late", t as f64 / 1e6)
+        format!(" or started more than {:.3} ms late", t as f64 / 1e6)
     });
     let mut out = Vec::new();
     if late.late == 0 {

@@ -75,6 +75,9 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name}"))
 }
 
+#[path = "cli/hardening.rs"]
+mod hardening;
+
 mod fixtures {
     use super::*;
 

@@ -1,0 +1,567 @@
+//! Defects found by independent recomputation and fault injection (the
+//! hardening issue), one test or more per point. Each failed before the fix.
+//! Episodes are built here from a template header so that every expected
+//! figure follows from the few numbers written below.
+
+use super::*;
+use serde_json::json;
+
+const P: u64 = 10_000_000; // 100 Hz nominal period, ns
+const T0: u64 = 1_000_000_000;
+
+/// The serve fixture's header with the given tables and schedule facts.
+fn header(
+    stages: &[&str],
+    phases: &[&str],
+    values: &[(&str, &str)],
+    nominal: Option<u64>,
+    target_clock: &str,
+    rtf: &str,
+) -> Value {
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let mut h: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["stages"] = stages
+        .iter()
+        .map(|s| json!({"name": s, "cpu_time": false}))
+        .collect();
+    h["phases"] = json!(phases);
+    h["attributes"] = json!([{"key": "a", "values": ["1", "2"]}, {"key": "b", "values": ["x"]}]);
+    h["value_defs"] = values
+        .iter()
+        .map(|(n, k)| json!({"name": n, "kind": k, "unit": "count"}))
+        .collect();
+    h["nominal_period_ns"] = json!(nominal);
+    h["clocks"]["target_ns"] = json!(target_clock);
+    h["metadata"] = json!({"rtf": rtf});
+    h
+}
+
+fn cycle(i: u64, phase: &str, start: u64, work: u64) -> Value {
+    json!({"type": "cycle", "cycle": i, "phase": phase, "start_ns": start,
+           "end_ns": start + work, "values": {}, "spans": [
+               {"stage": "executor", "depth": 0, "start_ns": start, "wall_ns": work}]})
+}
+
+/// Write an episode directory (JSONL only, plus `extra` files).
+fn episode(lines: &[Value]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(tmp.path().join("control_timing.jsonl"), text).unwrap();
+    tmp
+}
+
+fn default_header() -> Value {
+    header(
+        &["executor", "camera_read", "policy"],
+        &["running"],
+        &[("robot_state_seq", "int"), ("rate", "float")],
+        Some(P),
+        "host_monotonic",
+        "1",
+    )
+}
+
+/// A 100 Hz rebase schedule: `work(i)` per cycle and `wake_late(i)` added
+/// to a cycle's wake. A cycle whose predecessor ended after its release
+/// point is overdue and starts at that end; the schedule then re-phases
+/// onto it. Otherwise it waits from the predecessor's end to its target and
+/// starts 200 ns after the target (plus `wake_late`).
+fn rebase_run(n: u64, work: impl Fn(u64) -> u64, wake_late: impl Fn(u64) -> u64) -> Vec<Value> {
+    let mut out = vec![default_header()];
+    let mut target = T0;
+    let mut prev_end = T0 - P;
+    for i in 0..n {
+        let overdue = prev_end > target;
+        let start = if overdue {
+            prev_end
+        } else {
+            target + 200 + wake_late(i)
+        };
+        let mut c = cycle(i, "running", start, work(i));
+        c["target_ns"] = json!(target);
+        c["overdue"] = json!(overdue);
+        if !overdue {
+            c["sleep_start_ns"] = json!(prev_end);
+            c["wake_ns"] = json!(start - 100);
+        }
+        out.push(c);
+        prev_end = start + work(i);
+        target = if overdue { start + P } else { target + P };
+    }
+    out
+}
+
+fn text(dir: &Path) -> Run {
+    analyze(&["--episode", dir.to_str().unwrap()])
+}
+
+// ---- 8. exact integers ----
+
+#[test]
+fn int_values_above_2_53_stay_exact() {
+    // seq 2^53+1, +2, +3 on adjacent cycles: nothing lost, min and max exact.
+    // Through float64 these round to 2^53, 2^53+2, 2^53+4 and show a loss.
+    let base: i64 = (1 << 53) + 1;
+    let mut lines = vec![default_header()];
+    for i in 0..3u64 {
+        let mut c = cycle(i, "running", T0 + i * P, 1_000_000);
+        c["values"] = json!({"robot_state_seq": base + i as i64});
+        lines.push(c);
+    }
+    let ep = episode(&lines);
+    let r = analyze_json(ep.path(), &[]);
+    let v = &r["values"][0];
+    assert_eq!(v["lost"], 0, "{v}");
+    assert_eq!(v["min"], json!(base));
+    assert_eq!(v["max"], json!(base + 2));
+    assert!(text(ep.path())
+        .stdout
+        .contains(&format!("max {}", base + 2)));
+}
+
+#[test]
+fn int_values_beyond_i64_are_refused_with_the_line() {
+    let mut lines = vec![default_header()];
+    let mut c = cycle(0, "running", T0, 1);
+    c["values"] = json!({"robot_state_seq": u64::MAX});
+    lines.push(c);
+    let ep = episode(&lines);
+    let r = text(ep.path());
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("control_timing.jsonl:2:"), "{}", r.stderr);
+    assert!(r.stderr.contains("beyond the int range"), "{}", r.stderr);
+    // A fraction in an int value is refused too, never truncated.
+    lines[1]["values"] = json!({"robot_state_seq": 1.5});
+    let r = text(episode(&lines).path());
+    assert!(
+        r.stderr.contains("declared int but holds 1.5"),
+        "{}",
+        r.stderr
+    );
+}
+
+// ---- 9. range checks ----
+
+#[test]
+fn a_target_far_from_the_start_is_refused_as_absurd() {
+    let mut lines = vec![default_header()];
+    let mut c = cycle(0, "running", T0, 1);
+    c["target_ns"] = json!(i64::MAX);
+    lines.push(c);
+    let r = text(episode(&lines).path());
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(":2:") && r.stderr.contains("deadline lag"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("absurd"), "{}", r.stderr);
+}
+
+#[test]
+fn a_zero_nominal_period_is_no_period_and_never_inf_hz() {
+    let mut lines = rebase_run(5, |_| 1_000_000, |_| 0);
+    lines[0]["nominal_period_ns"] = json!(0);
+    let ep = episode(&lines);
+    let r = text(ep.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains("inf"), "{}", r.stdout);
+    assert!(r.stdout.contains("nominal_period_ns is 0"), "{}", r.stdout);
+    let j = analyze_json(ep.path(), &[]);
+    assert!(j["capture"]["nominal_period_ns"].is_null());
+}
+
+// ---- 10. summary cross-check ----
+
+fn doctored_summary(edit: impl FnOnce(&mut Value)) -> Value {
+    let tmp = damaged("v1/serve-episode", joined);
+    let p = tmp.path().join("control_timing_summary.json");
+    let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    edit(&mut s);
+    std::fs::write(&p, s.to_string()).unwrap();
+    analyze_json(tmp.path(), &[])
+}
+
+fn mismatched(r: &Value) -> Vec<String> {
+    r["crosscheck"]["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["figure"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_cross_check_compares_stage_counts_and_segment_phases() {
+    let r = doctored_summary(|s| {
+        let c = s["stages"][0]["count"].as_u64().unwrap();
+        s["stages"][0]["count"] = json!(c + 1);
+        s["segments"][0]["phase"] = json!("running");
+    });
+    let m = mismatched(&r);
+    assert!(
+        m.iter()
+            .any(|f| f.ends_with("].count") && f.starts_with("stages[")),
+        "{m:?}"
+    );
+    assert!(m.contains(&"segments[0].phase".to_string()), "{m:?}");
+    let phase = r["crosscheck"]["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["figure"] == "segments[0].phase")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (phase["summary"].clone(), phase["recomputed"].clone()),
+        (json!("running"), json!("warmup"))
+    );
+}
+
+#[test]
+fn loop_hz_is_held_to_the_documented_tolerance() {
+    // docs/metrics.md: 1e-6 relative + 5e-5 Hz. At 100 Hz that is 1.5e-4 Hz;
+    // an error of 1.8e-4 Hz must be flagged (the old 2e-4 let it pass) and
+    // one of 1.2e-4 must not.
+    let flagged = |delta: f64| {
+        let r = doctored_summary(|s| {
+            let hz = s["segments"][1]["loop_hz"].as_f64().unwrap();
+            s["segments"][1]["loop_hz"] = json!(hz + delta);
+        });
+        mismatched(&r).contains(&"segments[1].loop_hz".to_string())
+    };
+    assert!(flagged(1.8e-4));
+    assert!(!flagged(1.2e-4));
+}
+
+// ---- 11. diagnosis by per-cycle attribution ----
+
+#[test]
+fn rare_long_work_that_causes_every_overrun_is_blamed_on_the_work() {
+    // 1,000 cycles of 3 ms work; cycles 50, 150, ..., 950 (1 %) work 30 ms,
+    // so each following cycle is overdue (20 ms lag). Period p99 is then
+    // 30 ms while work p99 is 3 ms: the old p99 cascade said "scheduling".
+    let lines = rebase_run(
+        1000,
+        |i| if i % 100 == 50 { 30_000_000 } else { 3_000_000 },
+        |_| 0,
+    );
+    let ep = episode(&lines);
+    let r = analyze_json(ep.path(), &[]);
+    let l = &r["late_cycles"];
+    assert_eq!(l["late"], 10, "{l}");
+    assert_eq!(l["work_over_budget"], 10);
+    assert_eq!(l["late_wake"], 0);
+    assert_eq!(l["stages"][0]["path"], "executor");
+    assert_eq!(l["stages"][0]["cycles"], 10);
+    let d = r["diagnosis"][0].as_str().unwrap();
+    assert!(d.starts_with("running: the work itself"), "{d}");
+    assert!(d.contains("dominated by executor (10 of 10)"), "{d}");
+}
+
+#[test]
+fn late_wakes_after_short_work_are_blamed_on_scheduling() {
+    // 3 ms work everywhere; 20 cycles wake 3 ms late (over the 1 ms
+    // threshold, 10 % of the period) without being overdue.
+    let lines = rebase_run(
+        1000,
+        |_| 3_000_000,
+        |i| if i % 50 == 7 { 3_000_000 } else { 0 },
+    );
+    let r = analyze_json(episode(&lines).path(), &[]);
+    let l = &r["late_cycles"];
+    assert_eq!(
+        (l["late"].clone(), l["late_wake"].clone()),
+        (json!(20), json!(20)),
+        "{l}"
+    );
+    assert_eq!(l["late_start_threshold_ns"], 1_000_000);
+    let d = r["diagnosis"][0].as_str().unwrap();
+    assert!(d.starts_with("running: scheduling"), "{d}");
+}
+
+#[test]
+fn an_uncapped_run_is_not_judged_against_the_nominal_period() {
+    // rtf 0 on the simulation clock, one cycle every 3.02 ms (331 Hz).
+    let mut lines = vec![header(
+        &["executor"],
+        &["running"],
+        &[],
+        Some(P),
+        "simulation",
+        "0",
+    )];
+    for i in 0..200 {
+        let mut c = cycle(i, "running", T0 + i * 3_020_000, 3_000_000);
+        c["target_ns"] = json!(i * P);
+        lines.push(c);
+    }
+    let r = analyze_json(episode(&lines).path(), &[]);
+    let d = r["diagnosis"][0].as_str().unwrap();
+    assert!(d.contains("uncapped run"), "{d}");
+    assert!(!d.contains("on rate"), "{d}");
+    assert_eq!(r["pace"]["kind"], "uncapped");
+}
+
+#[test]
+fn rtf_2_is_judged_against_the_effective_period() {
+    // Nominal 10 ms at rtf 2: the schedule's period is 5 ms, and cycles
+    // 5 ms apart are on rate.
+    let mut lines = vec![header(
+        &["executor"],
+        &["running"],
+        &[],
+        Some(P),
+        "host_monotonic",
+        "2",
+    )];
+    for i in 0..100 {
+        let mut c = cycle(i, "running", T0 + i * P / 2 + 200, 1_000_000);
+        c["target_ns"] = json!(T0 + i * P / 2);
+        lines.push(c);
+    }
+    let r = analyze_json(episode(&lines).path(), &[]);
+    assert_eq!(r["pace"]["effective_ns"], 5_000_000);
+    let d = r["diagnosis"][0].as_str().unwrap();
+    assert!(
+        d.contains("on rate") && d.contains("effective 5.000 ms"),
+        "{d}"
+    );
+}
+
+#[test]
+fn a_tie_for_the_most_cycles_judges_the_phase_that_came_first() {
+    // No `running` phase; `b` and `a` have 3 cycles each, `a` first.
+    let mut lines = vec![header(
+        &["executor"],
+        &["b", "a"],
+        &[],
+        Some(P),
+        "host_monotonic",
+        "1",
+    )];
+    for i in 0..6u64 {
+        lines.push(cycle(
+            i,
+            if i < 3 { "a" } else { "b" },
+            T0 + i * P,
+            1_000_000,
+        ));
+    }
+    let r = analyze_json(episode(&lines).path(), &[]);
+    assert_eq!(r["late_cycles"]["phase"], "a");
+    assert!(r["diagnosis"][0].as_str().unwrap().starts_with("a: "));
+}
+
+// ---- 12. ambiguities, as documented ----
+
+#[test]
+fn lost_counts_only_adjacent_cycles_that_both_set_the_counter() {
+    // seq set on cycles 0, 1, 3 (1, 2, 5): 1 → 2 loses nothing; cycle 2 did
+    // not set it, so 2 … 5 is not an adjacent pair and is not counted.
+    let mut lines = vec![default_header()];
+    for (i, v) in [(0u64, Some(1)), (1, Some(2)), (2, None), (3, Some(5))] {
+        let mut c = cycle(i, "running", T0 + i * P, 1);
+        if let Some(v) = v {
+            c["values"] = json!({"robot_state_seq": v});
+        }
+        lines.push(c);
+    }
+    let r = analyze_json(episode(&lines).path(), &[]);
+    assert_eq!(r["values"][0]["lost"], 0);
+    assert_eq!(r["values"][0]["count"], 3);
+}
+
+#[test]
+fn distributions_are_signed_and_labels_sort_attributes_by_key() {
+    // Cycle 1 starts 300 ns before its target: lag −300 stays negative.
+    let mut lines = vec![default_header()];
+    for i in 0..2u64 {
+        let mut c = cycle(i, "running", T0 + i * P, 1_000);
+        c["target_ns"] = json!(T0 + i * P + if i == 1 { 300 } else { 0 });
+        c["spans"][0]["attrs"] = json!({"b": "x", "a": "2"});
+        lines.push(c);
+    }
+    let ep = episode(&lines);
+    let r = analyze_json(ep.path(), &[]);
+    assert_eq!(r["phases"][0]["deadline_lag"]["min_ns"], -300);
+    assert!(text(ep.path()).stdout.contains("executor [a=2,b=x]"));
+}
+
+#[test]
+fn a_header_without_cycles_says_so_and_judges_nothing() {
+    let ep = episode(&[default_header()]);
+    let r = analyze_json(ep.path(), &[]);
+    assert!(r["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c.as_str().unwrap().starts_with("no cycles")));
+    assert_eq!(r["diagnosis"][0], "no cycles to judge");
+}
+
+// ---- 13. input edge cases ----
+
+fn serve_copy(edit: impl FnOnce(Vec<u8>) -> Vec<u8>) -> tempfile::TempDir {
+    let tmp = damaged("v1/serve-episode", joined);
+    let p = tmp.path().join("control_timing.jsonl");
+    let bytes = std::fs::read(&p).unwrap();
+    std::fs::write(&p, edit(bytes)).unwrap();
+    tmp
+}
+
+fn caveats(r: &Value) -> Vec<String> {
+    r["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn crlf_blank_lines_and_a_bom_are_accepted_with_a_caveat_each_and_change_no_figure() {
+    let plain = analyze_json(&fixture("v1/serve-episode"), &[]);
+    let tmp = serve_copy(|b| {
+        let text = String::from_utf8(b).unwrap();
+        let mut out = String::from("\u{feff}");
+        for (i, l) in text.lines().enumerate() {
+            out.push_str(l);
+            out.push_str("\r\n");
+            if i == 10 {
+                out.push_str("\r\n\r\n");
+            }
+        }
+        out.into_bytes()
+    });
+    let r = analyze_json(tmp.path(), &[]);
+    let c = caveats(&r);
+    assert!(c.iter().any(|x| x.contains("byte-order mark")), "{c:?}");
+    assert!(c.iter().any(|x| x.contains("CRLF")), "{c:?}");
+    assert!(c.iter().any(|x| x.starts_with("2 blank line(s)")), "{c:?}");
+    assert_eq!(r["phases"], plain["phases"]);
+    assert_eq!(r["stages"], plain["stages"]);
+}
+
+#[test]
+fn a_cycle_with_more_spans_than_the_header_allows_is_refused() {
+    let mut lines = vec![default_header()];
+    lines[0]["capacity"]["max_spans_per_cycle"] = json!(2);
+    let mut c = cycle(0, "running", T0, 10);
+    let s = c["spans"][0].clone();
+    c["spans"] = json!([s, s, s]);
+    lines.push(c);
+    let r = text(episode(&lines).path());
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains(":2:") && r.stderr.contains("max_spans_per_cycle is 2"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn header_problems_name_line_1() {
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            b"{\"type\":\"cycle\",\"cycle\":0,\"phase\":\"running\",\"start_ns\":1}\n".to_vec(),
+            "header line",
+        ),
+        (
+            b"{\"type\":\"header\",\"sch\xffema\":1}\n".to_vec(),
+            "UTF-8",
+        ),
+        (
+            format!(
+                "{}\n",
+                default_header()
+                    .to_string()
+                    .replace("\"schema_version\":1", "\"schema_version\":9")
+            )
+            .into_bytes(),
+            "schema_version 9",
+        ),
+    ];
+    for (bytes, needle) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("control_timing.jsonl"), bytes).unwrap();
+        let r = text(tmp.path());
+        assert_eq!(r.code, 2);
+        assert!(
+            r.stderr.contains("control_timing.jsonl:1:") && r.stderr.contains(needle),
+            "{needle}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn missing_manifest_and_leftover_temporaries_are_caveats() {
+    let tmp = damaged("v1/serve-episode", joined);
+    std::fs::remove_file(tmp.path().join("manifest.json")).unwrap();
+    std::fs::write(tmp.path().join(".events.jsonl.4242.tmp"), b"{").unwrap();
+    let c = caveats(&analyze_json(tmp.path(), &[]));
+    assert!(c.iter().any(|x| x.starts_with("no manifest.json")), "{c:?}");
+    assert!(
+        c.iter()
+            .any(|x| x.starts_with("an interrupted finish left .events.jsonl.4242.tmp")),
+        "{c:?}"
+    );
+}
+
+// ---- 14. terminal safety ----
+
+#[test]
+fn control_characters_in_names_never_reach_the_terminal() {
+    let evil = "exec\u{1b}[31mutor\u{7}";
+    let mut lines = vec![header(
+        &[evil],
+        &["running"],
+        &[],
+        Some(P),
+        "host_monotonic",
+        "1",
+    )];
+    let mut c = cycle(0, "running", T0, 10);
+    c["spans"][0]["stage"] = json!(evil);
+    lines.push(c);
+    let ep = episode(&lines);
+    let r = text(ep.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}'));
+    assert!(
+        r.stdout.contains("exec\\u{1b}[31mutor\\u{7}"),
+        "{}",
+        r.stdout
+    );
+    // An error that quotes the name is made safe as well.
+    lines[1]["spans"][0]["stage"] = json!("un\u{1b}]0;title\u{7}known");
+    let r = text(episode(&lines).path());
+    assert_eq!(r.code, 2);
+    assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+    assert!(r.stderr.contains("un\\u{1b}]0;title"), "{}", r.stderr);
+}
+
+// ---- 7. plot messages ----
+
+#[test]
+fn a_plot_that_cannot_be_written_is_one_sentence_naming_the_path() {
+    let out = tempfile::tempdir().unwrap();
+    let blocker = out.path().join("period_timeline.png");
+    std::fs::create_dir(&blocker).unwrap();
+    let r = analyze(&[
+        "plots",
+        fixture("v1/serve-episode").to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let msg = r.stderr.trim();
+    assert_eq!(
+        msg,
+        format!(
+            "error: cannot write plot {}: Is a directory (os error 21)",
+            blocker.display()
+        )
+    );
+}
