@@ -1160,7 +1160,7 @@ pub fn attribute_lateness(
         }
     }
     // Most cycles first; a tie keeps the order of first appearance.
-    blame.sort_by(|a, b| b.1.cmp(&a.1));
+    blame.sort_by_key(|b| std::cmp::Reverse(b.1));
     l.stages = blame
         .into_iter()
         .map(|(path, cycles)| StageBlame {
