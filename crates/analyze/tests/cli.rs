@@ -75,6 +75,8 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name}"))
 }
 
+#[path = "cli/golden.rs"]
+mod golden;
 #[path = "cli/hardening.rs"]
 mod hardening;
 
