@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::analysis::analyze;
 use crate::error::{AnalyzeError, Result};
-use crate::load::{load_episode, LoadOptions};
-use crate::metrics::{analyze, Report};
+use crate::evidence::{load_episode, LoadOptions};
+use crate::metrics::Report;
 
 /// Exit code: the analysis ran.
 pub const EXIT_OK: i32 = 0;
@@ -243,16 +244,6 @@ fn write_text(path: PathBuf, text: &str) -> Result<()> {
     std::fs::write(&path, text).map_err(|source| AnalyzeError::Write { path, source })
 }
 
-/// Deterministic JSON of a report (struct field order, sorted maps).
-///
-/// # Errors
-/// Never in practice (the report is plain data).
-pub fn report_json(r: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(r).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
 /// Analyze one episode.
 ///
 /// # Errors
@@ -262,7 +253,7 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
     let report = analyze(&ev)?;
     if let Some(dir) = &req.plots_only {
         make_dir(dir)?;
-        let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
+        let plots = crate::render::plots::episode_plots(&ev, &report, Some(dir))?;
         for p in &plots {
             let _ = writeln!(out, "{}", dir.join(format!("{}.png", p.name)).display());
             let _ = writeln!(out, "{}", dir.join(format!("{}.svg", p.name)).display());
@@ -271,17 +262,17 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
     }
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
-        let plots = crate::plots::episode_plots(&ev, &report, Some(dir))?;
+        let plots = crate::render::plots::episode_plots(&ev, &report, Some(dir))?;
         write_text(
             dir.join("report.html"),
-            &crate::html::report_page(&report, &plots),
+            &crate::render::html::report_page(&report, &plots),
         )?;
         eprintln!("wrote {}", dir.join("report.html").display());
     }
     emit(
         out,
-        &report_json(&report),
-        || crate::text::render(&report),
+        &crate::render::json(&report),
+        || crate::render::text::render(&report),
         req.output.json,
         req.output.output.as_deref(),
     )?;
@@ -302,7 +293,7 @@ fn emit(
     let shown = if as_json {
         json.to_string()
     } else {
-        crate::text::terminal_safe(&text()).into_owned()
+        crate::render::text::terminal_safe(&text()).into_owned()
     };
     out.write_all(shown.as_bytes())
         .map_err(|source| AnalyzeError::Write {
@@ -326,19 +317,17 @@ pub fn run_compare(
     let c = crate::compare::compare((&ea, &ra), (&eb, &rb), req.bootstrap);
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
-        let plots = crate::plots::compare_plots((&ea, &ra), (&eb, &rb), &c, Some(dir))?;
+        let plots = crate::render::plots::compare_plots((&ea, &ra), (&eb, &rb), &c, Some(dir))?;
         write_text(
             dir.join("compare.html"),
-            &crate::html::compare_page(&c, &plots),
+            &crate::render::html::compare_page(&c, &plots),
         )?;
         eprintln!("wrote {}", dir.join("compare.html").display());
     }
-    let mut json = serde_json::to_string_pretty(&c).unwrap_or_default();
-    json.push('\n');
     emit(
         out,
-        &json,
-        || crate::compare::render(&c),
+        &crate::render::json(&c),
+        || crate::render::compare_text::render(&c),
         req.output.json,
         req.output.output.as_deref(),
     )?;
@@ -350,7 +339,7 @@ pub fn run(cli: Cli) -> i32 {
     let cmd = match cli.validate() {
         Ok(c) => c,
         Err(UsageError(msg)) => {
-            eprintln!("error: {}", crate::text::terminal_safe(&msg));
+            eprintln!("error: {}", crate::render::text::terminal_safe(&msg));
             return EXIT_USAGE;
         }
     };
@@ -363,7 +352,7 @@ pub fn run(cli: Cli) -> i32 {
         Ok(()) => EXIT_OK,
         Err(e) => {
             let message = looptime_capture::error_chain(&e);
-            eprintln!("error: {}", crate::text::terminal_safe(&message));
+            eprintln!("error: {}", crate::render::text::terminal_safe(&message));
             match e {
                 AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
                 _ => EXIT_BAD_INPUT,

@@ -15,8 +15,12 @@
 
 use looptime_capture::format::Distribution;
 use looptime_capture::Summary;
+use polars::prelude::*;
 
-use crate::metrics::{CaptureReport, CrossCheck, Dist, Figure, Mismatch, SegmentReport};
+use crate::error::Result;
+use crate::evidence::Evidence;
+use crate::metrics::table::{cpu_measured, dist_aggs, dist_aggs_of, Table};
+use crate::metrics::{CaptureReport, CrossCheck, Dist, Figure, Mismatch, SegmentReport, Tables};
 
 /// Loop Hz: relative tolerance.
 pub const LOOP_HZ_REL: f64 = 1e-6;
@@ -34,6 +38,48 @@ pub struct SummaryView {
     pub lag: Option<Dist>,
     /// Per stage name: span count, wall, cpu.
     pub stages: Vec<(String, u64, Dist, Option<Dist>)>,
+}
+
+/// Group the metric tables the way the summary groups them: all cycles
+/// together for work, overshoot and lag; stages by name across phases.
+///
+/// # Errors
+/// Only on an internal aggregation failure.
+pub fn summary_view(ev: &Evidence, tables: &Tables) -> Result<SummaryView> {
+    let mut overall_aggs = dist_aggs("work_ns");
+    overall_aggs.extend(dist_aggs("overshoot_ns"));
+    overall_aggs.extend(dist_aggs("lag_ns"));
+    let overall = Table {
+        df: tables
+            .cycles
+            .clone()
+            .lazy()
+            .select(overall_aggs)
+            .collect()?,
+    };
+    let mut name_aggs = vec![col("wall_ns").count().alias("count")];
+    name_aggs.extend(dist_aggs("wall_ns"));
+    name_aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
+    let by_name = Table::grouped(&ev.spans, "stage", name_aggs, "stage")?;
+    let mut view = SummaryView {
+        work: overall.dist("work_ns", 0)?,
+        overshoot: overall.dist("overshoot_ns", 0)?,
+        lag: overall.dist("lag_ns", 0)?,
+        stages: Vec::new(),
+    };
+    for i in 0..by_name.height() {
+        let sid = by_name.u("stage", i)? as usize;
+        if let Some(wall) = by_name.dist("wall_ns", i)? {
+            let name = ev.header.stages.get(sid).map(|s| s.name.clone());
+            view.stages.push((
+                name.unwrap_or_default(),
+                by_name.u("count", i)?,
+                wall,
+                by_name.dist("cpu_ns", i)?,
+            ));
+        }
+    }
+    Ok(view)
 }
 
 struct Checker {

@@ -60,13 +60,38 @@ pub enum AnalyzeError {
     Polars(#[from] polars::error::PolarsError),
     /// A plot could not be drawn or written.
     #[error(transparent)]
-    Plot(#[from] crate::plots::PlotError),
+    Plot(#[from] PlotError),
     /// Writing the report failed.
     #[error("cannot write {path}: {source}")]
     Write {
         /// The output path.
         path: PathBuf,
         /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A plot that could not be drawn.
+#[derive(Debug, Error)]
+pub enum PlotError {
+    /// No font file found.
+    #[error("no font for plot text: install fonts-dejavu-core (apt-get install fonts-dejavu-core) or set LOOPTIME_FONT to a .ttf file")]
+    NoFont,
+    /// plotters failed.
+    #[error("drawing {plot}: {message}")]
+    Draw {
+        /// Which plot.
+        plot: String,
+        /// plotters' message.
+        message: String,
+    },
+    /// A plot file could not be written (the OS error is the source).
+    #[error("cannot write plot {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },

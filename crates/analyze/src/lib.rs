@@ -6,6 +6,19 @@
 //! recomputes every figure from `control_timing.jsonl`. The saved summary is
 //! only cross-checked.
 //!
+//! Layers, each using only those below it (docs/architecture.md):
+//!
+//! | layer | may use |
+//! |---|---|
+//! | [`cli`] (and `main`) | everything below |
+//! | [`render`]: text, JSON, HTML, plots | [`compare`], [`analysis`], [`metrics`] types, [`evidence`] |
+//! | [`compare`]: manifest differences, resampling, verdicts | [`metrics`], [`evidence`] |
+//! | [`analysis`]: assembles the report | [`crosscheck`], [`metrics`], [`evidence`] |
+//! | [`crosscheck`]: the summary against the recomputation | [`metrics`], [`evidence`] |
+//! | [`metrics`]: one file per metric family, and the `Report` type | [`evidence`] |
+//! | [`evidence`]: reads and validates an episode into tables | capture's schema, [`AnalyzeError`] |
+//! | `error` | capture's error type only |
+//!
 //! ```no_run
 //! use looptime_analyze::{analyze, load_episode, LoadOptions};
 //! let ev = load_episode("runs/latest".as_ref(), LoadOptions::default())?;
@@ -19,16 +32,16 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod cli;
 pub mod compare;
 pub mod crosscheck;
 mod error;
-pub mod html;
-pub mod load;
+pub mod evidence;
 pub mod metrics;
-pub mod plots;
-pub mod text;
+pub mod render;
 
-pub use error::{AnalyzeError, Result};
-pub use load::{load_episode, Evidence, LoadOptions};
-pub use metrics::{analyze, Report};
+pub use analysis::analyze;
+pub use error::{AnalyzeError, PlotError, Result};
+pub use evidence::{load_episode, Evidence, LoadOptions};
+pub use metrics::Report;

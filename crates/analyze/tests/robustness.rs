@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use looptime_analyze::compare::{compare, BootstrapConfig};
-use looptime_analyze::{analyze, load_episode, text, LoadOptions};
+use looptime_analyze::render::text;
+use looptime_analyze::{analyze, load_episode, LoadOptions};
 use proptest::prelude::*;
 
 fn fixture() -> PathBuf {
@@ -139,13 +140,14 @@ fn exercise(dir: &Path, lenient: bool) -> Result<(), String> {
     let report = analyze(&ev).map_err(|e| e.to_string())?;
     let _ = text::render(&report);
     let _ = serde_json::to_string(&report).expect("a report always serializes");
-    looptime_analyze::plots::episode_plots(&ev, &report, None).map_err(|e| e.to_string())?;
+    looptime_analyze::render::plots::episode_plots(&ev, &report, None)
+        .map_err(|e| e.to_string())?;
     let cfg = BootstrapConfig {
         resamples: 20,
         ..BootstrapConfig::default()
     };
     let c = compare((&ev, &report), (&ev, &report), cfg);
-    let _ = looptime_analyze::compare::render(&c);
+    let _ = looptime_analyze::render::compare_text::render(&c);
     Ok(())
 }
 
@@ -202,7 +204,7 @@ proptest! {
                 let (rd, ri) = (analyze(&damaged).unwrap(), analyze(&intact).unwrap());
                 let cfg = BootstrapConfig { resamples: 20, ..BootstrapConfig::default() };
                 let c = compare((&intact, &ri), (&damaged, &rd), cfg);
-                let _ = looptime_analyze::compare::render(&c);
+                let _ = looptime_analyze::render::compare_text::render(&c);
             }
         }
     }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::load::Evidence;
+use crate::evidence::Evidence;
 use crate::metrics::{command_columns, cycle_columns, schedule_comparable, Report};
 
 /// Comparison format identifier.
@@ -239,7 +239,7 @@ struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        crate::load::mix(self.0, 0x2545_F491_4F6C_DD1D)
+        crate::evidence::mix(self.0, 0x2545_F491_4F6C_DD1D)
     }
     fn below(&mut self, n: usize) -> usize {
         (((self.next() >> 11) as u128 * n as u128) >> 53) as usize
@@ -248,7 +248,7 @@ impl Rng {
 
 fn name_seed(seed: u64, name: &str) -> u64 {
     name.bytes()
-        .fold(seed, |h, b| crate::load::mix(h, b as u64 + 1))
+        .fold(seed, |h, b| crate::evidence::mix(h, b as u64 + 1))
 }
 
 /// Nearest-rank quantile of `v` (reorders `v`).
@@ -384,7 +384,7 @@ fn samples(ev: &Evidence) -> Samples {
     }
     // Stages by (phase, path), attributes pooled: an A/B of `mode` compares
     // the same stage under both modes.
-    let groups: HashMap<u64, &crate::load::GroupDecode> =
+    let groups: HashMap<u64, &crate::evidence::GroupDecode> =
         ev.groups.iter().map(|g| (g.key, g)).collect();
     let col = |name: &str| {
         ev.spans
@@ -553,75 +553,4 @@ pub fn compare(
         metrics,
         bootstrap: cfg,
     }
-}
-
-/// Render a comparison as text.
-pub fn render(c: &Comparison) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let _ = writeln!(o, "looptime comparison\n  A: {}\n  B: {}", c.a, c.b);
-    if !c.warnings.is_empty() {
-        let _ = writeln!(o, "\nwarnings");
-        for w in &c.warnings {
-            let _ = writeln!(o, "  ! {w}");
-        }
-    }
-    let _ = writeln!(o, "\nwhat differs");
-    if c.differences.is_empty() {
-        let _ = writeln!(o, "  nothing recorded differs");
-    }
-    for d in &c.differences {
-        let _ = writeln!(o, "  [{}] {}: {} -> {}", d.kind, d.key, d.a, d.b);
-    }
-    if !c.caveats.is_empty() {
-        let _ = writeln!(o, "\ncaveats");
-        for x in &c.caveats {
-            let _ = writeln!(o, "  ! {x}");
-        }
-    }
-    let _ = writeln!(
-        o,
-        "\nmetrics (ms; Δ = B − A; 95 % bootstrap CI, {} resamples, seed {:#x})",
-        c.bootstrap.resamples, c.bootstrap.seed
-    );
-    let _ = writeln!(
-        o,
-        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
-        "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
-    );
-    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
-    for m in &c.metrics {
-        let name = m.display_name();
-        let _ = writeln!(
-            o,
-            "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
-            m.phase,
-            name,
-            ms(m.a.median_ns),
-            ms(m.b.median_ns),
-            ms(m.diff_median_ns),
-            format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
-            ms(m.diff_p99_ns),
-            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1])),
-            if m.verdict == Verdict::Worse {
-                "WORSE"
-            } else {
-                m.verdict.word()
-            }
-        );
-        if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
-            let _ = writeln!(
-                o,
-                "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} {d:>+9.3} Hz ({:+.3} %)",
-                "",
-                if m.metric == "period" {
-                    "  loop Hz"
-                } else {
-                    "  command Hz"
-                },
-                m.rel_diff_hz.unwrap_or(0.0) * 100.0
-            );
-        }
-    }
-    o
 }

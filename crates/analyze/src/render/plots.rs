@@ -13,7 +13,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::compare::Comparison;
-use crate::load::Evidence;
+pub use crate::error::PlotError;
+use crate::evidence::Evidence;
 use crate::metrics::{cycle_columns, schedule_comparable, Report};
 
 /// Fonts tried in order (Debian's `fonts-dejavu-core` provides the first).
@@ -37,31 +38,6 @@ const PHASE_COLORS: [RGBColor; 4] = [
 ];
 const A_COLOR: RGBColor = RGBColor(31, 119, 180);
 const B_COLOR: RGBColor = RGBColor(230, 110, 20);
-
-/// A plot that could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// No font file found.
-    #[error("no font for plot text: install fonts-dejavu-core (apt-get install fonts-dejavu-core) or set LOOPTIME_FONT to a .ttf file")]
-    NoFont,
-    /// plotters failed.
-    #[error("drawing {plot}: {message}")]
-    Draw {
-        /// Which plot.
-        plot: String,
-        /// plotters' message.
-        message: String,
-    },
-    /// A plot file could not be written (the OS error is the source).
-    #[error("cannot write plot {path}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 fn font_ready() -> Result<(), PlotError> {
     static FONT: OnceLock<bool> = OnceLock::new();

@@ -8,8 +8,8 @@ use std::fmt::Write;
 use crate::compare::{Comparison, Verdict};
 use crate::metrics::Number;
 use crate::metrics::{Dist, Report};
-use crate::plots::Plot;
-use crate::text::{stage_cells, value_number};
+use crate::render::plots::Plot;
+use crate::render::text::{stage_cells, value_number};
 
 /// Escape text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {

@@ -1,0 +1,133 @@
+//! Capture facts and caveats: how the episode ended, what was kept and
+//! lost, and everything that limits what the numbers mean (docs/metrics.md,
+//! State and caveats; Capture).
+
+use looptime_capture::{CaptureStatus, ClockDomain, Header};
+
+use super::columns::nominal_period;
+use super::report::{CaptureReport, EpisodeState};
+use super::table::r4;
+use crate::evidence::Evidence;
+
+/// Complete or aborted from the summary's status; incomplete without a
+/// usable summary.
+pub fn episode_state(ev: &Evidence) -> EpisodeState {
+    match &ev.summary {
+        Some(s) if s.status == CaptureStatus::Complete => EpisodeState::Complete,
+        Some(_) => EpisodeState::Aborted,
+        None => EpisodeState::Incomplete,
+    }
+}
+
+/// Why sleep overshoot and deadline lag are not computed, when they are not.
+pub fn schedule_absent_reason(h: &Header) -> Option<String> {
+    let clocks = &h.clocks;
+    (!clocks.schedule_comparable()).then(|| {
+        format!(
+            "sleep overshoot and deadline lag are not computed: target_ns is on the {} clock and wake_ns/start_ns on the {} clock, which cannot be subtracted{}",
+            clocks.target_ns.as_str(),
+            clocks.wake_ns.as_str(),
+            if clocks.target_ns == ClockDomain::Simulation { " (an uncapped run schedules on simulation time)" } else { "" }
+        )
+    })
+}
+
+/// What was captured and what was lost.
+pub fn capture_report(ev: &Evidence) -> CaptureReport {
+    let h = &ev.header;
+    let summary = ev.summary.as_ref();
+    let (first, last) = (ev.cycles.first(), ev.cycles.last());
+    CaptureReport {
+        capacity_cycles: h.capacity.max_cycles,
+        retained_cycles: ev.cycles.len() as u64,
+        dropped_cycles: summary.map(|s| s.capture.dropped_cycles),
+        spans_dropped_retained: ev.cycles.iter().map(|c| c.spans_dropped as u64).sum(),
+        spans_dropped_total: summary.map(|s| s.capture.spans_dropped),
+        first_cycle: first.map(|c| c.cycle),
+        last_cycle: last.map(|c| c.cycle),
+        span_s: first
+            .zip(last)
+            .map(|(f, l)| r4((l.start_ns - f.start_ns) as f64 / 1e9)),
+        lines_skipped: ev.skipped_lines,
+        truncated_last_line: ev.truncated_last_line,
+        nominal_period_ns: nominal_period(h),
+        overhead: h.overhead.clone(),
+    }
+}
+
+/// The caveats, in the documented order.
+pub fn caveats(
+    ev: &Evidence,
+    state: EpisodeState,
+    capture: &CaptureReport,
+    absent_reason: Option<&str>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    match state {
+        EpisodeState::Aborted => out.push("aborted: the run was stopped early (orderly abort); the evidence is complete up to the stop".to_string()),
+        EpisodeState::Incomplete => out.push(match &ev.summary_problem {
+            Some(p) => format!("incomplete: the summary is unusable ({p}); figures come from the JSONL only"),
+            None => "incomplete: no control_timing_summary.json, so the run ended abruptly or its finish was interrupted; dropped counts are unknown".to_string(),
+        }),
+        EpisodeState::Complete => {}
+    }
+    if ev.truncated_last_line {
+        out.push("truncated: the last line of control_timing.jsonl was cut off (an abrupt end) and was ignored".to_string());
+    }
+    let n = ev.cycles.len();
+    if let Some(d) = capture.dropped_cycles.filter(|d| *d > 0) {
+        out.push(format!("ring full: {d} earlier cycles were dropped; only the latest {n} were kept (raise run.timing_max_cycles to keep more)"));
+    }
+    let spans_dropped = capture
+        .spans_dropped_total
+        .unwrap_or(capture.spans_dropped_retained);
+    if spans_dropped > 0 {
+        out.push(format!("{spans_dropped} spans did not fit their cycle and were dropped; stage counts are low (raise run.timing_max_spans_per_cycle)"));
+    }
+    if ev.skipped_lines > 0 {
+        out.push(format!(
+            "--lenient skipped {} bad line(s): {}",
+            ev.skipped_lines,
+            ev.skipped_examples.join("; ")
+        ));
+    }
+    if let Some(r) = absent_reason {
+        out.push(format!("clocks not comparable: {r}"));
+    }
+    if n == 0 {
+        out.push("no cycles: the file has a header only".to_string());
+    }
+    out.extend(file_caveats(ev));
+    out
+}
+
+/// Caveats about the files themselves rather than the run.
+fn file_caveats(ev: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    if ev.header.nominal_period_ns == Some(0) {
+        out.push("nominal_period_ns is 0 in the header, which is no period: treated as absent, so no share of the period and no rate judgement".to_string());
+    }
+    if ev.manifest.is_none() {
+        out.push("no manifest.json: the run's configuration, host and source are unknown, so a comparison cannot say what differed (the process most likely died after writing the evidence, or the file was removed)".to_string());
+    }
+    for t in &ev.leftover_temps {
+        out.push(format!(
+            "an interrupted finish left {} ({} bytes, process {}): {} was not completely written by that process",
+            t.name, t.bytes, t.pid, t.target
+        ));
+    }
+    let notes = ev.header_notes;
+    if notes.bom {
+        out.push("the JSONL starts with a UTF-8 byte-order mark, which the recorder never writes (the file was re-saved by another tool); it was ignored".to_string());
+    }
+    if notes.crlf {
+        out.push("the JSONL has CRLF line endings, which the recorder never writes (the file was converted by another tool); they were read as LF".to_string());
+    }
+    if ev.blank_lines > 0 {
+        out.push(format!(
+            "{} blank line(s) between records, which the recorder never writes, were skipped",
+            ev.blank_lines
+        ));
+    }
+    out
+}

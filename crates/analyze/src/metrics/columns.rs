@@ -1,0 +1,136 @@
+//! Per-cycle metric columns (period, work, overshoot, lag) and command
+//! submissions: one definition each, from which every distribution, rate and
+//! attribution is aggregated.
+
+use polars::prelude::{Column, DataFrame};
+
+use crate::error::Result;
+use crate::evidence::{CycleRow, Evidence};
+
+/// Per-cycle metric columns, one definition each (docs/metrics.md).
+#[derive(Debug, Clone, Default)]
+pub struct CycleColumns {
+    /// Segment number: a new one at every phase change or index gap.
+    pub segment: Vec<u32>,
+    /// Phase index.
+    pub phase: Vec<u32>,
+    /// Start-to-start interval within the segment (None for its first cycle).
+    pub period: Vec<Option<i64>>,
+    /// `end_ns − start_ns`.
+    pub work: Vec<Option<i64>>,
+    /// `wake_ns − target_ns`, cycles that waited and were not overdue, when comparable.
+    pub overshoot: Vec<Option<i64>>,
+    /// `start_ns − target_ns`, when comparable.
+    pub lag: Vec<Option<i64>>,
+}
+
+/// Compute [`CycleColumns`]; `comparable` says whether targets may be
+/// subtracted from wake and start times.
+pub fn cycle_columns(ev: &Evidence, comparable: bool) -> CycleColumns {
+    let n = ev.cycles.len();
+    let mut out = CycleColumns {
+        segment: Vec::with_capacity(n),
+        phase: Vec::with_capacity(n),
+        period: Vec::with_capacity(n),
+        work: Vec::with_capacity(n),
+        overshoot: Vec::with_capacity(n),
+        lag: Vec::with_capacity(n),
+    };
+    let mut seg = 0u32;
+    let mut prev: Option<&CycleRow> = None;
+    for c in &ev.cycles {
+        let same = prev.is_some_and(|p| p.phase == c.phase && p.cycle + 1 == c.cycle);
+        if prev.is_some() && !same {
+            seg += 1;
+        }
+        out.segment.push(seg);
+        out.phase.push(c.phase);
+        out.period
+            .push(same.then(|| c.start_ns - prev.map_or(0, |p| p.start_ns)));
+        out.work.push(c.end_ns.map(|e| e - c.start_ns));
+        out.overshoot
+            .push(match (comparable, c.overdue, c.wake_ns, c.target_ns) {
+                (true, false, Some(w), Some(t)) => Some(w - t),
+                _ => None,
+            });
+        out.lag.push(match (comparable, c.target_ns) {
+            (true, Some(t)) => Some(c.start_ns - t),
+            _ => None,
+        });
+        prev = Some(c);
+    }
+    out
+}
+
+/// Command submissions: one row per command-stage span.
+#[derive(Debug, Clone, Default)]
+pub struct CommandColumns {
+    /// Segment of the span's cycle.
+    pub segment: Vec<u32>,
+    /// Phase of the span's cycle.
+    pub phase: Vec<u32>,
+    /// Interval from the previous command-span start in the same segment.
+    pub interval: Vec<Option<i64>>,
+}
+
+/// Compute [`CommandColumns`] from the loader's command spans.
+pub fn command_columns(ev: &Evidence, cycle_segment: &[u32]) -> CommandColumns {
+    let m = ev.commands.len();
+    let mut out = CommandColumns {
+        segment: Vec::with_capacity(m),
+        phase: Vec::with_capacity(m),
+        interval: Vec::with_capacity(m),
+    };
+    let mut last: Option<(u32, i64)> = None;
+    for &(row, start) in &ev.commands {
+        let sg = cycle_segment[row as usize];
+        out.segment.push(sg);
+        out.phase.push(ev.cycles[row as usize].phase);
+        out.interval
+            .push(last.filter(|(s, _)| *s == sg).map(|(_, t)| start - t));
+        last = Some((sg, start));
+    }
+    out
+}
+
+/// Whether a header's target clock can be subtracted from its wake and start clocks.
+pub fn schedule_comparable(h: &looptime_capture::Header) -> bool {
+    h.clocks.schedule_comparable()
+}
+
+/// The header's nominal period; 0 counts as absent (it is no period).
+pub fn nominal_period(h: &looptime_capture::Header) -> Option<u64> {
+    h.nominal_period_ns.filter(|&p| p > 0)
+}
+
+/// The cycle table every per-phase and per-segment aggregate runs on:
+/// segment, phase, cycle, start, the [`CycleColumns`] metrics, overdue and
+/// skipped.
+pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
+    let cycle: Vec<u64> = ev.cycles.iter().map(|c| c.cycle).collect();
+    let start: Vec<i64> = ev.cycles.iter().map(|c| c.start_ns).collect();
+    let overdue: Vec<u32> = ev.cycles.iter().map(|c| c.overdue as u32).collect();
+    let skipped: Vec<u32> = ev.cycles.iter().map(|c| c.skipped).collect();
+    Ok(DataFrame::new_infer_height(vec![
+        Column::new("segment".into(), cc.segment.clone()),
+        Column::new("phase".into(), cc.phase.clone()),
+        Column::new("cycle".into(), cycle),
+        Column::new("start_ns".into(), start),
+        Column::new("period_ns".into(), cc.period.clone()),
+        Column::new("work_ns".into(), cc.work.clone()),
+        Column::new("overshoot_ns".into(), cc.overshoot.clone()),
+        Column::new("lag_ns".into(), cc.lag.clone()),
+        Column::new("overdue".into(), overdue),
+        Column::new("skipped".into(), skipped),
+    ])?)
+}
+
+/// The command table: segment, phase and interval of each submission.
+pub fn command_table(ev: &Evidence, cycle_segment: &[u32]) -> Result<DataFrame> {
+    let c = command_columns(ev, cycle_segment);
+    Ok(DataFrame::new_infer_height(vec![
+        Column::new("segment".into(), c.segment),
+        Column::new("phase".into(), c.phase),
+        Column::new("cmd_interval_ns".into(), c.interval),
+    ])?)
+}

@@ -1,0 +1,92 @@
+//! Every metric of the report, computed once, from the evidence tables.
+//! Definitions, units and exclusions are in `docs/metrics.md`; this module
+//! is their only implementation. One file per family:
+//!
+//! * [`columns`]: the per-cycle columns (period, work, overshoot, lag) and
+//!   command submissions every other family aggregates;
+//! * [`rates`]: segments and phases (period, loop Hz, command Hz, overruns,
+//!   skips, work, overshoot, lag distributions);
+//! * [`stages`]: per stage, tree path and attributes;
+//! * [`values`]: caller values;
+//! * [`capture`]: state, capture counts and caveats;
+//! * [`diagnosis`]: pace, per-cycle attribution and the verdict;
+//! * [`report`]: the types, assembled into a [`Report`].
+//!
+//! Percentiles are nearest-rank (polars `QuantileMethod::Equiprobable`: the
+//! value at 1-based rank ⌈p·N⌉ of the sorted values), the same rank the
+//! capture summary's histograms use. Nothing here reads the summary's
+//! figures: the cross-check, one layer up, compares them.
+
+pub mod capture;
+pub mod columns;
+pub mod diagnosis;
+pub mod rates;
+pub mod report;
+pub mod stages;
+pub(crate) mod table;
+pub mod values;
+
+pub use columns::{
+    command_columns, cycle_columns, nominal_period, schedule_comparable, CommandColumns,
+    CycleColumns,
+};
+pub use diagnosis::{Lateness, Pace, StageBlame, LATE_START_SHARE};
+pub use report::*;
+
+use polars::prelude::DataFrame;
+
+use crate::error::Result;
+use crate::evidence::Evidence;
+
+/// The tables the metrics were aggregated from, kept for the layers above
+/// (the cross-check groups them the way the summary does).
+#[derive(Debug)]
+pub struct Tables {
+    /// [`columns::cycle_table`].
+    pub cycles: DataFrame,
+}
+
+/// Compute every metric of `ev`. The report's `crosscheck` is left
+/// "not checked"; [`crate::analysis::analyze`] fills it in.
+///
+/// # Errors
+/// Only on an internal aggregation failure.
+pub fn compute(ev: &Evidence) -> Result<(Report, Tables)> {
+    let h = &ev.header;
+    let cc = cycle_columns(ev, schedule_comparable(h));
+    let cycles = columns::cycle_table(ev, &cc)?;
+    let commands = columns::command_table(ev, &cc.segment)?;
+    let phase_name = |i: u64| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let phases = rates::phase_reports(&cycles, &commands, &phase_name)?;
+    let segments = rates::segment_reports(&cycles, &commands, &phase_name)?;
+    let stages = stages::stage_reports(ev, &phases, nominal_period(h), &phase_name)?;
+    let pace = diagnosis::pace(ev);
+    let late_cycles = match diagnosis::judged_phase(ev) {
+        Some(phase) => diagnosis::attribute_lateness(ev, &cc, phase, pace)?,
+        None => None,
+    };
+    let state = capture::episode_state(ev);
+    let capture = capture::capture_report(ev);
+    let absent = capture::schedule_absent_reason(h);
+    let report = Report {
+        format: REPORT_FORMAT.to_string(),
+        episode: ev.dir.display().to_string(),
+        state,
+        caveats: capture::caveats(ev, state, &capture, absent.as_deref()),
+        capture,
+        schedule_metrics_absent: absent,
+        diagnosis: diagnosis::diagnose(&phases, pace, late_cycles.as_ref()),
+        phases,
+        segments,
+        stages,
+        values: values::value_reports(ev, &cc.segment),
+        pace,
+        late_cycles,
+        crosscheck: CrossCheck {
+            checked: 0,
+            mismatches: Vec::new(),
+            not_checked: Some("not cross-checked".into()),
+        },
+    };
+    Ok((report, Tables { cycles }))
+}

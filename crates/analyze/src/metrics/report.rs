@@ -1,0 +1,281 @@
+//! The report's types: what every metric family produces, assembled into
+//! one [`Report`]. Field docs state each figure's unit; docs/metrics.md
+//! gives its definition.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::diagnosis::{Lateness, Pace};
+
+/// Report format identifier.
+pub const REPORT_FORMAT: &str = "looptime-analysis/1";
+
+/// A distribution in nanoseconds (signed: lag can be negative).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dist {
+    /// Values.
+    pub count: u64,
+    /// Mean (ns), rounded to 0.1 ns.
+    pub mean_ns: f64,
+    /// Smallest.
+    pub min_ns: i64,
+    /// Median.
+    pub p50_ns: i64,
+    /// 90th percentile.
+    pub p90_ns: i64,
+    /// 99th percentile.
+    pub p99_ns: i64,
+    /// 99.9th percentile.
+    pub p999_ns: i64,
+    /// Largest.
+    pub max_ns: i64,
+}
+
+/// How the capture ended, as far as the files tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeState {
+    /// Summary present, status complete.
+    Complete,
+    /// Summary present, status aborted (orderly abort).
+    Aborted,
+    /// No (usable) summary: the run ended abruptly or the finish was interrupted.
+    Incomplete,
+}
+
+/// What was captured and what was lost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaptureReport {
+    /// Ring capacity (cycles).
+    pub capacity_cycles: u64,
+    /// Cycles read from the JSONL.
+    pub retained_cycles: u64,
+    /// Earlier cycles dropped by the ring (from the summary; absent when incomplete).
+    pub dropped_cycles: Option<u64>,
+    /// Spans dropped in the retained cycles (sum of their `spans_dropped`).
+    pub spans_dropped_retained: u64,
+    /// Spans dropped over the whole run (from the summary).
+    pub spans_dropped_total: Option<u64>,
+    /// First retained cycle index.
+    pub first_cycle: Option<u64>,
+    /// Last retained cycle index.
+    pub last_cycle: Option<u64>,
+    /// Seconds from the first to the last retained cycle start.
+    pub span_s: Option<f64>,
+    /// Lines skipped by --lenient.
+    pub lines_skipped: u64,
+    /// The JSONL's last line was cut off.
+    pub truncated_last_line: bool,
+    /// Nominal period from the header.
+    pub nominal_period_ns: Option<u64>,
+    /// The recorder's own cost, from the header.
+    pub overhead: looptime_capture::format::Overhead,
+}
+
+/// One phase kind (all its segments together).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// Phase name.
+    pub phase: String,
+    /// Continuous segments of this phase.
+    pub segments: u64,
+    /// Cycles.
+    pub cycles: u64,
+    /// `1e9 / mean(period_ns)` over adjacent starts within segments.
+    pub loop_hz: Option<f64>,
+    /// Start-to-start intervals within segments.
+    pub period: Option<Dist>,
+    /// `end_ns − start_ns`.
+    pub work: Option<Dist>,
+    /// `wake_ns − target_ns` of cycles that waited and were not overdue.
+    pub sleep_overshoot: Option<Dist>,
+    /// `start_ns − target_ns`.
+    pub deadline_lag: Option<Dist>,
+    /// Cycles whose release point had passed.
+    pub overruns: u64,
+    /// Release points skipped.
+    pub skipped: u64,
+    /// Command submissions (command-stage spans).
+    pub commands: u64,
+    /// `1e9 / mean` of adjacent command-span starts within segments.
+    pub command_hz: Option<f64>,
+}
+
+/// One continuous segment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentReport {
+    /// Position in time order.
+    pub index: u64,
+    /// Phase name.
+    pub phase: String,
+    /// First cycle index.
+    pub first_cycle: u64,
+    /// Last cycle index.
+    pub last_cycle: u64,
+    /// Cycles.
+    pub cycles: u64,
+    /// First to last start, seconds.
+    pub duration_s: f64,
+    /// `1e9 / mean(period_ns)`.
+    pub loop_hz: Option<f64>,
+    /// Start-to-start intervals.
+    pub period: Option<Dist>,
+    /// Overdue cycles.
+    pub overruns: u64,
+    /// Skipped release points.
+    pub skipped: u64,
+    /// Command submissions.
+    pub commands: u64,
+    /// Command submission rate.
+    pub command_hz: Option<f64>,
+}
+
+/// One stage at one place of the nesting tree, with one attribute set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    /// Phase name.
+    pub phase: String,
+    /// Stage name.
+    pub stage: String,
+    /// Ancestors and the stage, `/`-joined.
+    pub path: String,
+    /// Nesting depth.
+    pub depth: u32,
+    /// Attributes.
+    pub attrs: BTreeMap<String, String>,
+    /// Spans.
+    pub count: u64,
+    /// Wall time.
+    pub wall: Dist,
+    /// CPU time, when measured.
+    pub cpu: Option<Dist>,
+    /// Mean wall time / nominal period.
+    pub mean_share_of_period: Option<f64>,
+    /// p99 wall time / nominal period.
+    pub p99_share_of_period: Option<f64>,
+}
+
+impl StageReport {
+    /// `stage [k=v,...]`, indented by `indent` once per nesting level.
+    pub fn label(&self, indent: &str) -> String {
+        let attrs: Vec<String> = self.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!(
+            "{}{}{}",
+            indent.repeat(self.depth as usize),
+            self.stage,
+            if attrs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", attrs.join(","))
+            }
+        )
+    }
+}
+
+/// A caller value's figure: exact for `int` values, a float otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Number {
+    /// An exact integer (min and max of an `int` value).
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
+/// A caller value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValueReport {
+    /// Name.
+    pub name: String,
+    /// Unit from the header.
+    pub unit: String,
+    /// Cycles where it was set.
+    pub count: u64,
+    /// Smallest (exact for `int` values).
+    pub min: Option<Number>,
+    /// Mean, rounded to 10⁻⁶ (a float for every kind).
+    pub mean: Option<f64>,
+    /// Largest (exact for `int` values).
+    pub max: Option<Number>,
+    /// For `int` sequence counters (`*_seq`): states lost, the sum of
+    /// `max(0, Δ − 1)` over adjacent cycles of one segment that both set
+    /// the value. Computed in exact integers, saturating at 2⁶⁴ − 1.
+    pub lost: Option<u64>,
+}
+
+/// A compared figure: a number, or a name (a segment's phase).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Figure {
+    /// A count, time or rate.
+    Number(f64),
+    /// A name.
+    Text(String),
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Figure::Number(x) => write!(f, "{x}"),
+            Figure::Text(t) => write!(f, "{t:?}"),
+        }
+    }
+}
+
+/// A summary figure that disagrees with the recomputation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// Which figure.
+    pub figure: String,
+    /// Value in the summary.
+    pub summary: Figure,
+    /// Value recomputed from the JSONL.
+    pub recomputed: Figure,
+    /// Allowed difference (0 for names).
+    pub tolerance: f64,
+}
+
+/// The cross-check of the saved summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// Figures compared.
+    pub checked: u64,
+    /// Figures that differ by more than the tolerance.
+    pub mismatches: Vec<Mismatch>,
+    /// Why nothing was checked.
+    pub not_checked: Option<String>,
+}
+
+/// The whole analysis of one episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_FORMAT`].
+    pub format: String,
+    /// The episode directory as given.
+    pub episode: String,
+    /// Complete, aborted or incomplete.
+    pub state: EpisodeState,
+    /// Everything that limits what the numbers mean, shown first.
+    pub caveats: Vec<String>,
+    /// Capture metadata.
+    pub capture: CaptureReport,
+    /// Why sleep overshoot and deadline lag are absent, when they are.
+    pub schedule_metrics_absent: Option<String>,
+    /// Per phase kind, in order of first appearance.
+    pub phases: Vec<PhaseReport>,
+    /// Per segment, in time order.
+    pub segments: Vec<SegmentReport>,
+    /// Per stage, by phase, in tree order.
+    pub stages: Vec<StageReport>,
+    /// Caller values.
+    pub values: Vec<ValueReport>,
+    /// The schedule the run was judged against.
+    pub pace: Pace,
+    /// Per-cycle attribution of the judged phase's late cycles.
+    pub late_cycles: Option<Lateness>,
+    /// Diagnosis lines.
+    pub diagnosis: Vec<String>,
+    /// Cross-check of the summary.
+    pub crosscheck: CrossCheck,
+}

@@ -1,0 +1,75 @@
+//! The comparison as text, in the order docs/compare.md gives.
+
+use std::fmt::Write;
+
+use crate::compare::*;
+
+/// Render a comparison as text.
+pub fn render(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "looptime comparison\n  A: {}\n  B: {}", c.a, c.b);
+    if !c.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings");
+        for w in &c.warnings {
+            let _ = writeln!(o, "  ! {w}");
+        }
+    }
+    let _ = writeln!(o, "\nwhat differs");
+    if c.differences.is_empty() {
+        let _ = writeln!(o, "  nothing recorded differs");
+    }
+    for d in &c.differences {
+        let _ = writeln!(o, "  [{}] {}: {} -> {}", d.kind, d.key, d.a, d.b);
+    }
+    if !c.caveats.is_empty() {
+        let _ = writeln!(o, "\ncaveats");
+        for x in &c.caveats {
+            let _ = writeln!(o, "  ! {x}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nmetrics (ms; Δ = B − A; 95 % bootstrap CI, {} resamples, seed {:#x})",
+        c.bootstrap.resamples, c.bootstrap.seed
+    );
+    let _ = writeln!(
+        o,
+        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
+        "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
+    );
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    for m in &c.metrics {
+        let name = m.display_name();
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
+            m.phase,
+            name,
+            ms(m.a.median_ns),
+            ms(m.b.median_ns),
+            ms(m.diff_median_ns),
+            format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
+            ms(m.diff_p99_ns),
+            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1])),
+            if m.verdict == Verdict::Worse {
+                "WORSE"
+            } else {
+                m.verdict.word()
+            }
+        );
+        if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
+            let _ = writeln!(
+                o,
+                "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} {d:>+9.3} Hz ({:+.3} %)",
+                "",
+                if m.metric == "period" {
+                    "  loop Hz"
+                } else {
+                    "  command Hz"
+                },
+                m.rel_diff_hz.unwrap_or(0.0) * 100.0
+            );
+        }
+    }
+    o
+}
