@@ -1,0 +1,53 @@
+//! What an episode directory holds besides the JSONL: leftover
+//! temporaries, and why the JSONL is missing when it is.
+
+use std::path::Path;
+
+use looptime_capture::format::{CYCLES_FILE, SUMMARY_FILE};
+
+use super::LeftoverTemp;
+
+/// The temporaries (`.<name>.<pid>.tmp`) in `dir`, sorted by name.
+pub(super) fn leftover_temps(dir: &Path) -> Vec<LeftoverTemp> {
+    let mut out: Vec<LeftoverTemp> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let (target, pid) = looptime_capture::parse_temp_name(&name)?;
+            Some(LeftoverTemp {
+                target: target.to_string(),
+                pid,
+                bytes: e.metadata().map_or(0, |m| m.len()),
+                name,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Why an episode directory has no JSONL, as far as what is there tells.
+pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
+    if dir.join(SUMMARY_FILE).exists() {
+        return "a summary exists without it, so the episode is damaged (the JSONL was moved or deleted)".into();
+    }
+    if let Some(t) = temps.iter().find(|t| t.target == CYCLES_FILE) {
+        return format!(
+            "the finish was interrupted while writing it: {} ({} bytes) is left by process {}, which most likely died (kill -9, crash, OOM kill) mid-write; the cycles cannot be recovered from a partial temporary",
+            t.name, t.bytes, t.pid
+        );
+    }
+    let manifest = std::fs::read_to_string(dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let timing = manifest
+        .as_ref()
+        .and_then(|m| m.pointer("/config/run/control_timing"))
+        .and_then(|v| v.as_bool());
+    match timing {
+        Some(false) => "the manifest says the run was recorded without --control-timing (run.control_timing = false), so no timing evidence was written".into(),
+        _ => "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish, since the recorder keeps cycles in memory until the finish writes them".into(),
+    }
+}

@@ -1,0 +1,450 @@
+//! Parsing the JSONL's cycle lines, a block at a time and on all cores:
+//! each line into the capture schema types, then into the compact cycle
+//! row, value cells and span columns, with every check a single line can
+//! fail (docs/metrics.md, Input rules).
+
+use looptime_capture::{CycleRecord, Header, ValueKind};
+
+use super::{mix, Cell, CycleRow, GroupDecode, ABSURD_DURATION_NS, MAX_ATTRS, ROOT_PATH_KEY};
+
+/// Identity hasher for keys that are already well mixed.
+#[derive(Default, Clone, Copy)]
+pub(super) struct KeyHasher(u64);
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+pub(super) type KeySet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>>;
+
+pub(super) struct Tables<'a> {
+    pub(super) header: &'a Header,
+    pub(super) command_stage: Option<u32>,
+    /// Targets may be subtracted from start and wake times.
+    pub(super) comparable: bool,
+}
+
+impl Tables<'_> {
+    fn phase(&self, name: &str) -> Option<u32> {
+        self.header
+            .phases
+            .iter()
+            .position(|p| p == name)
+            .map(|i| i as u32)
+    }
+    fn stage(&self, name: &str) -> Option<u32> {
+        self.header
+            .stages
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| i as u32)
+    }
+    fn attr(&self, key: &str, value: &str) -> Option<(u16, u16)> {
+        let k = self.header.attributes.iter().position(|a| a.key == key)?;
+        let v = self.header.attributes[k]
+            .values
+            .iter()
+            .position(|x| x == value)?;
+        Some((k as u16, v as u16))
+    }
+    fn value(&self, name: &str) -> Option<usize> {
+        self.header.values.iter().position(|v| v.name == name)
+    }
+}
+
+/// A signed offset between two timestamps of one clock (lag, overshoot):
+/// more than an hour either way means the target is not on that clock.
+fn check_offset(what: &str, d: i64) -> std::result::Result<(), String> {
+    if d.unsigned_abs() > ABSURD_DURATION_NS as u64 {
+        return Err(format!(
+            "{what} is {d} ns, absurd (more than an hour): target_ns cannot be on the clock the header names for it"
+        ));
+    }
+    Ok(())
+}
+
+/// A caller value as its declared kind. `int` values must be integers in
+/// the signed 64-bit range the recorder writes (−2⁶³ … 2⁶³−1); a larger
+/// one (only another producer could write it) is refused, never rounded.
+fn cell(kind: &ValueKind, name: &str, v: &serde_json::Number) -> std::result::Result<Cell, String> {
+    match kind {
+        ValueKind::Int => match v.as_i64() {
+            Some(i) => Ok(Cell::Int(i)),
+            None if v.is_u64() => Err(format!(
+                "value `{name}` = {v} is beyond the int range (−2^63 to 2^63−1) that the format's int values have"
+            )),
+            None => Err(format!(
+                "value `{name}` is declared int but holds {v}"
+            )),
+        },
+        ValueKind::Float => Ok(v.as_f64().map_or(Cell::Unset, Cell::Float)),
+    }
+}
+
+fn ns(field: &'static str, v: u64) -> std::result::Result<i64, String> {
+    i64::try_from(v).map_err(|_| format!("`{field}` = {v} is beyond any clock this format uses"))
+}
+
+#[derive(Default)]
+pub(super) struct Piece {
+    pub(super) cycles: Vec<CycleRow>,
+    pub(super) values: Vec<Cell>,
+    pub(super) blank_lines: u64,
+    pub(super) key: Vec<u64>,
+    pub(super) stage: Vec<u32>,
+    pub(super) wall: Vec<i64>,
+    pub(super) cpu: Vec<i64>,
+    pub(super) groups: Vec<GroupDecode>,
+    pub(super) seen: KeySet,
+    pub(super) last_keys: Vec<u64>,
+    pub(super) last_stages: Vec<u32>,
+    pub(super) path_keys: Vec<u64>,
+    /// (row in this piece's cycles, start).
+    pub(super) commands: Vec<(u32, i64)>,
+    /// (line, message) of bad lines, in order.
+    pub(super) bad: Vec<(u64, String)>,
+}
+
+impl Piece {
+    fn truncate_spans(&mut self, n: usize, groups: usize, commands: usize) {
+        self.key.truncate(n);
+        self.stage.truncate(n);
+        self.wall.truncate(n);
+        self.cpu.truncate(n);
+        for g in self.groups.drain(groups..) {
+            self.seen.remove(&g.key);
+        }
+        self.commands.truncate(commands);
+    }
+}
+
+/// Convert one parsed record into the piece, checking what a single line
+/// can violate. On error nothing of the line stays in the piece.
+fn convert(
+    t: &Tables,
+    rec: &CycleRecord,
+    line: u64,
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
+    let marks = (p.key.len(), p.groups.len(), p.commands.len());
+    let r = convert_inner(t, rec, line, p);
+    if r.is_err() {
+        p.truncate_spans(marks.0, marks.1, marks.2);
+    }
+    r
+}
+
+/// The cycle's timestamps as signed ns, after the checks one line can
+/// fail: negative or absurd work and wait, and (when the clocks are
+/// comparable) an absurd deadline lag or sleep overshoot.
+struct Times {
+    start: i64,
+    end: Option<i64>,
+    target: Option<i64>,
+    sleep: Option<i64>,
+    wake: Option<i64>,
+}
+
+fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, String> {
+    let start = ns("start_ns", rec.start_ns)?;
+    let opt = |f: &'static str, v: Option<u64>| v.map(|x| ns(f, x)).transpose();
+    let end = opt("end_ns", rec.end_ns)?;
+    let sleep = opt("sleep_start_ns", rec.sleep_start_ns)?;
+    let wake = opt("wake_ns", rec.wake_ns)?;
+    let target = opt("target_ns", rec.target_ns)?;
+    if let Some(e) = end {
+        let work = e - start;
+        if work < 0 {
+            return Err(format!(
+                "end_ns ({e}) is before start_ns ({start}): a negative work duration"
+            ));
+        }
+        if work > ABSURD_DURATION_NS {
+            return Err(format!(
+                "work duration {work} ns is absurd (more than an hour)"
+            ));
+        }
+    }
+    if let (Some(s), Some(w)) = (sleep, wake) {
+        if w < s {
+            return Err(format!(
+                "wake_ns ({w}) is before sleep_start_ns ({s}): a negative wait"
+            ));
+        }
+        if w - s > ABSURD_DURATION_NS {
+            return Err(format!(
+                "wait of {} ns is absurd (more than an hour)",
+                w - s
+            ));
+        }
+    }
+    if let Some(t_ns) = target.filter(|_| t.comparable) {
+        check_offset("deadline lag (start_ns − target_ns)", start - t_ns)?;
+        if let Some(w) = wake.filter(|_| !rec.overdue) {
+            check_offset("sleep overshoot (wake_ns − target_ns)", w - t_ns)?;
+        }
+    }
+    Ok(Times {
+        start,
+        end,
+        target,
+        sleep,
+        wake,
+    })
+}
+
+/// The cycle's caller values, by header position.
+fn value_cells(
+    t: &Tables,
+    rec: &CycleRecord,
+) -> std::result::Result<[Cell; looptime_capture::MAX_VALUES], String> {
+    let mut values = [Cell::Unset; looptime_capture::MAX_VALUES];
+    for (name, v) in &rec.values {
+        let i = t
+            .value(name)
+            .ok_or_else(|| format!("value `{name}` is not declared in the header"))?;
+        values[i] = cell(&t.header.values[i].kind, name, v)?;
+    }
+    Ok(values)
+}
+
+/// Append span `i` of `rec` (cycle row `row`, phase `phase`) to the span
+/// columns, recording its group the first time its key appears.
+fn convert_span(
+    t: &Tables,
+    rec: &CycleRecord,
+    i: usize,
+    phase: u32,
+    row: u32,
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
+    let s = &rec.spans[i];
+    // The stage at this position in the previous cycle is checked first.
+    let cached = p.last_stages.get(i).copied().filter(|&c| {
+        t.header
+            .stages
+            .get(c as usize)
+            .is_some_and(|st| st.name == s.stage)
+    });
+    let stage = match cached {
+        Some(c) => c,
+        None => t.stage(&s.stage).ok_or_else(|| {
+            format!(
+                "span {i}: stage `{}` is not declared in the header",
+                s.stage
+            )
+        })?,
+    };
+    if i < p.last_stages.len() {
+        p.last_stages[i] = stage;
+    } else {
+        p.last_stages.push(stage);
+    }
+    let wall = ns("wall_ns", s.wall_ns)?;
+    if wall > ABSURD_DURATION_NS {
+        return Err(format!(
+            "span {i} ({}): wall_ns {wall} is absurd (more than an hour)",
+            s.stage
+        ));
+    }
+    let cpu = s.cpu_ns.map(|c| ns("cpu_ns", c)).transpose()?;
+    if cpu.is_some_and(|c| c > ABSURD_DURATION_NS) {
+        return Err(format!(
+            "span {i} ({}): cpu_ns is absurd (more than an hour)",
+            s.stage
+        ));
+    }
+    let parent_path = match s.parent {
+        Some(pi) if (pi as usize) < i => p.path_keys[pi as usize],
+        Some(pi) => return Err(format!("span {i}: parent {pi} does not come before it")),
+        None => ROOT_PATH_KEY,
+    };
+    let path_key = mix(parent_path, stage as u64 + 1);
+    p.path_keys.push(path_key);
+    let mut attr_key = 0u64;
+    // `attrs` is a sorted map, so the key does not depend on set order.
+    for (k, v) in s.attrs.iter().take(MAX_ATTRS) {
+        let (ak, av) = t.attr(k, v).ok_or_else(|| {
+            format!("span {i}: attribute `{k}={v}` is not declared in the header")
+        })?;
+        attr_key = mix(attr_key, ((ak as u64) << 16 | av as u64) + 1);
+    }
+    let key = mix(mix(path_key, attr_key), phase as u64 + 1);
+    // Most cycles repeat the previous one's structure: skip the set then.
+    let known = p.last_keys.get(i) == Some(&key) || p.seen.contains(&key);
+    if !known {
+        p.seen.insert(key);
+        let mut chain = Vec::new();
+        let mut names = Vec::new();
+        let mut j = Some(i);
+        while let Some(k) = j {
+            chain.push(p.path_keys[k]);
+            names.push(rec.spans[k].stage.as_str());
+            j = rec.spans[k].parent.map(|x| x as usize);
+        }
+        chain.reverse();
+        names.reverse();
+        p.groups.push(GroupDecode {
+            key,
+            phase,
+            stage,
+            depth: s.depth,
+            path: names.join("/"),
+            attrs: s.attrs.clone(),
+            chain,
+        });
+    }
+    if i < p.last_keys.len() {
+        p.last_keys[i] = key;
+    } else {
+        p.last_keys.push(key);
+    }
+    if t.command_stage == Some(stage) {
+        p.commands.push((row, ns("start_ns", s.start_ns)?));
+    } else {
+        ns("start_ns", s.start_ns)?;
+    }
+    p.key.push(key);
+    p.stage.push(stage);
+    p.wall.push(wall);
+    p.cpu.push(cpu.unwrap_or(-1));
+    Ok(())
+}
+
+fn convert_inner(
+    t: &Tables,
+    rec: &CycleRecord,
+    line: u64,
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
+    let phase = t
+        .phase(&rec.phase)
+        .ok_or_else(|| format!("phase `{}` is not declared in the header", rec.phase))?;
+    let times = check_times(t, rec)?;
+    let most_spans = t.header.capacity.max_spans_per_cycle as usize;
+    if rec.spans.len() > most_spans {
+        return Err(format!(
+            "the cycle holds {} spans but the header's capacity.max_spans_per_cycle is {most_spans}: the recorder stores at most that many and counts the rest in spans_dropped, so the line was not written by it as declared",
+            rec.spans.len()
+        ));
+    }
+    let values = value_cells(t, rec)?;
+    let span_start = p.key.len() as u32;
+    let row = p.cycles.len() as u32;
+    p.path_keys.clear();
+    for i in 0..rec.spans.len() {
+        convert_span(t, rec, i, phase, row, p)?;
+    }
+    p.values.extend_from_slice(&values[..t.header.values.len()]);
+    p.cycles.push(CycleRow {
+        line,
+        cycle: rec.cycle,
+        phase,
+        start_ns: times.start,
+        end_ns: times.end,
+        target_ns: times.target,
+        sleep_start_ns: times.sleep,
+        wake_ns: times.wake,
+        overdue: rec.overdue,
+        skipped: rec.skipped,
+        spans_dropped: rec.spans_dropped,
+        n_spans: rec.spans.len() as u32,
+        span_row: 0,
+        span_start,
+    });
+    Ok(())
+}
+
+/// A serde error restated with the field path (re-parsed on the error path
+/// only) and the column, instead of serde's "line 1" of a single line.
+fn describe(line: &[u8], e: &serde_json::Error) -> String {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let inner = match serde_path_to_error::deserialize::<_, CycleRecord>(&mut de) {
+        Err(pe) => {
+            let path = pe.path().to_string();
+            let msg = pe.into_inner().to_string();
+            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+            if path.is_empty() || path == "." {
+                msg
+            } else {
+                format!("field `{path}`: {msg}")
+            }
+        }
+        Ok(_) => e.to_string(),
+    };
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            format!("not valid JSON at column {}: {inner}", e.column())
+        }
+        _ => format!("{inner} (column {})", e.column()),
+    }
+}
+
+pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
+    let mut p = Piece::default();
+    // Validate UTF-8 once for the piece (SIMD), then parse lines from `&str`
+    // so serde does not re-validate every string. Invalid UTF-8 falls back
+    // to byte parsing, which names the bad line.
+    let as_str = std::str::from_utf8(text).ok();
+    let mut from = 0usize;
+    let mut i = 0u64;
+    while from < text.len() {
+        let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |q| from + q);
+        let line = first_line + i;
+        i += 1;
+        let parsed = match as_str {
+            Some(st) => {
+                let raw = st[from..to].trim_ascii();
+                (!raw.is_empty()).then(|| {
+                    serde_json::from_str::<CycleRecord>(raw)
+                        .map_err(|e| describe(raw.as_bytes(), &e))
+                })
+            }
+            None => {
+                let raw = text[from..to].trim_ascii();
+                (!raw.is_empty()).then(|| {
+                    serde_json::from_slice::<CycleRecord>(raw).map_err(|e| describe(raw, &e))
+                })
+            }
+        };
+        from = to + 1;
+        match parsed {
+            None => p.blank_lines += 1,
+            Some(Err(msg)) => p.bad.push((line, msg)),
+            Some(Ok(rec)) => {
+                if let Err(msg) = convert(t, &rec, line, &mut p) {
+                    p.bad.push((line, msg));
+                }
+            }
+        }
+    }
+    p
+}
+
+/// Split `block` (whole lines) into about `n` pieces at line boundaries;
+/// returns (piece, number of the piece's first line relative to the block).
+pub(super) fn split_lines(block: &[u8], n: usize) -> (Vec<(&[u8], u64)>, u64) {
+    let mut out = Vec::with_capacity(n);
+    let target = block.len() / n.max(1) + 1;
+    let mut start = 0;
+    let mut line = 0u64;
+    while start < block.len() {
+        let mut end = (start + target).min(block.len());
+        if end < block.len() && block[end - 1] != b'\n' {
+            end = memchr::memchr(b'\n', &block[end..]).map_or(block.len(), |p| end + p + 1);
+        }
+        let piece = &block[start..end];
+        out.push((piece, line));
+        line += memchr::memchr_iter(b'\n', piece).count() as u64;
+        start = end;
+    }
+    (out, line)
+}
