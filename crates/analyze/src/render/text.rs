@@ -86,6 +86,18 @@ fn dist_row(out: &mut String, label: &str, d: &Option<Dist>, unit: fn(f64) -> St
 /// Render `r` as text.
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
+    state(&mut o, r);
+    capture(&mut o, r);
+    phases(&mut o, r);
+    distributions(&mut o, r);
+    stages(&mut o, r);
+    values(&mut o, r);
+    verdicts(&mut o, r);
+    o
+}
+
+/// The episode, its state and the caveats.
+fn state(o: &mut String, r: &Report) {
     let _ = writeln!(o, "looptime control timing: {}", r.episode);
     let state = match r.state {
         EpisodeState::Complete => "complete",
@@ -99,6 +111,10 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(o, "  ! {c}");
         }
     }
+}
+
+/// What was captured and lost, the nominal period, the recorder overhead.
+fn capture(o: &mut String, r: &Report) {
     let c = &r.capture;
     let _ = writeln!(o, "\ncapture");
     let _ = writeln!(
@@ -126,7 +142,10 @@ pub fn render(r: &Report) -> String {
         "  recorder overhead: span {:.0} ns wall-only, {:.0} ns with CPU time; cycle {:.0} ns; clock read {:.0} ns",
         oh.span_wall_ns, oh.span_cpu_ns, oh.cycle_ns, oh.clock_read_ns
     );
+}
 
+/// Rates per phase.
+fn phases(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "\nphases (segments are continuous runs of one phase; rates never cross a transition)"
@@ -154,7 +173,10 @@ pub fn render(r: &Report) -> String {
         o,
         "  (command Hz counts submissions from span starts; it says nothing of delivery or motion)"
     );
+}
 
+/// Period, work, overshoot and lag per phase.
+fn distributions(o: &mut String, r: &Report) {
     let head = |o: &mut String, title: &str, unit: &str| {
         let _ = writeln!(
             o,
@@ -162,13 +184,13 @@ pub fn render(r: &Report) -> String {
             "", "mean", "p50", "p90", "p99", "p99.9", "max"
         );
     };
-    head(&mut o, "period, start to start within segments", "ms");
+    head(o, "period, start to start within segments", "ms");
     for p in &r.phases {
-        dist_row(&mut o, &p.phase, &p.period, ms);
+        dist_row(o, &p.phase, &p.period, ms);
     }
-    head(&mut o, "work, start to end (excludes the wait)", "ms");
+    head(o, "work, start to end (excludes the wait)", "ms");
     for p in &r.phases {
-        dist_row(&mut o, &p.phase, &p.work, ms);
+        dist_row(o, &p.phase, &p.work, ms);
     }
     match &r.schedule_metrics_absent {
         Some(reason) => {
@@ -178,17 +200,20 @@ pub fn render(r: &Report) -> String {
             );
         }
         None => {
-            head(&mut o, "sleep overshoot, wake − target", "µs");
+            head(o, "sleep overshoot, wake − target", "µs");
             for p in &r.phases {
-                dist_row(&mut o, &p.phase, &p.sleep_overshoot, us);
+                dist_row(o, &p.phase, &p.sleep_overshoot, us);
             }
-            head(&mut o, "deadline lag, start − target", "µs");
+            head(o, "deadline lag, start − target", "µs");
             for p in &r.phases {
-                dist_row(&mut o, &p.phase, &p.deadline_lag, us);
+                dist_row(o, &p.phase, &p.deadline_lag, us);
             }
         }
     }
+}
 
+/// The stage tree per phase.
+fn stages(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "\nstages (nested: a parent's time includes its children's; never add them)"
@@ -210,6 +235,10 @@ pub fn render(r: &Report) -> String {
             "    {name:<30} {n:>7} {mean:>9} {p50:>9} {p99:>9} {max:>9} {cpu:>9} {cpu99:>9} {share:>7}"
         );
     }
+}
+
+/// Caller values.
+fn values(o: &mut String, r: &Report) {
     if !r.values.is_empty() {
         let _ = writeln!(o, "\nrobot-side and caller values");
         let labels: Vec<String> = r
@@ -232,6 +261,10 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(o, "{}", line.trim_end());
         }
     }
+}
+
+/// The diagnosis and the cross-check.
+fn verdicts(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\ndiagnosis");
     for d in &r.diagnosis {
         let _ = writeln!(o, "  {d}");
@@ -257,5 +290,4 @@ pub fn render(r: &Report) -> String {
             }
         }
     }
-    o
 }

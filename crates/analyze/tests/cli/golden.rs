@@ -1,16 +1,25 @@
-//! The `--json` report of every committed fixture, byte for byte. A change
+//! The `--json` and text reports of every committed fixture, and their
+//! comparison, byte for byte. A change
 //! here is a change of output: regenerate the file only on purpose (see
 //! fixtures/golden/README.md) and say why in the commit.
 
 use super::*;
 
 fn golden(name: &str) {
+    check(
+        &["--episode", name, "--json"],
+        &format!("{name}.report.json"),
+    );
+    check(&["--episode", name], &format!("{name}.report.txt"));
+}
+
+fn check(args: &[&str], file: &str) {
     // Run from fixtures/v1 with a relative episode path, so the report's
     // `episode` field does not depend on where the repository is checked out.
     let _shared = SERVE.read().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
         .current_dir(fixture("v1"))
-        .args(["--episode", name, "--json"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -18,7 +27,8 @@ fn golden(name: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let want = std::fs::read_to_string(fixture(&format!("golden/{name}.report.json"))).unwrap();
+    let want = std::fs::read_to_string(fixture(&format!("golden/{file}"))).unwrap();
+    let name = file;
     let got = String::from_utf8(out.stdout).unwrap();
     if got != want {
         let line = got
@@ -27,7 +37,7 @@ fn golden(name: &str) {
             .position(|(a, b)| a != b)
             .map_or(got.lines().count().min(want.lines().count()), |i| i);
         panic!(
-            "{name}: --json differs from fixtures/golden/{name}.report.json at line {}:\n  got:  {}\n  want: {}",
+            "{args:?} differs from fixtures/golden/{name} at line {}:\n  got:  {}\n  want: {}",
             line + 1,
             got.lines().nth(line).unwrap_or("<end>"),
             want.lines().nth(line).unwrap_or("<end>")
@@ -43,4 +53,11 @@ fn serve_episode_report_is_unchanged() {
 #[test]
 fn synthetic_basic_report_is_unchanged() {
     golden("synthetic-basic");
+}
+
+#[test]
+fn comparison_of_the_two_fixtures_is_unchanged() {
+    let ab = ["compare", "serve-episode", "synthetic-basic"];
+    check(&[&ab[..], &["--json"]].concat(), "compare.json");
+    check(&ab, "compare.txt");
 }
