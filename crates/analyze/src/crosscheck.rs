@@ -162,97 +162,117 @@ pub fn check(
         checked: 0,
         mismatches: Vec::new(),
     };
-    let sc = &s.capture;
-    c.exact(
-        "capture.retained_cycles".into(),
-        sc.retained_cycles as f64,
-        capture.retained_cycles as f64,
-    );
-    c.exact(
-        "capture.spans_dropped_retained".into(),
-        sc.spans_dropped_retained as f64,
-        capture.spans_dropped_retained as f64,
-    );
-    let opt = |v: Option<u64>| v.map_or(-1.0, |x| x as f64);
-    c.exact(
-        "capture.first_cycle".into(),
-        opt(sc.first_cycle),
-        opt(capture.first_cycle),
-    );
-    c.exact(
-        "capture.last_cycle".into(),
-        opt(sc.last_cycle),
-        opt(capture.last_cycle),
-    );
-    c.exact(
-        "segments.count".into(),
-        s.segments.len() as f64,
-        segments.len() as f64,
-    );
-    for (i, (ss, rs)) in s.segments.iter().zip(segments).enumerate() {
-        let n = format!("segments[{i}]");
-        c.same_text(format!("{n}.phase"), &ss.phase, &rs.phase);
-        c.exact(format!("{n}.cycles"), ss.cycles as f64, rs.cycles as f64);
-        c.exact(
-            format!("{n}.first_cycle"),
-            ss.first_cycle as f64,
-            rs.first_cycle as f64,
-        );
-        c.exact(
-            format!("{n}.last_cycle"),
-            ss.last_cycle as f64,
-            rs.last_cycle as f64,
-        );
-        c.exact(
-            format!("{n}.overdue"),
-            ss.overdue as f64,
-            rs.overruns as f64,
-        );
-        c.exact(format!("{n}.skipped"), ss.skipped as f64, rs.skipped as f64);
-        if let (Some(a), Some(b)) = (ss.loop_hz, rs.loop_hz) {
-            c.cmp(
-                format!("{n}.loop_hz"),
-                a,
-                b,
-                b.abs() * LOOP_HZ_REL + LOOP_HZ_ABS,
-            );
-        }
-        c.dist(
-            &format!("{n}.period"),
-            ss.period.as_ref(),
-            rs.period.as_ref(),
-        );
-    }
-    c.dist("work", s.work.as_ref(), view.work.as_ref());
-    c.dist(
-        "sleep_overshoot",
-        s.sleep_overshoot.as_ref(),
-        view.overshoot.as_ref(),
-    );
-    c.dist("deadline_lag", s.deadline_lag.as_ref(), view.lag.as_ref());
-    c.exact(
-        "stages.count".into(),
-        s.stages.len() as f64,
-        view.stages.len() as f64,
-    );
-    for st in &s.stages {
-        let found = view.stages.iter().find(|(name, ..)| *name == st.stage);
-        let n = format!("stages[{}]", st.stage);
-        c.exact(
-            format!("{n}.count"),
-            st.count as f64,
-            found.map_or(0, |f| f.1) as f64,
-        );
-        c.dist(&format!("{n}.wall"), Some(&st.wall), found.map(|f| &f.2));
-        c.dist(
-            &format!("{n}.cpu"),
-            st.cpu.as_ref(),
-            found.and_then(|f| f.3.as_ref()),
-        );
-    }
+    c.capture(s, capture);
+    c.segments(s, segments);
+    c.schedule_and_stages(s, view);
     CrossCheck {
         checked: c.checked,
         mismatches: c.mismatches,
         not_checked: None,
+    }
+}
+
+impl Checker {
+    /// Capture counts and indices.
+    fn capture(&mut self, s: &Summary, capture: &CaptureReport) {
+        let c = self;
+        let sc = &s.capture;
+        c.exact(
+            "capture.retained_cycles".into(),
+            sc.retained_cycles as f64,
+            capture.retained_cycles as f64,
+        );
+        c.exact(
+            "capture.spans_dropped_retained".into(),
+            sc.spans_dropped_retained as f64,
+            capture.spans_dropped_retained as f64,
+        );
+        let opt = |v: Option<u64>| v.map_or(-1.0, |x| x as f64);
+        c.exact(
+            "capture.first_cycle".into(),
+            opt(sc.first_cycle),
+            opt(capture.first_cycle),
+        );
+        c.exact(
+            "capture.last_cycle".into(),
+            opt(sc.last_cycle),
+            opt(capture.last_cycle),
+        );
+    }
+
+    /// Segment count, then each segment's phase, counts, loop Hz and period.
+    fn segments(&mut self, s: &Summary, segments: &[SegmentReport]) {
+        let c = self;
+        c.exact(
+            "segments.count".into(),
+            s.segments.len() as f64,
+            segments.len() as f64,
+        );
+        for (i, (ss, rs)) in s.segments.iter().zip(segments).enumerate() {
+            let n = format!("segments[{i}]");
+            c.same_text(format!("{n}.phase"), &ss.phase, &rs.phase);
+            c.exact(format!("{n}.cycles"), ss.cycles as f64, rs.cycles as f64);
+            c.exact(
+                format!("{n}.first_cycle"),
+                ss.first_cycle as f64,
+                rs.first_cycle as f64,
+            );
+            c.exact(
+                format!("{n}.last_cycle"),
+                ss.last_cycle as f64,
+                rs.last_cycle as f64,
+            );
+            c.exact(
+                format!("{n}.overdue"),
+                ss.overdue as f64,
+                rs.overruns as f64,
+            );
+            c.exact(format!("{n}.skipped"), ss.skipped as f64, rs.skipped as f64);
+            if let (Some(a), Some(b)) = (ss.loop_hz, rs.loop_hz) {
+                c.cmp(
+                    format!("{n}.loop_hz"),
+                    a,
+                    b,
+                    b.abs() * LOOP_HZ_REL + LOOP_HZ_ABS,
+                );
+            }
+            c.dist(
+                &format!("{n}.period"),
+                ss.period.as_ref(),
+                rs.period.as_ref(),
+            );
+        }
+    }
+
+    /// Work, overshoot and lag over all cycles, then stages by name.
+    fn schedule_and_stages(&mut self, s: &Summary, view: &SummaryView) {
+        let c = self;
+        c.dist("work", s.work.as_ref(), view.work.as_ref());
+        c.dist(
+            "sleep_overshoot",
+            s.sleep_overshoot.as_ref(),
+            view.overshoot.as_ref(),
+        );
+        c.dist("deadline_lag", s.deadline_lag.as_ref(), view.lag.as_ref());
+        c.exact(
+            "stages.count".into(),
+            s.stages.len() as f64,
+            view.stages.len() as f64,
+        );
+        for st in &s.stages {
+            let found = view.stages.iter().find(|(name, ..)| *name == st.stage);
+            let n = format!("stages[{}]", st.stage);
+            c.exact(
+                format!("{n}.count"),
+                st.count as f64,
+                found.map_or(0, |f| f.1) as f64,
+            );
+            c.dist(&format!("{n}.wall"), Some(&st.wall), found.map(|f| &f.2));
+            c.dist(
+                &format!("{n}.cpu"),
+                st.cpu.as_ref(),
+                found.and_then(|f| f.3.as_ref()),
+            );
+        }
     }
 }

@@ -432,32 +432,7 @@ pub fn compare(
         .filter(|d| d.kind == "config")
         .map(|d| d.key.clone())
         .collect();
-    let mut warnings = Vec::new();
-    for (side, ev) in [("A", a.0), ("B", b.0)] {
-        if ev.manifest.is_none() {
-            warnings.push(format!(
-                "{side} has no manifest.json: what differs between the runs is unknown"
-            ));
-        }
-    }
-    if settings.len() > 1 {
-        warnings.push(format!(
-            "{} settings differ ({}): a change cannot be attributed to one of them; rerun with one setting changed",
-            settings.len(),
-            settings.join(", ")
-        ));
-    }
-    if settings.is_empty() && a.0.manifest.is_some() && b.0.manifest.is_some() {
-        warnings
-            .push("no config setting differs: this is an A/A comparison (run-to-run noise)".into());
-    }
-    if differences.iter().any(|d| d.kind == "source") {
-        warnings.push("the two runs were built from different source (source_hash differs)".into());
-    }
-    if differences.iter().any(|d| d.kind == "host") {
-        warnings
-            .push("the two runs come from different hosts or kernels (host facts differ)".into());
-    }
+    let warnings = warnings(a.0, b.0, &differences, &settings);
     let mut caveats = Vec::new();
     for (side, r) in [("A", a.1), ("B", b.1)] {
         for c in &r.caveats {
@@ -489,59 +464,10 @@ pub fn compare(
     let mut keys: Vec<&(String, String, Option<String>)> =
         sa.keys().filter(|k| sb.contains_key(*k)).collect();
     keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
-    let mut metrics = Vec::new();
-    for key in keys {
-        let (judged, va) = &sa[key];
-        let (_, vb) = &sb[key];
-        if va.len() < 2 || vb.len() < 2 {
-            continue;
-        }
-        let (a_side, b_side) = (side(va), side(vb));
-        let name = format!("{}/{}/{}", key.0, key.1, key.2.as_deref().unwrap_or(""));
-        let (ci_m, ci_p) = bootstrap(va, vb, cfg, &name);
-        let dm = b_side.median_ns - a_side.median_ns;
-        let dp = b_side.p99_ns - a_side.p99_ns;
-        let floor_m = (0.05 * a_side.median_ns.unsigned_abs() as f64).max(20_000.0);
-        let floor_p = (0.25 * a_side.p99_ns.unsigned_abs() as f64).max(50_000.0);
-        let rel = |d: i64, base: i64| {
-            (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
-        };
-        let (a_hz, b_hz) = (
-            implied_hz(&key.0, &key.1, a.1),
-            implied_hz(&key.0, &key.1, b.1),
-        );
-        let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
-        let rel_diff_hz = a_hz
-            .zip(diff_hz)
-            .filter(|(x, _)| *x != 0.0)
-            .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
-        metrics.push(MetricComparison {
-            phase: key.0.clone(),
-            diff_hz,
-            rel_diff_hz,
-            metric: key.1.clone(),
-            stage: key.2.clone(),
-            judged_on: judged.clone(),
-            a_hz,
-            b_hz,
-            diff_median_ns: dm,
-            rel_diff_median: rel(dm, a_side.median_ns),
-            ci_median_ns: ci_m,
-            diff_p99_ns: dp,
-            rel_diff_p99: rel(dp, a_side.p99_ns),
-            ci_p99_ns: ci_p,
-            verdict: verdict(
-                shift(ci_m, dm, floor_m),
-                if va.len().min(vb.len()) >= MIN_SAMPLES_FOR_P99_VERDICT {
-                    shift(ci_p, dp, floor_p)
-                } else {
-                    0
-                },
-            ),
-            a: a_side,
-            b: b_side,
-        });
-    }
+    let metrics = keys
+        .into_iter()
+        .filter_map(|key| compare_metric(key, &sa[key].1, &sb[key].1, &sa[key].0, (a.1, b.1), cfg))
+        .collect();
     Comparison {
         format: COMPARISON_FORMAT.into(),
         a: a.0.dir.display().to_string(),
@@ -553,4 +479,103 @@ pub fn compare(
         metrics,
         bootstrap: cfg,
     }
+}
+
+/// The warnings that come before any figure: a missing manifest, more than
+/// one setting differing, an A/A pair, different source or host.
+fn warnings(
+    a: &Evidence,
+    b: &Evidence,
+    differences: &[Difference],
+    settings: &[String],
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (side, ev) in [("A", a), ("B", b)] {
+        if ev.manifest.is_none() {
+            warnings.push(format!(
+                "{side} has no manifest.json: what differs between the runs is unknown"
+            ));
+        }
+    }
+    if settings.len() > 1 {
+        warnings.push(format!(
+            "{} settings differ ({}): a change cannot be attributed to one of them; rerun with one setting changed",
+            settings.len(),
+            settings.join(", ")
+        ));
+    }
+    if settings.is_empty() && a.manifest.is_some() && b.manifest.is_some() {
+        warnings
+            .push("no config setting differs: this is an A/A comparison (run-to-run noise)".into());
+    }
+    if differences.iter().any(|d| d.kind == "source") {
+        warnings.push("the two runs were built from different source (source_hash differs)".into());
+    }
+    if differences.iter().any(|d| d.kind == "host") {
+        warnings
+            .push("the two runs come from different hosts or kernels (host facts differ)".into());
+    }
+    warnings
+}
+
+/// One metric of one phase (and stage): both sides' figures, the seeded
+/// bootstrap intervals and the verdict. `None` with fewer than two samples
+/// on a side.
+fn compare_metric(
+    key: &(String, String, Option<String>),
+    va: &[i64],
+    vb: &[i64],
+    judged: &str,
+    reports: (&Report, &Report),
+    cfg: BootstrapConfig,
+) -> Option<MetricComparison> {
+    let (ra, rb) = reports;
+    if va.len() < 2 || vb.len() < 2 {
+        return None;
+    }
+    let (a_side, b_side) = (side(va), side(vb));
+    let name = format!("{}/{}/{}", key.0, key.1, key.2.as_deref().unwrap_or(""));
+    let (ci_m, ci_p) = bootstrap(va, vb, cfg, &name);
+    let dm = b_side.median_ns - a_side.median_ns;
+    let dp = b_side.p99_ns - a_side.p99_ns;
+    let floor_m = (0.05 * a_side.median_ns.unsigned_abs() as f64).max(20_000.0);
+    let floor_p = (0.25 * a_side.p99_ns.unsigned_abs() as f64).max(50_000.0);
+    let rel = |d: i64, base: i64| {
+        (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
+    };
+    let (a_hz, b_hz) = (
+        implied_hz(&key.0, &key.1, ra),
+        implied_hz(&key.0, &key.1, rb),
+    );
+    let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
+    let rel_diff_hz = a_hz
+        .zip(diff_hz)
+        .filter(|(x, _)| *x != 0.0)
+        .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
+    Some(MetricComparison {
+        phase: key.0.clone(),
+        diff_hz,
+        rel_diff_hz,
+        metric: key.1.clone(),
+        stage: key.2.clone(),
+        judged_on: judged.to_string(),
+        a_hz,
+        b_hz,
+        diff_median_ns: dm,
+        rel_diff_median: rel(dm, a_side.median_ns),
+        ci_median_ns: ci_m,
+        diff_p99_ns: dp,
+        rel_diff_p99: rel(dp, a_side.p99_ns),
+        ci_p99_ns: ci_p,
+        verdict: verdict(
+            shift(ci_m, dm, floor_m),
+            if va.len().min(vb.len()) >= MIN_SAMPLES_FOR_P99_VERDICT {
+                shift(ci_p, dp, floor_p)
+            } else {
+                0
+            },
+        ),
+        a: a_side,
+        b: b_side,
+    })
 }
