@@ -1,7 +1,8 @@
 //! Embeds a hash of the workspace's source (every crate's `src/`, `Cargo.toml`
 //! files and `Cargo.lock`) as `LOOPTIME_SOURCE_HASH`, so a manifest says
-//! which code produced an episode. FNV-1a 64 over sorted (path, contents):
-//! an identity check, not a cryptographic one.
+//! which code produced an episode: SHA-256 over the sorted files, each as
+//! its repository-relative path, a NUL byte, then its contents (written
+//! `sha256:<hex>`; docs/runtime.md shows how to recompute it).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -41,17 +42,14 @@ fn main() {
         root.join("Cargo.lock").display()
     );
     files.sort();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
     for f in &files {
         let rel = f.strip_prefix(&root).unwrap_or(f);
-        eat(rel.to_string_lossy().as_bytes());
-        eat(&fs::read(f).unwrap_or_default());
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0u8]);
+        h.update(fs::read(f).unwrap_or_default());
     }
-    println!("cargo:rustc-env=LOOPTIME_SOURCE_HASH=fnv1a64:{h:016x}");
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    println!("cargo:rustc-env=LOOPTIME_SOURCE_HASH=sha256:{hex}");
 }

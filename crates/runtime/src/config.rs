@@ -462,6 +462,13 @@ impl Config {
     /// # Errors
     /// [`ConfigError::OutOfRange`] naming the first bad key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_run()?;
+        self.validate_sections()?;
+        self.validate_stages()
+    }
+
+    /// `[run]`, including the recorder's memory budget.
+    fn validate_run(&self) -> Result<(), ConfigError> {
         let r = &self.run;
         range("run.rate_hz", r.rate_hz, 1.0, 10_000.0, "1 to 10,000 Hz")?;
         range(
@@ -511,6 +518,11 @@ impl Config {
                 expected: "a directory path".into(),
             });
         }
+        Ok(())
+    }
+
+    /// `[scheduler]`, `[realtime]`, `[lifecycle]` and `[stats]`.
+    fn validate_sections(&self) -> Result<(), ConfigError> {
         let period_ns = self.nominal_period_ns();
         let ceiling_us = SchedulerConfig::margin_ceiling(period_ns) as f64 / 1e3;
         range(
@@ -569,6 +581,11 @@ impl Config {
             1e7,
             "0 to 10,000,000 µs",
         )?;
+        Ok(())
+    }
+
+    /// `[stages.*]`: every cost and the stage parameters.
+    fn validate_stages(&self) -> Result<(), ConfigError> {
         let s = &self.stages;
         check_cost("stages.camera_read.cost", &s.camera_read.cost)?;
         range(
@@ -614,7 +631,7 @@ impl Config {
         looptime_capture::footprint_bytes(
             self.run.timing_max_cycles,
             self.run.timing_max_spans_per_cycle as u64,
-            crate::serve::SIM_VALUE_COUNT,
+            crate::control::SIM_VALUE_COUNT,
         )
     }
 

@@ -27,6 +27,9 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod control;
+pub mod episode;
+pub mod error;
 pub mod probe;
 pub mod rt;
 pub mod scheduler;

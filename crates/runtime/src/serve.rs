@@ -1,11 +1,12 @@
 //! `looptime serve`: the simulated robot runtime.
 //!
 //! Each episode goes prepare → warmup → running (→ paused → running) →
-//! finish. The control loop runs on its own named thread (the only thread
-//! that may take a real-time priority); helper threads read the camera, own
-//! the viewer transport, run the policy and print live statistics. SIGINT
-//! and SIGTERM set a flag that the loop checks every cycle: the episode
-//! then ends in order, its evidence written and marked aborted.
+//! finish. The control loop ([`crate::control`]) runs on its own named
+//! thread (the only thread that may take a real-time priority); helper
+//! threads read the camera, own the viewer transport, run the policy and
+//! print live statistics. SIGINT and SIGTERM set a flag that the loop checks
+//! every cycle: the episode then ends in order, its evidence written and
+//! marked aborted. The directory layout is [`crate::episode`]'s.
 
 use std::fs;
 use std::io::Write;
@@ -13,80 +14,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use looptime_capture::{
-    CaptureStatus, ClockDomain, FinishReport, PhaseId, Recorder, RecorderBuilder, Release, StageId,
-    ValueId, ValueKind,
-};
-use serde::Serialize;
-use thiserror::Error;
+use looptime_capture::{CaptureStatus, ClockDomain, FinishReport};
 
-use crate::clock::{LoopClock, MonotonicClock, SimulationClock};
+use crate::clock::{MonotonicClock, SimulationClock};
 use crate::config::{CameraMode, Config};
-use crate::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained, RealtimeRequest};
-use crate::scheduler::{Scheduler, SchedulerError};
-use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot};
-use crate::stats::{CycleStat, Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
-
-/// Schema version of `manifest.json`.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
-/// Schema version of `session.json`.
-pub const SESSION_SCHEMA_VERSION: u32 = 1;
-/// File name of the session record in a session directory.
-pub const SESSION_FILE: &str = "session.json";
-/// Caller values the simulated runtime registers (see `build_recorder`).
-pub const SIM_VALUE_COUNT: u64 = 6;
-/// Hash of the source this binary was built from.
-pub const SOURCE_HASH: &str = env!("LOOPTIME_SOURCE_HASH");
-
-/// Errors of a serve run.
-#[derive(Debug, Error)]
-pub enum ServeError {
-    /// A directory or file of the episode could not be written (the OS
-    /// error is the source, printed once after this message).
-    #[error("cannot write {path}")]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A thread could not be started.
-    #[error("cannot start the {thread} thread")]
-    Thread {
-        /// Thread name.
-        thread: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The control thread panicked.
-    #[error("the control thread panicked; evidence of this episode is lost")]
-    ControlPanicked,
-    /// Invalid scheduler settings.
-    #[error(transparent)]
-    Scheduler(#[from] SchedulerError),
-    /// The recorder could not be built or could not write its files.
-    #[error(transparent)]
-    Capture(#[from] looptime_capture::CaptureError),
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ServeError + '_ {
-    move |source| ServeError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// How an episode ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EpisodeStatus {
-    /// Ran every cycle.
-    Complete,
-    /// Stopped by SIGINT/SIGTERM.
-    Aborted,
-}
+use crate::control::{build_recorder, control_loop, Shared};
+pub use crate::episode::*;
+use crate::error::io_err;
+pub use crate::error::ServeError;
+use crate::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained};
+use crate::sim::{self, Mailbox};
+use crate::stats::{Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
 
 /// What one episode did.
 #[derive(Debug)]
@@ -111,440 +49,6 @@ pub struct EpisodeResult {
     pub live_dropped: (u64, u64),
 }
 
-struct Ids {
-    warmup: PhaseId,
-    running: PhaseId,
-    paused: PhaseId,
-    camera: StageId,
-    viewer: StageId,
-    policy: StageId,
-    decode: StageId,
-    executor: StageId,
-    send: StageId,
-    recording: StageId,
-    mode: looptime_capture::AttrValue,
-    robot_seq: ValueId,
-    robot_ms: ValueId,
-    success: ValueId,
-    camera_age: ValueId,
-    camera_stale: ValueId,
-    dt: ValueId,
-}
-
-/// Register the simulated runtime's names and build its recorder (or a
-/// disabled one when `run.control_timing` is off).
-fn build_recorder(cfg: &Config, domain: ClockDomain) -> Result<(Recorder, Ids), ServeError> {
-    let mut b = RecorderBuilder::new();
-    b.max_cycles(cfg.run.timing_max_cycles as usize)
-        .max_spans_per_cycle(cfg.run.timing_max_spans_per_cycle as usize)
-        .thread_cpu_time(cfg.run.timing_thread_cpu)
-        .nominal_period_ns(cfg.nominal_period_ns())
-        .target_clock(domain)
-        .metadata(
-            "producer",
-            format!("looptime {}", env!("CARGO_PKG_VERSION")),
-        )
-        .metadata("rtf", cfg.run.rtf.to_string())
-        .metadata("overrun_policy", cfg.scheduler.overrun_policy.as_str());
-    let key = b.attr_key("mode")?;
-    let inline = b.attr_value(key, "inline")?;
-    let background = b.attr_value(key, "background")?;
-    let ids = Ids {
-        warmup: b.phase("warmup")?,
-        running: b.phase("running")?,
-        paused: b.phase("paused")?,
-        camera: b.stage("camera_read")?,
-        viewer: b.stage("viewer_control")?,
-        policy: b.stage("policy")?,
-        decode: b.stage("adapter_decode")?,
-        executor: b.stage("executor")?,
-        send: b.stage("robot_send_command")?,
-        recording: b.stage("recording")?,
-        mode: match cfg.stages.camera_read.mode {
-            CameraMode::Inline => inline,
-            CameraMode::Background => background,
-        },
-        robot_seq: b.value("robot_state_seq", ValueKind::Int, "count")?,
-        robot_ms: b.value("robot_time_ms", ValueKind::Int, "ms")?,
-        success: b.value("command_success_rate", ValueKind::Float, "ratio")?,
-        camera_age: b.value("camera_frame_age_us", ValueKind::Int, "us")?,
-        camera_stale: b.value("camera_frame_stale", ValueKind::Int, "bool")?,
-        dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
-    };
-    debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
-    let rec = if cfg.run.control_timing {
-        b.build()?
-    } else {
-        Recorder::disabled()
-    };
-    Ok((rec, ids))
-}
-
-struct Shared {
-    camera: Arc<Mailbox>,
-    viewer: Arc<Mailbox>,
-    policy: Arc<PolicyQueues>,
-    live: Arc<LiveChannel>,
-    stop: Arc<AtomicBool>,
-}
-
-struct ControlOutcome {
-    rec: Recorder,
-    cycles: u64,
-    overruns: u64,
-    skipped: u64,
-    aborted: bool,
-    realtime: RealtimeObtained,
-}
-
-/// The control loop proper. Generic over the clock so an uncapped run
-/// (`rtf = 0`) runs on the simulation clock with the same code.
-fn control_loop<C: LoopClock>(
-    clock: C,
-    cfg: &Config,
-    mut rec: Recorder,
-    ids: &Ids,
-    sh: &Shared,
-) -> Result<ControlOutcome, ServeError> {
-    let req = RealtimeRequest {
-        enabled: cfg.realtime.enabled,
-        priority: cfg.realtime.priority,
-        cpu: (cfg.realtime.cpu >= 0).then_some(cfg.realtime.cpu as usize),
-        mlockall: cfg.realtime.mlockall,
-    };
-    let realtime = rt::setup_control_thread(&req);
-    let mut sched = Scheduler::new(clock, cfg.scheduler_config())?;
-    let host_clock = sched.domain() != ClockDomain::Simulation;
-    let rtf = if cfg.run.rtf == 0.0 { 1.0 } else { cfg.run.rtf };
-    let warm = cfg.warmup_cycles();
-    let total = warm + cfg.running_cycles();
-    let rate = cfg.run.rate_hz;
-    let (pause_from, pause_to) = if cfg.lifecycle.pause_at_s > 0.0 && cfg.lifecycle.pause_s > 0.0 {
-        let from = warm + (cfg.lifecycle.pause_at_s * rate).round() as u64;
-        (from, from + (cfg.lifecycle.pause_s * rate).round() as u64)
-    } else {
-        (u64::MAX, u64::MAX)
-    };
-    let st = &cfg.stages;
-    let max_age_ns = (st.camera_read.max_age_ms * 1e6) as u64;
-    let mut rng = Rng::new(cfg.run.seed);
-    sched.start();
-    let clock_origin = sched.clock().now_ns();
-    let mut robot = SimRobot::new(
-        0,
-        cfg.nominal_period_ns(),
-        st.robot_send_command.acceptance_rate,
-        cfg.run.seed,
-    );
-    let robot_now = |c: &C| ((c.now_ns().saturating_sub(clock_origin)) as f64 * rtf) as u64;
-    let mut last_phase: Option<PhaseId> = None;
-    let mut prev_start_mono = looptime_capture::clock::monotonic_ns();
-    let mut last_frame = (0u64, 0u64);
-    let mut cycles = 0u64;
-    let mut aborted = false;
-
-    for i in 0..total {
-        if sh.stop.load(Ordering::Relaxed) {
-            aborted = true;
-            break;
-        }
-        let phase = if i < warm {
-            ids.warmup
-        } else if (pause_from..pause_to).contains(&i) {
-            ids.paused
-        } else {
-            ids.running
-        };
-        if last_phase != Some(phase) {
-            let event = if phase == ids.warmup {
-                EventKind::Warmup
-            } else if phase == ids.paused {
-                EventKind::Pause
-            } else if last_phase == Some(ids.paused) {
-                EventKind::Resume
-            } else {
-                EventKind::Running
-            };
-            sh.live.push_event(Event {
-                t_ns: looptime_capture::clock::monotonic_ns(),
-                cycle: i,
-                event,
-            });
-            last_phase = Some(phase);
-        }
-
-        rec.begin_wait();
-        let tick = sched.wait();
-        rec.end_wait();
-        let start_mono = looptime_capture::clock::monotonic_ns();
-        rec.begin_cycle(
-            phase,
-            Release {
-                target_ns: Some(tick.target_ns),
-                overdue: tick.overdue,
-                skipped: tick.skipped,
-            },
-        );
-
-        let age_ns = {
-            let mut s = rec.span(ids.camera);
-            s.set(ids.mode);
-            match st.camera_read.mode {
-                CameraMode::Inline => {
-                    sim::spend(&st.camera_read.cost, &mut rng);
-                    last_frame = (last_frame.0 + 1, looptime_capture::clock::monotonic_ns());
-                }
-                CameraMode::Background => {
-                    // Snapshot access and freshness check only.
-                    if let Some(frame) = sh.camera.read() {
-                        last_frame = frame;
-                    }
-                }
-            }
-            looptime_capture::clock::monotonic_ns().saturating_sub(last_frame.1)
-        };
-        // What the controller is handed: the measured, bounded dt.
-        rec.set_float(ids.dt, tick.dt_measured_ns as f64 / 1e3);
-        rec.set_int(ids.camera_age, (age_ns / 1000) as i64);
-        rec.set_int(ids.camera_stale, (age_ns > max_age_ns) as i64);
-        {
-            let _s = rec.span(ids.viewer);
-            let _ = sh.viewer.read();
-            sim::spend(&st.viewer_control.cost, &mut rng);
-        }
-        if phase != ids.paused {
-            {
-                let _s = rec.span(ids.policy);
-                let _ = sh.policy.observations.push(i);
-                let _ = sh.policy.actions.pop();
-            }
-            {
-                let _s = rec.span(ids.decode);
-                sim::spend(&st.adapter_decode.cost, &mut rng);
-            }
-            {
-                let mut ex = rec.span(ids.executor);
-                sim::spend(&st.executor.cost, &mut rng);
-                let _send = ex.span(ids.send);
-                sim::spend(&st.robot_send_command.cost, &mut rng);
-                robot.send();
-            }
-        }
-        {
-            let _s = rec.span(ids.recording);
-            sim::spend(&st.recording.cost, &mut rng);
-        }
-        let rnow = robot_now(sched.clock());
-        rec.set_int(ids.robot_seq, robot.state_seq(rnow));
-        rec.set_int(ids.robot_ms, robot.time_ms(rnow));
-        rec.set_float(ids.success, robot.success_rate());
-        rec.end_cycle();
-        let end_mono = looptime_capture::clock::monotonic_ns();
-        sh.live.push_stat(CycleStat {
-            cycle: i,
-            period_ns: start_mono.saturating_sub(prev_start_mono),
-            work_ns: end_mono.saturating_sub(start_mono),
-            lag_ns: if host_clock {
-                tick.wake_ns as i64 - tick.target_ns as i64
-            } else {
-                0
-            },
-            overdue: tick.overdue,
-        });
-        prev_start_mono = start_mono;
-        cycles += 1;
-    }
-    sh.live.push_event(Event {
-        t_ns: looptime_capture::clock::monotonic_ns(),
-        cycle: cycles,
-        event: if aborted {
-            EventKind::Abort
-        } else {
-            EventKind::Finish
-        },
-    });
-    rt::teardown_control_thread(&realtime);
-    Ok(ControlOutcome {
-        rec,
-        cycles,
-        overruns: sched.overruns(),
-        skipped: sched.skipped(),
-        aborted,
-        realtime,
-    })
-}
-
-/// Format `SystemTime::now()` as `YYYYMMDDTHHMMSSZ`.
-pub fn utc_stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (y, mo, d, h, mi, s) = civil(secs);
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
-}
-
-/// RFC 3339 UTC time of now.
-pub fn utc_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (y, mo, d, h, mi, s) = civil(secs);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-}
-
-/// Seconds since the epoch to (year, month, day, hour, minute, second),
-/// by the days-from-civil inverse on the proleptic Gregorian calendar.
-fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + (m <= 2) as i64;
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        ((rem % 3600) / 60) as u32,
-        (rem % 60) as u32,
-    )
-}
-
-/// FNV-1a 64 of `bytes`, as `fnv1a64:<hex>`.
-pub fn fnv1a64(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("fnv1a64:{h:016x}")
-}
-
-/// `manifest.json`: everything that could explain a difference.
-#[derive(Debug, Serialize)]
-pub struct Manifest<'a> {
-    /// Manifest schema version.
-    pub schema_version: u32,
-    /// `looptime <version>`.
-    pub producer: String,
-    /// When the episode was written (UTC).
-    pub created_utc: String,
-    /// Session directory name.
-    pub session: String,
-    /// Rollout directory name.
-    pub rollout: String,
-    /// Complete or aborted.
-    pub status: EpisodeStatus,
-    /// Where the config came from (a path, or `embedded default`).
-    pub config_source: &'a str,
-    /// The resolved configuration.
-    pub config: &'a Config,
-    /// Hash of the resolved configuration's canonical TOML.
-    pub config_hash: String,
-    /// Hash of the source the binary was built from.
-    pub source_hash: &'static str,
-    /// Host facts.
-    pub host: &'a HostFacts,
-    /// Real-time settings obtained by the control thread.
-    pub realtime: &'a RealtimeObtained,
-    /// Whether /dev/cpu_dma_latency was held at 0.
-    pub cpu_dma_latency_held: bool,
-    /// The recorder's preallocated memory and its budget (absent when
-    /// `run.control_timing` is off: no recorder is allocated).
-    pub recorder: Option<RecorderFacts>,
-    /// The schedule the loop ran.
-    pub schedule: ScheduleFacts,
-    /// What happened.
-    pub counts: Counts,
-    /// Files written into the rollout directory.
-    pub files: Vec<String>,
-}
-
-/// The recorder's memory, as checked before the session started.
-#[derive(Debug, Serialize)]
-pub struct RecorderFacts {
-    /// Bytes preallocated for the cycle ring, span slots and value slots.
-    pub footprint_bytes: u64,
-    /// `run.timing_memory_budget_mb`, in bytes.
-    pub budget_bytes: u64,
-}
-
-/// The resolved schedule.
-#[derive(Debug, Serialize)]
-pub struct ScheduleFacts {
-    /// Nominal period.
-    pub nominal_period_ns: u64,
-    /// Effective period (nominal / rtf).
-    pub effective_period_ns: u64,
-    /// Spin margin.
-    pub spin_margin_ns: u64,
-    /// Overrun policy.
-    pub overrun_policy: &'static str,
-    /// Clock the schedule ran on.
-    pub clock: &'static str,
-}
-
-/// Counts of the episode.
-#[derive(Debug, Serialize)]
-pub struct Counts {
-    /// Cycles run.
-    pub cycles: u64,
-    /// Cycles planned.
-    pub planned_cycles: u64,
-    /// Overruns.
-    pub overruns: u64,
-    /// Skipped release points.
-    pub skipped: u64,
-    /// Live statistics dropped (queue full).
-    pub stats_dropped: u64,
-    /// Events dropped (queue full).
-    pub events_dropped: u64,
-}
-
-/// Write `dir/name` through capture's atomic writer: the same hidden
-/// `.<name>.<pid>.tmp` temporary as the evidence files, removed on failure.
-fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ServeError> {
-    looptime_capture::write_atomic(dir, name, |w| w.write_all(bytes))?;
-    Ok(())
-}
-
-/// Create `<runs>/session-<UTC>[-N]`.
-fn create_session_dir(runs: &Path) -> Result<PathBuf, ServeError> {
-    fs::create_dir_all(runs).map_err(io_err(runs))?;
-    let stamp = utc_stamp();
-    for n in 0..1000 {
-        let name = if n == 0 {
-            format!("session-{stamp}")
-        } else {
-            format!("session-{stamp}-{n}")
-        };
-        let p = runs.join(name);
-        match fs::create_dir(&p) {
-            Ok(()) => return Ok(p),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_err(&p)(e)),
-        }
-    }
-    Err(io_err(runs)(std::io::Error::other(
-        "too many sessions in one second",
-    )))
-}
-
-/// Point `<runs>/latest` at `target` (relative), replacing it atomically.
-fn update_latest(runs: &Path, target: &Path) -> Result<(), ServeError> {
-    let rel = target.strip_prefix(runs).unwrap_or(target);
-    let tmp = runs.join(format!(".latest.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(rel, &tmp).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, runs.join("latest")).map_err(io_err(&runs.join("latest")))
-}
-
 /// Options of a serve run.
 #[derive(Debug)]
 pub struct ServeOptions {
@@ -552,59 +56,6 @@ pub struct ServeOptions {
     pub config: Config,
     /// Where it came from.
     pub config_source: String,
-}
-
-/// How one rollout of a session ended, as `session.json` records it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RolloutState {
-    /// Its loop is running or its evidence is being written.
-    Running,
-    /// Every planned cycle ran and its files were written.
-    Complete,
-    /// A signal stopped its loop; its evidence is written and marked aborted.
-    Aborted,
-    /// The session stopped before it started.
-    NotRun,
-}
-
-/// One rollout's line in `session.json`.
-#[derive(Debug, Serialize)]
-pub struct RolloutEntry {
-    /// `rollout-NNN`.
-    pub rollout: String,
-    /// How it ended.
-    pub state: RolloutState,
-}
-
-/// `session.json`: what a session planned and what became of each rollout.
-/// It is rewritten atomically when the session starts, after each rollout
-/// and at the end, so even a killed session says how far it got.
-#[derive(Debug, Serialize)]
-pub struct SessionRecord {
-    /// [`SESSION_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// `looptime <version>`.
-    pub producer: String,
-    /// Session directory name.
-    pub session: String,
-    /// `running` while the session runs, then `complete`, `aborted` (a
-    /// signal stopped it) or `failed` (an error ended it).
-    pub status: &'static str,
-    /// What stopped or ended the session early, in words.
-    pub stop: Option<String>,
-    /// Rollouts planned (`run.episodes`).
-    pub planned_rollouts: u32,
-    /// Every planned rollout, in order.
-    pub rollouts: Vec<RolloutEntry>,
-}
-
-impl SessionRecord {
-    fn write(&self, session: &Path) -> Result<(), ServeError> {
-        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
-        text.push(b'\n');
-        write_file(session, SESSION_FILE, &text)
-    }
 }
 
 /// What a whole `serve` did.
@@ -618,59 +69,6 @@ pub struct SessionOutcome {
     pub stopped: bool,
     /// Rollouts that never started because of the stop.
     pub not_run: Vec<String>,
-}
-
-/// Remove the temporary files that a killed `serve` (or finish) left in
-/// `runs`, its sessions and their rollouts: `.<name>.<pid>.tmp` whose pid is
-/// no longer running. Each removal is printed. Temporaries of a live process
-/// (another `serve` writing into the same runs directory) are left alone.
-pub fn remove_stale_temps(runs: &Path, out: &mut dyn Write) -> Vec<PathBuf> {
-    let mut dirs = vec![runs.to_path_buf()];
-    let mut removed = Vec::new();
-    for depth in 0..3 {
-        let mut next = Vec::new();
-        for dir in &dirs {
-            let Ok(entries) = fs::read_dir(dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if is_dir && depth < 2 {
-                    next.push(path);
-                    continue;
-                }
-                let name = entry.file_name();
-                let Some((_, pid)) = name.to_str().and_then(looptime_capture::parse_temp_name)
-                else {
-                    continue;
-                };
-                if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
-                    continue;
-                }
-                let size = entry.metadata().map_or(0, |m| m.len());
-                match fs::remove_file(&path) {
-                    Ok(()) => {
-                        let _ = writeln!(
-                            out,
-                            "[run] removed {} ({size} bytes), left by process {pid}, which died while writing it",
-                            path.display()
-                        );
-                        removed.push(path);
-                    }
-                    Err(e) => {
-                        let _ = writeln!(
-                            out,
-                            "[warn] cannot remove {}, left by dead process {pid}: {e}",
-                            path.display()
-                        );
-                    }
-                }
-            }
-        }
-        dirs = next;
-    }
-    removed
 }
 
 /// Run every episode of the config. Progress and the final lines go to
@@ -717,20 +115,7 @@ pub fn serve(
             cfg.run.timing_memory_budget_mb
         );
     }
-    let mut record = SessionRecord {
-        schema_version: SESSION_SCHEMA_VERSION,
-        producer: format!("looptime {}", env!("CARGO_PKG_VERSION")),
-        session: file_name(&session),
-        status: "running",
-        stop: None,
-        planned_rollouts: cfg.run.episodes,
-        rollouts: (0..cfg.run.episodes)
-            .map(|ep| RolloutEntry {
-                rollout: format!("rollout-{ep:03}"),
-                state: RolloutState::NotRun,
-            })
-            .collect(),
-    };
+    let mut record = SessionRecord::new(&session, cfg.run.episodes);
     record.write(&session)?;
     let ctx = EpisodeContext {
         opts,
@@ -784,27 +169,7 @@ pub fn serve(
         return Err(e);
     }
     if stopped {
-        record.status = "aborted";
-        let aborted = record
-            .rollouts
-            .iter()
-            .find(|r| r.state == RolloutState::Aborted);
-        record.stop = Some(match aborted {
-            Some(r) => format!("a signal stopped the loop of {} (its evidence is written and marked aborted)", r.rollout),
-            None => "a signal arrived after a rollout's last cycle, while its files were written (that rollout is complete)".to_string(),
-        });
-        let _ = writeln!(
-            out,
-            "[run] session stopped by a signal: {} of {} rollout(s) ran{}; see {}",
-            episodes.len(),
-            cfg.run.episodes,
-            if not_run.is_empty() {
-                String::new()
-            } else {
-                format!(", not run: {}", not_run.join(", "))
-            },
-            session.join(SESSION_FILE).display()
-        );
+        record_stop(&mut record, out, &session, episodes.len(), &not_run);
     } else {
         record.status = "complete";
     }
@@ -817,10 +182,35 @@ pub fn serve(
     })
 }
 
-fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// Mark `record` stopped by a signal, say why, and print the closing line.
+fn record_stop(
+    record: &mut SessionRecord,
+    out: &mut dyn Write,
+    session: &Path,
+    ran: usize,
+    not_run: &[String],
+) {
+    record.status = "aborted";
+    let aborted = record
+        .rollouts
+        .iter()
+        .find(|r| r.state == RolloutState::Aborted);
+    record.stop = Some(match aborted {
+        Some(r) => format!("a signal stopped the loop of {} (its evidence is written and marked aborted)", r.rollout),
+        None => "a signal arrived after a rollout's last cycle, while its files were written (that rollout is complete)".to_string(),
+    });
+    let _ = writeln!(
+        out,
+        "[run] session stopped by a signal: {} of {} rollout(s) ran{}; see {}",
+        ran,
+        record.planned_rollouts,
+        if not_run.is_empty() {
+            String::new()
+        } else {
+            format!(", not run: {}", not_run.join(", "))
+        },
+        session.join(SESSION_FILE).display()
+    );
 }
 
 /// What every episode of one session shares.
@@ -829,76 +219,6 @@ struct EpisodeContext<'a> {
     runs: &'a Path,
     session: &'a Path,
     host: &'a HostFacts,
-}
-
-/// The manifest's view of an episode whose loop has ended.
-struct ManifestFacts<'a> {
-    status: EpisodeStatus,
-    cycles: u64,
-    overruns: u64,
-    skipped: u64,
-    evidence: bool,
-    realtime: &'a RealtimeObtained,
-    dma_held: bool,
-    live_dropped: (u64, u64),
-}
-
-fn write_manifest(
-    ctx: &EpisodeContext,
-    cfg: &Config,
-    rollout: &str,
-    r: &ManifestFacts,
-    dir: &Path,
-) -> Result<(), ServeError> {
-    let sc = cfg.scheduler_config();
-    let mut files = vec!["events.jsonl".to_string(), "manifest.json".to_string()];
-    if r.evidence {
-        files.push(looptime_capture::CYCLES_FILE.into());
-        files.push(looptime_capture::SUMMARY_FILE.into());
-    }
-    files.sort();
-    let m = Manifest {
-        schema_version: MANIFEST_SCHEMA_VERSION,
-        producer: format!("looptime {}", env!("CARGO_PKG_VERSION")),
-        created_utc: utc_rfc3339(),
-        session: file_name(ctx.session),
-        rollout: rollout.to_string(),
-        status: r.status,
-        config_source: &ctx.opts.config_source,
-        config: cfg,
-        config_hash: fnv1a64(cfg.to_toml().as_bytes()),
-        source_hash: SOURCE_HASH,
-        host: ctx.host,
-        realtime: r.realtime,
-        cpu_dma_latency_held: r.dma_held,
-        recorder: cfg.run.control_timing.then(|| RecorderFacts {
-            footprint_bytes: cfg.recorder_footprint_bytes(),
-            budget_bytes: cfg.run.timing_memory_budget_mb << 20,
-        }),
-        schedule: ScheduleFacts {
-            nominal_period_ns: cfg.nominal_period_ns(),
-            effective_period_ns: sc.period_ns,
-            spin_margin_ns: sc.spin_margin_ns,
-            overrun_policy: sc.policy.as_str(),
-            clock: if cfg.run.rtf == 0.0 {
-                "simulation"
-            } else {
-                "host_monotonic"
-            },
-        },
-        counts: Counts {
-            cycles: r.cycles,
-            planned_cycles: cfg.warmup_cycles() + cfg.running_cycles(),
-            overruns: r.overruns,
-            skipped: r.skipped,
-            stats_dropped: r.live_dropped.0,
-            events_dropped: r.live_dropped.1,
-        },
-        files,
-    };
-    let mut text = serde_json::to_vec_pretty(&m).unwrap_or_default();
-    text.push(b'\n');
-    write_file(dir, "manifest.json", &text)
 }
 
 /// One rollout: prepare, run the loop, then write (in this order) the
@@ -928,46 +248,7 @@ fn run_episode(
     let dir = dir.as_path();
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
-    let camera = Arc::new(Mailbox::default());
-    let viewer = Arc::new(Mailbox::default());
-    let st = &cfg.stages;
-    let camera_worker = match st.camera_read.mode {
-        CameraMode::Background => Some(
-            sim::spawn_camera_reader(
-                camera.clone(),
-                st.camera_read.cost,
-                st.camera_read.reader_rate_hz,
-                cfg.run.seed ^ 0xC0FFEE,
-            )
-            .map_err(|source| ServeError::Thread {
-                thread: "camera-reader",
-                source,
-            })?,
-        ),
-        CameraMode::Inline => None,
-    };
-    let viewer_worker =
-        sim::spawn_viewer_transport(viewer.clone()).map_err(|source| ServeError::Thread {
-            thread: "viewer-transport",
-            source,
-        })?;
-    let (policy, policy_worker) = sim::spawn_policy_worker(&st.policy, cfg.run.seed ^ 0xBEEF)
-        .map_err(|source| ServeError::Thread {
-            thread: "policy-worker",
-            source,
-        })?;
-    let maintenance = Maintenance::spawn(
-        live.clone(),
-        MaintenanceConfig {
-            interval_s: cfg.stats.interval_s,
-            late_warn_ns: (cfg.stats.late_warn_us * 1e3) as i64,
-        },
-        live_out(),
-    )
-    .map_err(|source| ServeError::Thread {
-        thread: "maintenance",
-        source,
-    })?;
+    let helpers = Helpers::spawn(cfg, &live, live_out())?;
     let dma_hold = if cfg.realtime.cpu_dma_latency {
         match DmaLatencyHold::acquire() {
             Ok(h) => Some(h),
@@ -983,50 +264,32 @@ fn run_episode(
         None
     };
     let shared = Shared {
-        camera,
-        viewer,
-        policy,
+        camera: helpers.camera.clone(),
+        viewer: helpers.viewer.clone(),
+        policy: helpers.policy.clone(),
         live: live.clone(),
         stop: stop.clone(),
     };
-    let cfg_c = cfg.clone();
-    let outcome = std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("control".into())
-            .spawn_scoped(s, || {
-                if uncapped {
-                    control_loop(SimulationClock::new(0), &cfg_c, rec, &ids, &shared)
-                } else {
-                    control_loop(MonotonicClock, &cfg_c, rec, &ids, &shared)
-                }
-            })
-            .map_err(|source| ServeError::Thread {
-                thread: "control",
-                source,
-            })?
-            .join()
-            .map_err(|_| ServeError::ControlPanicked)?
-    })?;
+    let outcome = run_control(cfg, rec, &ids, &shared)?;
     let dma_held = dma_hold.is_some();
     drop(dma_hold);
     for w in &outcome.realtime.warnings {
         let _ = writeln!(out, "[warn] {w}");
     }
-    if let Some(w) = camera_worker {
-        w.stop();
-    }
-    viewer_worker.stop();
-    policy_worker.stop();
+    let maintenance = helpers.stop();
     let status = if outcome.aborted {
         EpisodeStatus::Aborted
     } else {
         EpisodeStatus::Complete
     };
     write_manifest(
-        ctx,
-        cfg,
-        rollout,
+        dir,
         &ManifestFacts {
+            config: cfg,
+            config_source: &ctx.opts.config_source,
+            session: ctx.session,
+            rollout,
+            host: ctx.host,
             status,
             cycles: outcome.cycles,
             overruns: outcome.overruns,
@@ -1036,7 +299,6 @@ fn run_episode(
             dma_held,
             live_dropped: live.dropped(),
         },
-        dir,
     )?;
     update_latest(ctx.runs, dir)?;
     let evidence = if outcome.rec.is_enabled() {
@@ -1053,6 +315,134 @@ fn run_episode(
         cycle: outcome.cycles,
         event: EventKind::EvidenceWritten,
     });
+    write_events(dir, prepare_t, maintenance)?;
+    report_episode(out, dir, status, &outcome, evidence.as_ref());
+    Ok(EpisodeResult {
+        dir: dir.to_path_buf(),
+        status,
+        cycles: outcome.cycles,
+        overruns: outcome.overruns,
+        skipped: outcome.skipped,
+        evidence,
+        realtime: outcome.realtime,
+        dma_held,
+        live_dropped: live.dropped(),
+    })
+}
+
+/// Run the control loop on its own named thread (the only one that may take
+/// a real-time priority), on the simulation clock when uncapped.
+fn run_control(
+    cfg: &Config,
+    rec: looptime_capture::Recorder,
+    ids: &crate::control::Ids,
+    shared: &Shared,
+) -> Result<crate::control::ControlOutcome, ServeError> {
+    let uncapped = cfg.run.rtf == 0.0;
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn_scoped(s, || {
+                if uncapped {
+                    control_loop(SimulationClock::new(0), cfg, rec, ids, shared)
+                } else {
+                    control_loop(MonotonicClock, cfg, rec, ids, shared)
+                }
+            })
+            .map_err(|source| ServeError::Thread {
+                thread: "control",
+                source,
+            })?
+            .join()
+            .map_err(|_| ServeError::ControlPanicked)?
+    })
+}
+
+/// The simulated robot's helper threads of one episode: the camera reader
+/// (background mode), the viewer transport, the policy worker and the
+/// maintenance thread that prints live statistics.
+struct Helpers {
+    camera: Arc<Mailbox>,
+    viewer: Arc<Mailbox>,
+    policy: Arc<sim::PolicyQueues>,
+    camera_worker: Option<sim::Worker>,
+    viewer_worker: sim::Worker,
+    policy_worker: sim::Worker,
+    maintenance: Maintenance,
+}
+
+impl Helpers {
+    fn spawn(
+        cfg: &Config,
+        live: &Arc<LiveChannel>,
+        live_out: Box<dyn Write + Send>,
+    ) -> Result<Helpers, ServeError> {
+        let camera = Arc::new(Mailbox::default());
+        let viewer = Arc::new(Mailbox::default());
+        let st = &cfg.stages;
+        let camera_worker = match st.camera_read.mode {
+            CameraMode::Background => Some(
+                sim::spawn_camera_reader(
+                    camera.clone(),
+                    st.camera_read.cost,
+                    st.camera_read.reader_rate_hz,
+                    cfg.run.seed ^ 0xC0FFEE,
+                )
+                .map_err(|source| ServeError::Thread {
+                    thread: "camera-reader",
+                    source,
+                })?,
+            ),
+            CameraMode::Inline => None,
+        };
+        let viewer_worker =
+            sim::spawn_viewer_transport(viewer.clone()).map_err(|source| ServeError::Thread {
+                thread: "viewer-transport",
+                source,
+            })?;
+        let (policy, policy_worker) = sim::spawn_policy_worker(&st.policy, cfg.run.seed ^ 0xBEEF)
+            .map_err(|source| ServeError::Thread {
+            thread: "policy-worker",
+            source,
+        })?;
+        let maintenance = Maintenance::spawn(
+            live.clone(),
+            MaintenanceConfig {
+                interval_s: cfg.stats.interval_s,
+                late_warn_ns: (cfg.stats.late_warn_us * 1e3) as i64,
+            },
+            live_out,
+        )
+        .map_err(|source| ServeError::Thread {
+            thread: "maintenance",
+            source,
+        })?;
+        Ok(Helpers {
+            camera,
+            viewer,
+            policy,
+            camera_worker,
+            viewer_worker,
+            policy_worker,
+            maintenance,
+        })
+    }
+
+    /// Stop the robot's threads; the maintenance thread goes on until the
+    /// events are collected, so it is handed back.
+    fn stop(self) -> Maintenance {
+        if let Some(w) = self.camera_worker {
+            w.stop();
+        }
+        self.viewer_worker.stop();
+        self.policy_worker.stop();
+        self.maintenance
+    }
+}
+
+/// Stop the maintenance thread and write `events.jsonl`: `prepare` at
+/// `prepare_t`, then every event it collected.
+fn write_events(dir: &Path, prepare_t: u64, maintenance: Maintenance) -> Result<(), ServeError> {
     let report = maintenance.stop();
     let mut events = vec![Event {
         t_ns: prepare_t,
@@ -1066,7 +456,17 @@ fn run_episode(
         text.push(b'\n');
     }
     write_file(dir, "events.jsonl", &text)?;
+    Ok(())
+}
 
+/// The episode's closing lines on `out`.
+fn report_episode(
+    out: &mut dyn Write,
+    dir: &Path,
+    status: EpisodeStatus,
+    outcome: &crate::control::ControlOutcome,
+    evidence: Option<&FinishReport>,
+) {
     let _ = writeln!(
         out,
         "[run] {}: {} cycles, {}",
@@ -1077,7 +477,7 @@ fn run_episode(
             EpisodeStatus::Aborted => "aborted (signal)",
         }
     );
-    if let Some(ev) = &evidence {
+    if let Some(ev) = evidence {
         let c = &ev.summary.capture;
         let _ = writeln!(
             out,
@@ -1095,22 +495,35 @@ fn run_episode(
             outcome.overruns, outcome.cycles
         );
     }
-    Ok(EpisodeResult {
-        dir: dir.to_path_buf(),
-        status,
-        cycles: outcome.cycles,
-        overruns: outcome.overruns,
-        skipped: outcome.skipped,
-        evidence,
-        realtime: outcome.realtime,
-        dma_held,
-        live_dropped: live.dropped(),
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashes_are_sha256_as_sha256sum_prints_them() {
+        // FIPS 180-2's test vector for "abc".
+        assert_eq!(
+            sha256(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(SOURCE_HASH.starts_with("sha256:") && SOURCE_HASH.len() == 7 + 64);
+    }
+
+    #[test]
+    fn utc_stamps_have_the_documented_shapes() {
+        let r = utc_rfc3339();
+        assert_eq!(r.len(), 20, "{r}");
+        assert!(r.ends_with('Z') && r.as_bytes()[10] == b'T', "{r}");
+        let s = utc_stamp();
+        assert_eq!(s.len(), 16, "{s}");
+        assert!(s.chars().enumerate().all(|(i, c)| match i {
+            8 => c == 'T',
+            15 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        }));
+    }
 
     #[test]
     fn enospc_is_stated_once_through_the_whole_chain() {

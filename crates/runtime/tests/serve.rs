@@ -194,11 +194,11 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
     assert!(manifest["source_hash"]
         .as_str()
         .unwrap()
-        .starts_with("fnv1a64:"));
+        .starts_with("sha256:"));
     assert!(manifest["config_hash"]
         .as_str()
         .unwrap()
-        .starts_with("fnv1a64:"));
+        .starts_with("sha256:"));
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let kinds: Vec<String> = events
         .lines()

@@ -1,0 +1,347 @@
+//! The simulated runtime's control loop: its recorder and names, and one
+//! cycle after another on the scheduler, with the camera, viewer, policy
+//! and robot stages as nested spans. Nothing here allocates, locks, prints
+//! or writes once the loop runs (docs/realtime.md).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use looptime_capture::{
+    ClockDomain, PhaseId, Recorder, RecorderBuilder, Release, StageId, ValueId, ValueKind,
+};
+
+use crate::clock::LoopClock;
+use crate::config::{CameraMode, Config};
+use crate::error::ServeError;
+use crate::rt::{self, RealtimeObtained, RealtimeRequest};
+use crate::scheduler::Scheduler;
+use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot};
+use crate::stats::{CycleStat, Event, EventKind, LiveChannel};
+
+/// Caller values the simulated runtime registers (see `build_recorder`).
+pub const SIM_VALUE_COUNT: u64 = 6;
+
+pub(crate) struct Ids {
+    warmup: PhaseId,
+    running: PhaseId,
+    paused: PhaseId,
+    camera: StageId,
+    viewer: StageId,
+    policy: StageId,
+    decode: StageId,
+    executor: StageId,
+    send: StageId,
+    recording: StageId,
+    mode: looptime_capture::AttrValue,
+    robot_seq: ValueId,
+    robot_ms: ValueId,
+    success: ValueId,
+    camera_age: ValueId,
+    camera_stale: ValueId,
+    dt: ValueId,
+}
+
+/// Register the simulated runtime's names and build its recorder (or a
+/// disabled one when `run.control_timing` is off).
+pub(crate) fn build_recorder(
+    cfg: &Config,
+    domain: ClockDomain,
+) -> Result<(Recorder, Ids), ServeError> {
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(cfg.run.timing_max_cycles as usize)
+        .max_spans_per_cycle(cfg.run.timing_max_spans_per_cycle as usize)
+        .thread_cpu_time(cfg.run.timing_thread_cpu)
+        .nominal_period_ns(cfg.nominal_period_ns())
+        .target_clock(domain)
+        .metadata(
+            "producer",
+            format!("looptime {}", env!("CARGO_PKG_VERSION")),
+        )
+        .metadata("rtf", cfg.run.rtf.to_string())
+        .metadata("overrun_policy", cfg.scheduler.overrun_policy.as_str());
+    let key = b.attr_key("mode")?;
+    let inline = b.attr_value(key, "inline")?;
+    let background = b.attr_value(key, "background")?;
+    let ids = Ids {
+        warmup: b.phase("warmup")?,
+        running: b.phase("running")?,
+        paused: b.phase("paused")?,
+        camera: b.stage("camera_read")?,
+        viewer: b.stage("viewer_control")?,
+        policy: b.stage("policy")?,
+        decode: b.stage("adapter_decode")?,
+        executor: b.stage("executor")?,
+        send: b.stage("robot_send_command")?,
+        recording: b.stage("recording")?,
+        mode: match cfg.stages.camera_read.mode {
+            CameraMode::Inline => inline,
+            CameraMode::Background => background,
+        },
+        robot_seq: b.value("robot_state_seq", ValueKind::Int, "count")?,
+        robot_ms: b.value("robot_time_ms", ValueKind::Int, "ms")?,
+        success: b.value("command_success_rate", ValueKind::Float, "ratio")?,
+        camera_age: b.value("camera_frame_age_us", ValueKind::Int, "us")?,
+        camera_stale: b.value("camera_frame_stale", ValueKind::Int, "bool")?,
+        dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
+    };
+    debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
+    let rec = if cfg.run.control_timing {
+        b.build()?
+    } else {
+        Recorder::disabled()
+    };
+    Ok((rec, ids))
+}
+
+pub(crate) struct Shared {
+    pub(crate) camera: Arc<Mailbox>,
+    pub(crate) viewer: Arc<Mailbox>,
+    pub(crate) policy: Arc<PolicyQueues>,
+    pub(crate) live: Arc<LiveChannel>,
+    pub(crate) stop: Arc<AtomicBool>,
+}
+
+pub(crate) struct ControlOutcome {
+    pub(crate) rec: Recorder,
+    pub(crate) cycles: u64,
+    pub(crate) overruns: u64,
+    pub(crate) skipped: u64,
+    pub(crate) aborted: bool,
+    pub(crate) realtime: RealtimeObtained,
+}
+
+/// Which phase cycle `i` is in: warmup, then running with an optional
+/// paused window.
+struct Lifecycle {
+    warm: u64,
+    pause: std::ops::Range<u64>,
+}
+
+impl Lifecycle {
+    fn new(cfg: &Config) -> Lifecycle {
+        let warm = cfg.warmup_cycles();
+        let rate = cfg.run.rate_hz;
+        let pause = if cfg.lifecycle.pause_at_s > 0.0 && cfg.lifecycle.pause_s > 0.0 {
+            let from = warm + (cfg.lifecycle.pause_at_s * rate).round() as u64;
+            from..from + (cfg.lifecycle.pause_s * rate).round() as u64
+        } else {
+            u64::MAX..u64::MAX
+        };
+        Lifecycle { warm, pause }
+    }
+
+    fn phase(&self, i: u64, ids: &Ids) -> PhaseId {
+        if i < self.warm {
+            ids.warmup
+        } else if self.pause.contains(&i) {
+            ids.paused
+        } else {
+            ids.running
+        }
+    }
+}
+
+/// The lifecycle event of entering `phase` from `last`.
+fn transition(last: Option<PhaseId>, phase: PhaseId, ids: &Ids) -> EventKind {
+    if phase == ids.warmup {
+        EventKind::Warmup
+    } else if phase == ids.paused {
+        EventKind::Pause
+    } else if last == Some(ids.paused) {
+        EventKind::Resume
+    } else {
+        EventKind::Running
+    }
+}
+
+/// The simulated work of one cycle: its stages as nested spans, and the
+/// state they carry from cycle to cycle.
+struct Work<'a> {
+    st: &'a crate::config::StagesSection,
+    rng: Rng,
+    robot: SimRobot,
+    last_frame: (u64, u64),
+    max_age_ns: u64,
+}
+
+impl Work<'_> {
+    /// Run cycle `i`'s stages into the open cycle of `rec`; `dt_ns` is what
+    /// the controller is handed.
+    fn stages(
+        &mut self,
+        rec: &mut Recorder,
+        ids: &Ids,
+        sh: &Shared,
+        paused: bool,
+        i: u64,
+        dt_ns: u64,
+    ) {
+        let st = self.st;
+        let age_ns = {
+            let mut s = rec.span(ids.camera);
+            s.set(ids.mode);
+            match st.camera_read.mode {
+                CameraMode::Inline => {
+                    sim::spend(&st.camera_read.cost, &mut self.rng);
+                    self.last_frame = (
+                        self.last_frame.0 + 1,
+                        looptime_capture::clock::monotonic_ns(),
+                    );
+                }
+                CameraMode::Background => {
+                    // Snapshot access and freshness check only.
+                    if let Some(frame) = sh.camera.read() {
+                        self.last_frame = frame;
+                    }
+                }
+            }
+            looptime_capture::clock::monotonic_ns().saturating_sub(self.last_frame.1)
+        };
+        // What the controller is handed: the measured, bounded dt.
+        rec.set_float(ids.dt, dt_ns as f64 / 1e3);
+        rec.set_int(ids.camera_age, (age_ns / 1000) as i64);
+        rec.set_int(ids.camera_stale, (age_ns > self.max_age_ns) as i64);
+        {
+            let _s = rec.span(ids.viewer);
+            let _ = sh.viewer.read();
+            sim::spend(&st.viewer_control.cost, &mut self.rng);
+        }
+        if !paused {
+            {
+                let _s = rec.span(ids.policy);
+                let _ = sh.policy.observations.push(i);
+                let _ = sh.policy.actions.pop();
+            }
+            {
+                let _s = rec.span(ids.decode);
+                sim::spend(&st.adapter_decode.cost, &mut self.rng);
+            }
+            {
+                let mut ex = rec.span(ids.executor);
+                sim::spend(&st.executor.cost, &mut self.rng);
+                let _send = ex.span(ids.send);
+                sim::spend(&st.robot_send_command.cost, &mut self.rng);
+                self.robot.send();
+            }
+        }
+        let _s = rec.span(ids.recording);
+        sim::spend(&st.recording.cost, &mut self.rng);
+    }
+}
+
+/// The control loop proper. Generic over the clock so an uncapped run
+/// (`rtf = 0`) runs on the simulation clock with the same code.
+pub(crate) fn control_loop<C: LoopClock>(
+    clock: C,
+    cfg: &Config,
+    mut rec: Recorder,
+    ids: &Ids,
+    sh: &Shared,
+) -> Result<ControlOutcome, ServeError> {
+    let req = RealtimeRequest {
+        enabled: cfg.realtime.enabled,
+        priority: cfg.realtime.priority,
+        cpu: (cfg.realtime.cpu >= 0).then_some(cfg.realtime.cpu as usize),
+        mlockall: cfg.realtime.mlockall,
+    };
+    let realtime = rt::setup_control_thread(&req);
+    let mut sched = Scheduler::new(clock, cfg.scheduler_config())?;
+    let host_clock = sched.domain() != ClockDomain::Simulation;
+    let rtf = if cfg.run.rtf == 0.0 { 1.0 } else { cfg.run.rtf };
+    let life = Lifecycle::new(cfg);
+    let total = life.warm + cfg.running_cycles();
+    let st = &cfg.stages;
+    let mut work = Work {
+        st,
+        rng: Rng::new(cfg.run.seed),
+        robot: SimRobot::new(
+            0,
+            cfg.nominal_period_ns(),
+            st.robot_send_command.acceptance_rate,
+            cfg.run.seed,
+        ),
+        last_frame: (0, 0),
+        max_age_ns: (st.camera_read.max_age_ms * 1e6) as u64,
+    };
+    sched.start();
+    let clock_origin = sched.clock().now_ns();
+    let robot_now = |c: &C| ((c.now_ns().saturating_sub(clock_origin)) as f64 * rtf) as u64;
+    let mut last_phase: Option<PhaseId> = None;
+    let mut prev_start_mono = looptime_capture::clock::monotonic_ns();
+    let mut cycles = 0u64;
+    let mut aborted = false;
+
+    for i in 0..total {
+        if sh.stop.load(Ordering::Relaxed) {
+            aborted = true;
+            break;
+        }
+        let phase = life.phase(i, ids);
+        if last_phase != Some(phase) {
+            sh.live.push_event(Event {
+                t_ns: looptime_capture::clock::monotonic_ns(),
+                cycle: i,
+                event: transition(last_phase, phase, ids),
+            });
+            last_phase = Some(phase);
+        }
+
+        rec.begin_wait();
+        let tick = sched.wait();
+        rec.end_wait();
+        let start_mono = looptime_capture::clock::monotonic_ns();
+        rec.begin_cycle(
+            phase,
+            Release {
+                target_ns: Some(tick.target_ns),
+                overdue: tick.overdue,
+                skipped: tick.skipped,
+            },
+        );
+        work.stages(
+            &mut rec,
+            ids,
+            sh,
+            phase == ids.paused,
+            i,
+            tick.dt_measured_ns,
+        );
+        let rnow = robot_now(sched.clock());
+        rec.set_int(ids.robot_seq, work.robot.state_seq(rnow));
+        rec.set_int(ids.robot_ms, work.robot.time_ms(rnow));
+        rec.set_float(ids.success, work.robot.success_rate());
+        rec.end_cycle();
+        let end_mono = looptime_capture::clock::monotonic_ns();
+        sh.live.push_stat(CycleStat {
+            cycle: i,
+            period_ns: start_mono.saturating_sub(prev_start_mono),
+            work_ns: end_mono.saturating_sub(start_mono),
+            lag_ns: if host_clock {
+                tick.wake_ns as i64 - tick.target_ns as i64
+            } else {
+                0
+            },
+            overdue: tick.overdue,
+        });
+        prev_start_mono = start_mono;
+        cycles += 1;
+    }
+    sh.live.push_event(Event {
+        t_ns: looptime_capture::clock::monotonic_ns(),
+        cycle: cycles,
+        event: if aborted {
+            EventKind::Abort
+        } else {
+            EventKind::Finish
+        },
+    });
+    rt::teardown_control_thread(&realtime);
+    Ok(ControlOutcome {
+        rec,
+        cycles,
+        overruns: sched.overruns(),
+        skipped: sched.skipped(),
+        aborted,
+        realtime,
+    })
+}
