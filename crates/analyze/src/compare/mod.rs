@@ -235,17 +235,28 @@ pub fn manifest_differences(a: Option<&Value>, b: Option<&Value>) -> Vec<Differe
 }
 
 /// SplitMix64, seeded per metric.
-struct Rng(u64);
+/// The bootstrap's generator: PCG64 Mcg (`rand_pcg::Pcg64Mcg`, 128-bit
+/// state, multiplier 0x2360ed051fc65da44385df649fccf645), seeded with
+/// [`name_seed`] through `SeedableRng::seed_from_u64`.
+struct Rng(rand_pcg::Pcg64Mcg);
+
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        crate::evidence::mix(self.0, 0x2545_F491_4F6C_DD1D)
+    fn new(seed: u64) -> Rng {
+        use rand_core::SeedableRng;
+        Rng(rand_pcg::Pcg64Mcg::seed_from_u64(seed))
     }
+
+    /// A uniform index below `n`: the top 53 bits of one `next_u64`, scaled
+    /// by multiplication (`⌊(x >> 11) · n / 2⁵³⌋`).
     fn below(&mut self, n: usize) -> usize {
-        (((self.next() >> 11) as u128 * n as u128) >> 53) as usize
+        use rand_core::RngCore;
+        (((self.0.next_u64() >> 11) as u128 * n as u128) >> 53) as usize
     }
 }
 
+/// The seed of one metric's bootstrap: `--seed` folded with the bytes of
+/// the metric's name `phase/metric/stage`, each step the SplitMix64
+/// finaliser of `h ^ (byte + 1) · 0x9E3779B97F4A7C15`.
 fn name_seed(seed: u64, name: &str) -> u64 {
     name.bytes()
         .fold(seed, |h, b| crate::evidence::mix(h, b as u64 + 1))
@@ -287,7 +298,7 @@ fn subsample(v: &[i64], rng: &mut Rng) -> Vec<i64> {
 /// 95 % percentile-bootstrap intervals of (median B − median A) and
 /// (p99 B − p99 A).
 fn bootstrap(a: &[i64], b: &[i64], cfg: BootstrapConfig, name: &str) -> ([i64; 2], [i64; 2]) {
-    let mut rng = Rng(name_seed(cfg.seed, name));
+    let mut rng = Rng::new(name_seed(cfg.seed, name));
     let a = subsample(a, &mut rng);
     let b = subsample(b, &mut rng);
     let mut ra = vec![0i64; a.len()];
