@@ -21,11 +21,17 @@ struct Run {
 }
 
 fn analyze(args: &[&str]) -> Run {
+    analyze_in(Path::new("."), args)
+}
+
+/// Run the analyzer with `args` from the directory `cwd`.
+fn analyze_in(cwd: &Path, args: &[&str]) -> Run {
     // Analyses use both cores (polars, rayon): never run one while another
     // test is recording, unless this thread is the one recording.
     let _shared =
         (!HOLDS_SERVE.with(|h| h.get())).then(|| SERVE.read().unwrap_or_else(|e| e.into_inner()));
     let out = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
+        .current_dir(cwd)
         .args(args)
         .output()
         .expect("run analyze_control_timing");

@@ -34,6 +34,21 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
     p
 }
 
+/// `serve --control-timing` with the config `text`, into `dir/runs`.
+fn serve_recording(dir: &Path, text: &str) -> (Output, PathBuf) {
+    let runs = dir.join("runs");
+    let cfg = write_config(dir, text);
+    let o = run(&[
+        "serve",
+        "--control-timing",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--runs-dir",
+        runs.to_str().unwrap(),
+    ]);
+    (o, runs)
+}
+
 /// Every file below `dir`, recursively, by name.
 fn all_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -83,16 +98,7 @@ fn json(path: &Path) -> serde_json::Value {
 #[test]
 fn a_recorder_over_the_budget_is_refused_by_key_and_bytes_before_any_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = tmp.path().join("runs");
-    let cfg = write_config(tmp.path(), "[run]\ntiming_max_cycles = 50000000\n");
-    let o = run(&[
-        "serve",
-        "--control-timing",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--runs-dir",
-        runs.to_str().unwrap(),
-    ]);
+    let (o, runs) = serve_recording(tmp.path(), "[run]\ntiming_max_cycles = 50000000\n");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     // The footprint is cycles x (cycle slot + 16 span slots + 6 values),
@@ -115,19 +121,10 @@ fn a_refused_allocation_is_an_error_with_exit_1_never_an_abort() {
     // ceiling, but more than this 24 GB host will hand out, so the
     // allocator refuses it. Today that aborted the process (SIGABRT).
     let tmp = tempfile::tempdir().unwrap();
-    let runs = tmp.path().join("runs");
-    let cfg = write_config(
+    let (o, runs) = serve_recording(
         tmp.path(),
         "[run]\ntiming_max_cycles = 50000000\ntiming_memory_budget_mb = 1048576\n",
     );
-    let o = run(&[
-        "serve",
-        "--control-timing",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--runs-dir",
-        runs.to_str().unwrap(),
-    ]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(

@@ -16,20 +16,11 @@ fn golden(name: &str) {
 fn check(args: &[&str], file: &str) {
     // Run from fixtures/v1 with a relative episode path, so the report's
     // `episode` field does not depend on where the repository is checked out.
-    let _shared = SERVE.read().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
-        .current_dir(fixture("v1"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let r = analyze_in(&fixture("v1"), args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     let want = std::fs::read_to_string(fixture(&format!("golden/{file}"))).unwrap();
     let name = file;
-    let got = String::from_utf8(out.stdout).unwrap();
+    let got = r.stdout;
     if got != want {
         let line = got
             .lines()
