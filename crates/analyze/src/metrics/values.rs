@@ -6,7 +6,7 @@ use crate::evidence::{Cell, Evidence};
 
 /// Every caller value's count, min, mean, max and (for `int` `*_seq`
 /// counters) lost states, in header order. `segment` is
-/// [`CycleColumns::segment`].
+/// [`CycleColumns::segment`](super::columns::CycleColumns::segment).
 pub fn value_reports(ev: &Evidence, segment: &[u32]) -> Vec<ValueReport> {
     let nv = ev.header.values.len();
     let n = ev.cycles.len();
