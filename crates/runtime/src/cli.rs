@@ -100,9 +100,9 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
         cfg.run.warmup_s = w;
     }
     if let Some(e) = args.episodes {
-        // Out-of-range counts (negative, or past u32) are refused by name
-        // in `validate`, like a value from the file.
-        cfg.run.episodes = u32::try_from(e).unwrap_or(u32::MAX);
+        // A negative count cannot reach the u32 key, so it is refused here
+        // by the same key and range `validate` states; any other count is
+        // range-checked there (past u32 saturates and fails it too).
         if e < 0 {
             return Err(crate::config::ConfigError::OutOfRange {
                 key: "run.episodes".into(),
@@ -111,6 +111,7 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
             })
             .context("after applying command-line flags");
         }
+        cfg.run.episodes = u32::try_from(e).unwrap_or(u32::MAX);
     }
     if let Some(r) = args.rtf {
         cfg.run.rtf = r;

@@ -184,14 +184,27 @@ fn distributions(o: &mut String, r: &Report) {
             "", "mean", "p50", "p90", "p99", "p99.9", "max"
         );
     };
-    head(o, "period, start to start within segments", "ms");
-    for p in &r.phases {
-        dist_row(o, &p.phase, &p.period, ms);
-    }
-    head(o, "work, start to end (excludes the wait)", "ms");
-    for p in &r.phases {
-        dist_row(o, &p.phase, &p.work, ms);
-    }
+    type Pick = fn(&crate::metrics::PhaseReport) -> &Option<Dist>;
+    let rows = |o: &mut String, title: &str, unit: &str, pick: Pick, fmt: fn(f64) -> String| {
+        head(o, title, unit);
+        for p in &r.phases {
+            dist_row(o, &p.phase, pick(p), fmt);
+        }
+    };
+    rows(
+        o,
+        "period, start to start within segments",
+        "ms",
+        |p| &p.period,
+        ms,
+    );
+    rows(
+        o,
+        "work, start to end (excludes the wait)",
+        "ms",
+        |p| &p.work,
+        ms,
+    );
     match &r.schedule_metrics_absent {
         Some(reason) => {
             let _ = writeln!(
@@ -200,14 +213,20 @@ fn distributions(o: &mut String, r: &Report) {
             );
         }
         None => {
-            head(o, "sleep overshoot, wake − target", "µs");
-            for p in &r.phases {
-                dist_row(o, &p.phase, &p.sleep_overshoot, us);
-            }
-            head(o, "deadline lag, start − target", "µs");
-            for p in &r.phases {
-                dist_row(o, &p.phase, &p.deadline_lag, us);
-            }
+            rows(
+                o,
+                "sleep overshoot, wake − target",
+                "µs",
+                |p| &p.sleep_overshoot,
+                us,
+            );
+            rows(
+                o,
+                "deadline lag, start − target",
+                "µs",
+                |p| &p.deadline_lag,
+                us,
+            );
         }
     }
 }
