@@ -116,6 +116,34 @@ pub enum CaptureError {
         /// Versions this build reads.
         supported: &'static [u32],
     },
+    /// A ring file could not be created, sized, mapped, opened or removed
+    /// (the OS error is the source).
+    #[error("cannot {what} ring file {path}")]
+    Ring {
+        /// The ring file.
+        path: PathBuf,
+        /// `create`, `allocate`, `map`, `open` or `remove`.
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not a usable ring file.
+    #[error("{path} is not a usable looptime ring: {message}")]
+    BadRing {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong and what to do.
+        message: String,
+    },
+    /// The ring's writer still runs, so it is not recovered.
+    #[error("{path} belongs to process {pid}, which is still running: watch it with `looptime watch --ring {path}` instead of recovering it")]
+    RingInUse {
+        /// The ring file.
+        path: PathBuf,
+        /// Its writer's pid.
+        pid: u32,
+    },
 }
 
 /// `error` and every error in its [`source`](std::error::Error::source)

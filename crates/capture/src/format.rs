@@ -346,6 +346,31 @@ pub enum CaptureStatus {
     Complete,
     /// `finish` after an orderly abort (Ctrl-C, SIGTERM, error).
     Aborted,
+    /// Rebuilt by `recover` from the ring file of a process that died
+    /// (kill -9, crash, OOM kill); [`Summary::recovery`] says what was found.
+    Recovered,
+}
+
+/// What `recover` found in the ring file of a process that died.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// The ring file read (removed after the files were written).
+    pub ring_file: String,
+    /// The pid of the process that wrote it.
+    pub writer_pid: u32,
+    /// What the writer last said it was doing: `recording` or `finishing`.
+    pub ring_state: String,
+    /// Complete cycles read from the ring and written to the JSONL.
+    pub cycles_recovered: u64,
+    /// Cycles begun and not ended when the process died (0 or 1): lost.
+    pub in_progress_records: u64,
+    /// Records whose sequence number or contents did not check out: lost.
+    pub torn_records: u64,
+    /// Index of the last complete cycle.
+    pub last_complete_cycle: Option<u64>,
+    /// `end_ns` of the last complete cycle: the last instant the evidence
+    /// covers (host monotonic ns).
+    pub last_complete_end_ns: Option<u64>,
 }
 
 /// Counts that say what the capture kept and what it lost.
@@ -463,6 +488,9 @@ pub struct Summary {
     pub stages: Vec<StageSummary>,
     /// The recorder's own cost (copied from the header).
     pub overhead: Overhead,
+    /// Present only with status `recovered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
 }
 
 /// Largest header line a reader accepts. A header written by the recorder is

@@ -19,11 +19,16 @@
 //!   panics on overflow or blocks.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::error::{CaptureError, Result};
 use crate::format::{
     AttributeInfo, Capacity, ClockAnchor, ClockDomain, ClockTable, Header, HeaderTag, Overhead,
     StageInfo, TscCalibration, ValueInfo, ValueKind, SCHEMA_VERSION,
+};
+use crate::ring::{
+    Layout, LiveRef, RingFile, RingMeta, RingState, RingStorage, Slab, DEFAULT_RING_DIR,
 };
 use crate::sys;
 
@@ -67,15 +72,119 @@ pub fn footprint_bytes(max_cycles: u64, max_spans_per_cycle: u64, n_values: u64)
 /// A boxed slice of `n` copies of `value`, or [`CaptureError::OutOfMemory`]
 /// when the allocator refuses: never an abort. Every page is written here,
 /// so none faults in later on the control thread.
-fn try_boxed<T: Clone>(what: &'static str, n: usize, value: T) -> Result<Box<[T]>> {
+fn try_boxed<T: Default>(what: &'static str, n: usize) -> Result<Slab<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| CaptureError::OutOfMemory {
             what,
             bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
         })?;
-    v.resize(n, value);
-    Ok(v.into_boxed_slice())
+    v.resize_with(n, T::default);
+    Ok(Slab::from_box(v.into_boxed_slice()))
+}
+
+/// The recorder's buffers, on the heap or in a ring file.
+struct Storage {
+    cycles: Slab<CycleSlot>,
+    spans: Slab<SpanSlot>,
+    values: Slab<u64>,
+    live: LiveRef,
+    ring: Option<RingFile>,
+    note: Option<String>,
+}
+
+impl Storage {
+    fn new(
+        spec: &RecorderBuilder,
+        overhead: &Overhead,
+        clock: &quanta::Clock,
+        anchor: ClockAnchor,
+    ) -> Result<Storage> {
+        let dir = match &spec.ring {
+            RingStorage::Heap => return Storage::heap(spec, None),
+            RingStorage::Auto => PathBuf::from(DEFAULT_RING_DIR),
+            RingStorage::SharedMemory(dir) => dir.clone(),
+        };
+        match Storage::ring(spec, overhead, clock, anchor, &dir) {
+            Ok(s) => Ok(s),
+            Err(e) if spec.ring == RingStorage::Auto => {
+                let why = crate::error::error_chain(&e);
+                Storage::heap(spec, Some(format!("{why}; the ring is on the heap, so a kill -9 or crash loses this recording")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn heap(spec: &RecorderBuilder, note: Option<String>) -> Result<Storage> {
+        // The largest buffer first: a refusal then costs nothing.
+        let spans = try_boxed("span slots", spec.max_cycles.saturating_mul(spec.max_spans))?;
+        let cycles = try_boxed("cycle ring", spec.max_cycles)?;
+        let values = try_boxed("value slots", spec.max_cycles * spec.values.len())?;
+        Ok(Storage {
+            cycles,
+            spans,
+            values,
+            live: LiveRef::heap(),
+            ring: None,
+            note,
+        })
+    }
+
+    fn ring(
+        spec: &RecorderBuilder,
+        overhead: &Overhead,
+        clock: &quanta::Clock,
+        anchor: ClockAnchor,
+        dir: &Path,
+    ) -> Result<Storage> {
+        let meta = ring_meta_json(spec, overhead, anchor, clock);
+        let layout = Layout::new(
+            spec.max_cycles,
+            spec.max_spans,
+            spec.values.len(),
+            meta.len(),
+        )
+        .ok_or(CaptureError::OutOfMemory {
+            what: "ring file",
+            bytes: u64::MAX,
+        })?;
+        let parts = RingFile::create(dir, layout, &meta, anchor, quanta_ns_per_tick(clock))?;
+        Ok(Storage {
+            cycles: parts.cycles,
+            spans: parts.spans,
+            values: parts.values,
+            live: parts.live,
+            ring: Some(parts.file),
+            note: None,
+        })
+    }
+}
+
+/// Nanoseconds per raw tick by quanta's own calibration.
+fn quanta_ns_per_tick(clock: &quanta::Clock) -> f64 {
+    let ticks = 1u64 << 30;
+    clock.delta_as_nanos(0, ticks) as f64 / ticks as f64
+}
+
+/// The ring's meta JSON for `spec`: its evidence header (the clock anchor
+/// is kept apart, in the fixed header) and episode directory.
+fn ring_meta_json(
+    spec: &RecorderBuilder,
+    overhead: &Overhead,
+    anchor: ClockAnchor,
+    clock: &quanta::Clock,
+) -> Vec<u8> {
+    let tsc = TscCalibration {
+        start: anchor,
+        end: anchor,
+        ns_per_tick: quanta_ns_per_tick(clock),
+        slope_source: "quanta".to_string(),
+    };
+    let meta = RingMeta {
+        header: header_of(spec, overhead, tsc),
+        episode_dir: spec.episode_dir.clone(),
+    };
+    serde_json::to_vec(&meta).unwrap_or_default()
 }
 
 /// A registered stage.
@@ -173,6 +282,8 @@ pub struct RecorderBuilder {
     attributes: Vec<AttributeInfo>,
     values: Vec<ValueInfo>,
     metadata: BTreeMap<String, String>,
+    ring: RingStorage,
+    episode_dir: Option<PathBuf>,
 }
 
 impl Default for RecorderBuilder {
@@ -197,7 +308,24 @@ impl RecorderBuilder {
             attributes: Vec::new(),
             values: Vec::new(),
             metadata: BTreeMap::new(),
+            ring: RingStorage::Auto,
+            episode_dir: None,
         }
+    }
+
+    /// Where the ring lives (default [`RingStorage::Auto`]: a ring file in
+    /// `/dev/shm`, which survives a kill of this process, else the heap).
+    pub fn ring(&mut self, storage: RingStorage) -> &mut Self {
+        self.ring = storage;
+        self
+    }
+
+    /// The episode directory this recording's evidence belongs in, written
+    /// into the ring file for [`crate::ring::recover`] (also settable later
+    /// with [`Recorder::set_episode_dir`]).
+    pub fn episode_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.episode_dir = Some(dir.into());
+        self
     }
 
     /// Cycles kept in the ring (1 to [`MAX_CYCLES_CEILING`]).
@@ -413,39 +541,48 @@ impl RecorderBuilder {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct CycleSlot {
-    index: u64,
-    phase: u16,
-    n_spans: u16,
-    spans_dropped: u32,
-    skipped: u32,
-    overdue: bool,
-    has_target: bool,
-    has_wait: bool,
-    ended: bool,
-    values_set: u16,
-    target_ns: u64,
-    start: u64,
-    end: u64,
-    sleep_start: u64,
-    wake: u64,
+/// One cycle of the ring. `repr(C)` and plain integers (bytes as flags), so
+/// that a reader in another process can copy it whatever its bytes; `seq`
+/// comes first and is written last (see [`crate::ring`]).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct CycleSlot {
+    pub(crate) seq: AtomicU64,
+    pub(crate) index: u64,
+    pub(crate) target_ns: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) sleep_start: u64,
+    pub(crate) wake: u64,
+    pub(crate) spans_dropped: u32,
+    pub(crate) skipped: u32,
+    pub(crate) phase: u16,
+    pub(crate) n_spans: u16,
+    pub(crate) values_set: u16,
+    pub(crate) overdue: u8,
+    pub(crate) has_target: u8,
+    pub(crate) has_wait: u8,
+    pub(crate) ended: u8,
+    _pad: [u8; 6],
 }
 
+/// One span slot; `repr(C)`, plain integers, as [`CycleSlot`].
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct SpanSlot {
-    stage: u16,
-    parent: u16,
-    depth: u8,
-    n_attrs: u8,
-    cpu: bool,
-    open: bool,
-    closed_by_cycle_end: bool,
-    attrs: [(u16, u16); MAX_ATTRS_PER_SPAN],
-    start: u64,
-    end: u64,
-    cpu_start: u64,
-    cpu_end: u64,
+pub(crate) struct SpanSlot {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) cpu_start: u64,
+    pub(crate) cpu_end: u64,
+    pub(crate) attrs: [(u16, u16); MAX_ATTRS_PER_SPAN],
+    pub(crate) stage: u16,
+    pub(crate) parent: u16,
+    pub(crate) depth: u8,
+    pub(crate) n_attrs: u8,
+    pub(crate) cpu: u8,
+    pub(crate) open: u8,
+    pub(crate) closed_by_cycle_end: u8,
+    _pad: [u8; 7],
 }
 
 /// The preallocated, bounded recorder. See the module docs for what keeps
@@ -457,9 +594,10 @@ pub struct Recorder {
     spec: RecorderBuilder,
     overhead: Overhead,
     start_anchor: ClockAnchor,
-    cycles: Box<[CycleSlot]>,
-    spans: Box<[SpanSlot]>,
-    values: Box<[u64]>,
+    cycles: Slab<CycleSlot>,
+    spans: Slab<SpanSlot>,
+    values: Slab<u64>,
+    live: LiveRef,
     stage_cpu: Box<[bool]>,
     max_spans: usize,
     head: usize,
@@ -474,31 +612,27 @@ pub struct Recorder {
     pending_wake: Option<u64>,
     spans_dropped: u64,
     spans_outside_cycle: u64,
+    ring_note: Option<String>,
+    // Last: unmapped after every slab pointing into it is dropped.
+    ring: Option<RingFile>,
 }
 
 impl Recorder {
     fn allocate(spec: RecorderBuilder, overhead: Overhead) -> Result<Recorder> {
         let clock = quanta::Clock::new();
-        let n_values = spec.values.len();
         let stage_cpu: Box<[bool]> = spec
             .stages
             .iter()
             .map(|s| s.cpu_time && spec.thread_cpu)
             .collect();
-        // The largest buffer first: a refusal then costs nothing.
-        let spans = try_boxed(
-            "span slots",
-            spec.max_cycles.saturating_mul(spec.max_spans),
-            SpanSlot::default(),
-        )?;
-        let cycles = try_boxed("cycle ring", spec.max_cycles, CycleSlot::default())?;
-        let values = try_boxed("value slots", spec.max_cycles * n_values, 0u64)?;
         let start_anchor = take_anchor(&clock);
+        let storage = Storage::new(&spec, &overhead, &clock, start_anchor)?;
         Ok(Recorder {
             enabled: true,
-            cycles,
-            spans,
-            values,
+            cycles: storage.cycles,
+            spans: storage.spans,
+            values: storage.values,
+            live: storage.live,
             stage_cpu,
             max_spans: spec.max_spans,
             clock,
@@ -517,6 +651,8 @@ impl Recorder {
             pending_wake: None,
             spans_dropped: 0,
             spans_outside_cycle: 0,
+            ring_note: storage.note,
+            ring: storage.ring,
         })
     }
 
@@ -533,9 +669,10 @@ impl Recorder {
                 monotonic_ns: 0,
                 uncertainty_ns: 0,
             },
-            cycles: Box::new([]),
-            spans: Box::new([]),
-            values: Box::new([]),
+            cycles: Slab::from_box(Box::new([])),
+            spans: Slab::from_box(Box::new([])),
+            values: Slab::from_box(Box::new([])),
+            live: LiveRef::disabled(),
             stage_cpu: Box::new([]),
             max_spans: 0,
             spec,
@@ -551,6 +688,8 @@ impl Recorder {
             pending_wake: None,
             spans_dropped: 0,
             spans_outside_cycle: 0,
+            ring_note: None,
+            ring: None,
         }
     }
 
@@ -613,25 +752,27 @@ impl Recorder {
         };
         self.pending_sleep_start = None;
         self.pending_wake = None;
-        let c = &mut self.cycles[slot];
-        *c = CycleSlot {
-            index: self.total,
-            phase: phase.0,
-            n_spans: 0,
-            spans_dropped: 0,
-            skipped: release.skipped,
-            overdue: release.overdue,
-            has_target: release.target_ns.is_some(),
-            has_wait,
-            ended: false,
-            values_set: 0,
-            target_ns: release.target_ns.unwrap_or(0),
-            start: 0,
-            end: 0,
-            sleep_start,
-            wake,
-        };
+        let index = self.total;
         self.total += 1;
+        self.live.get().total.store(self.total, Ordering::Relaxed);
+        let c = &mut self.cycles[slot];
+        // In progress first, then the fields (see crate::ring).
+        c.seq.store(2 * index + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        c.index = index;
+        c.phase = phase.0;
+        c.n_spans = 0;
+        c.spans_dropped = 0;
+        c.skipped = release.skipped;
+        c.overdue = release.overdue as u8;
+        c.has_target = release.target_ns.is_some() as u8;
+        c.has_wait = has_wait as u8;
+        c.ended = 0;
+        c.values_set = 0;
+        c.target_ns = release.target_ns.unwrap_or(0);
+        c.end = 0;
+        c.sleep_start = sleep_start;
+        c.wake = wake;
         self.cur = slot;
         self.in_cycle = true;
         self.depth = 0;
@@ -650,19 +791,21 @@ impl Recorder {
         let base = self.cur * self.max_spans;
         for d in 0..self.depth {
             let s = &mut self.spans[base + self.stack[d] as usize];
-            if s.open {
-                if s.cpu {
+            if s.open != 0 {
+                if s.cpu != 0 {
                     s.cpu_end = sys::thread_cpu_ns();
                 }
                 s.end = now;
-                s.open = false;
-                s.closed_by_cycle_end = true;
+                s.open = 0;
+                s.closed_by_cycle_end = 1;
             }
         }
         self.depth = 0;
         let c = &mut self.cycles[self.cur];
         c.end = now;
-        c.ended = true;
+        c.ended = 1;
+        // Complete, after every field of the cycle (see crate::ring).
+        c.seq.store(2 * c.index + 2, Ordering::Release);
         self.in_cycle = false;
         self.generation = self.generation.wrapping_add(1);
     }
@@ -687,12 +830,19 @@ impl Recorder {
         }
         if !self.in_cycle {
             self.spans_outside_cycle += 1;
+            let n = self.spans_outside_cycle;
+            self.live
+                .get()
+                .spans_outside_cycle
+                .store(n, Ordering::Relaxed);
             return NO_SPAN;
         }
         let c = &mut self.cycles[self.cur];
         if c.n_spans as usize >= self.max_spans || self.depth >= MAX_SPAN_DEPTH {
             c.spans_dropped = c.spans_dropped.saturating_add(1);
             self.spans_dropped += 1;
+            let n = self.spans_dropped;
+            self.live.get().spans_dropped.store(n, Ordering::Relaxed);
             return NO_SPAN;
         }
         let i = c.n_spans;
@@ -715,9 +865,9 @@ impl Recorder {
         s.parent = parent;
         s.depth = depth;
         s.n_attrs = 0;
-        s.cpu = cpu;
-        s.open = true;
-        s.closed_by_cycle_end = false;
+        s.cpu = cpu as u8;
+        s.open = 1;
+        s.closed_by_cycle_end = 0;
         s.end = 0;
         s.cpu_end = 0;
         // CPU first and wall last, so the wall time excludes the system call.
@@ -735,14 +885,14 @@ impl Recorder {
         }
         let end = self.clock.raw();
         let s = &mut self.spans[self.cur * self.max_spans + idx as usize];
-        if !s.open {
+        if s.open == 0 {
             return;
         }
         s.end = end;
-        if s.cpu {
+        if s.cpu != 0 {
             s.cpu_end = sys::thread_cpu_ns();
         }
-        s.open = false;
+        s.open = 0;
         // Pop to this span; guards nest, so it is normally the top.
         if let Some(pos) = self.stack[..self.depth].iter().rposition(|&x| x == idx) {
             self.depth = pos;
@@ -845,7 +995,63 @@ impl Recorder {
         self.spans_dropped = 0;
         self.spans_outside_cycle = 0;
         if self.enabled {
+            // No slot of the last episode may read as one of the next.
+            for c in self.cycles.iter() {
+                c.seq.store(0, Ordering::Relaxed);
+            }
+            let live = self.live.get();
+            live.total.store(0, Ordering::Relaxed);
+            live.spans_dropped.store(0, Ordering::Relaxed);
+            live.spans_outside_cycle.store(0, Ordering::Relaxed);
             self.start_anchor = take_anchor(&self.clock);
+            live.set_anchor(self.start_anchor);
+            live.set_state(RingState::Recording);
+        }
+    }
+
+    /// The ring file this recorder writes, when it has one (see
+    /// [`crate::ring`]): what `looptime recover` and `looptime watch` read.
+    pub fn ring_path(&self) -> Option<&Path> {
+        self.ring.as_ref().map(|r| r.path())
+    }
+
+    /// Whether the ring file's pages are locked in memory (`mlock`); false
+    /// without a ring file or when the memory-lock limit refused it.
+    pub fn ring_locked(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.locked())
+    }
+
+    /// Why a recorder built with [`RingStorage::Auto`] keeps its ring on the
+    /// heap (so a kill loses it), when it does.
+    pub fn ring_note(&self) -> Option<&str> {
+        self.ring_note.as_deref()
+    }
+
+    /// Name (or rename) the episode directory the ring's evidence belongs
+    /// in, for [`crate::ring::recover`]. Not for the control path: it
+    /// formats the ring's meta again.
+    ///
+    /// # Errors
+    /// [`CaptureError::InvalidOption`] when the new meta does not fit the
+    /// ring's meta region (a directory path of many kilobytes).
+    pub fn set_episode_dir(&mut self, dir: impl Into<PathBuf>) -> Result<()> {
+        self.spec.episode_dir = Some(dir.into());
+        if let Some(ring) = &self.ring {
+            let meta = ring_meta_json(&self.spec, &self.overhead, self.start_anchor, &self.clock);
+            if !ring.write_meta(&meta) {
+                return Err(CaptureError::InvalidOption {
+                    option: "episode directory length",
+                    value: meta.len() as u64,
+                    expected: "a ring meta that fits the space reserved at build",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_ring_state(&self, state: RingState) {
+        if self.enabled {
+            self.live.get().set_state(state);
         }
     }
 
@@ -860,42 +1066,7 @@ impl Recorder {
     }
 
     pub(crate) fn header(&self, tsc: TscCalibration) -> Header {
-        let spec = &self.spec;
-        Header {
-            kind: HeaderTag::Header,
-            schema_version: SCHEMA_VERSION,
-            producer: producer(),
-            clocks: ClockTable {
-                start_ns: ClockDomain::TscHostMonotonic,
-                end_ns: ClockDomain::TscHostMonotonic,
-                sleep_start_ns: ClockDomain::TscHostMonotonic,
-                wake_ns: ClockDomain::TscHostMonotonic,
-                target_ns: spec.target_clock,
-                span_start_ns: ClockDomain::TscHostMonotonic,
-            },
-            tsc,
-            capacity: Capacity {
-                max_cycles: spec.max_cycles as u64,
-                max_spans_per_cycle: spec.max_spans as u32,
-                max_attrs_per_span: MAX_ATTRS_PER_SPAN as u32,
-                max_span_depth: MAX_SPAN_DEPTH as u32,
-            },
-            nominal_period_ns: spec.nominal_period_ns,
-            thread_cpu_time: spec.thread_cpu,
-            stages: spec
-                .stages
-                .iter()
-                .map(|s| StageInfo {
-                    name: s.name.clone(),
-                    cpu_time: s.cpu_time && spec.thread_cpu,
-                })
-                .collect(),
-            phases: spec.phases.clone(),
-            attributes: spec.attributes.clone(),
-            values: spec.values.clone(),
-            overhead: self.overhead.clone(),
-            metadata: spec.metadata.clone(),
-        }
+        header_of(&self.spec, &self.overhead, tsc)
     }
 
     /// Retained cycles, oldest first, as raw views.
@@ -914,9 +1085,48 @@ impl Recorder {
             }
         })
     }
+}
 
-    pub(crate) fn spec(&self) -> &RecorderBuilder {
-        &self.spec
+/// The evidence header of a recorder built from `spec`.
+pub(crate) fn header_of(
+    spec: &RecorderBuilder,
+    overhead: &Overhead,
+    tsc: TscCalibration,
+) -> Header {
+    Header {
+        kind: HeaderTag::Header,
+        schema_version: SCHEMA_VERSION,
+        producer: producer(),
+        clocks: ClockTable {
+            start_ns: ClockDomain::TscHostMonotonic,
+            end_ns: ClockDomain::TscHostMonotonic,
+            sleep_start_ns: ClockDomain::TscHostMonotonic,
+            wake_ns: ClockDomain::TscHostMonotonic,
+            target_ns: spec.target_clock,
+            span_start_ns: ClockDomain::TscHostMonotonic,
+        },
+        tsc,
+        capacity: Capacity {
+            max_cycles: spec.max_cycles as u64,
+            max_spans_per_cycle: spec.max_spans as u32,
+            max_attrs_per_span: MAX_ATTRS_PER_SPAN as u32,
+            max_span_depth: MAX_SPAN_DEPTH as u32,
+        },
+        nominal_period_ns: spec.nominal_period_ns,
+        thread_cpu_time: spec.thread_cpu,
+        stages: spec
+            .stages
+            .iter()
+            .map(|s| StageInfo {
+                name: s.name.clone(),
+                cpu_time: s.cpu_time && spec.thread_cpu,
+            })
+            .collect(),
+        phases: spec.phases.clone(),
+        attributes: spec.attributes.clone(),
+        values: spec.values.clone(),
+        overhead: overhead.clone(),
+        metadata: spec.metadata.clone(),
     }
 }
 
@@ -932,15 +1142,23 @@ pub(crate) struct RawCycle<'a> {
     open: bool,
 }
 
-impl RawCycle<'_> {
-    pub(crate) fn to_record(
-        &self,
-        spec: &RecorderBuilder,
-        map: &TscMap,
-    ) -> crate::format::CycleRecord {
+impl<'a> RawCycle<'a> {
+    /// A cycle that is not open (as read back from a ring).
+    pub(crate) fn new(slot: &'a CycleSlot, spans: &'a [SpanSlot], values: &'a [u64]) -> Self {
+        RawCycle {
+            slot,
+            spans,
+            values,
+            open: false,
+        }
+    }
+
+    /// The record written for this cycle, with names from `header`.
+    pub(crate) fn to_record(&self, header: &Header, map: &TscMap) -> crate::format::CycleRecord {
         use crate::format::{CycleRecord, CycleTag, SpanRecord};
+        let spec = header;
         let c = self.slot;
-        let ended = c.ended && !self.open;
+        let ended = c.ended != 0 && !self.open;
         let mut values = BTreeMap::new();
         for (i, info) in spec.values.iter().enumerate() {
             if c.values_set & (1 << i) == 0 {
@@ -962,7 +1180,8 @@ impl RawCycle<'_> {
             .map(|s| {
                 // A span left open by an aborted cycle ends at the cycle's
                 // end, or at its own start when the cycle never ended.
-                let end = if s.open {
+                let open = s.open != 0;
+                let end = if open {
                     end_raw.unwrap_or(s.start)
                 } else {
                     s.end
@@ -977,8 +1196,8 @@ impl RawCycle<'_> {
                     depth: s.depth as u32,
                     start_ns: map.to_ns(s.start),
                     wall_ns: map.to_ns(end).saturating_sub(map.to_ns(s.start)),
-                    cpu_ns: (s.cpu && !s.open).then(|| s.cpu_end.saturating_sub(s.cpu_start)),
-                    closed_by_cycle_end: s.closed_by_cycle_end || s.open,
+                    cpu_ns: (s.cpu != 0 && !open).then(|| s.cpu_end.saturating_sub(s.cpu_start)),
+                    closed_by_cycle_end: s.closed_by_cycle_end != 0 || open,
                     attrs: s.attrs[..s.n_attrs as usize]
                         .iter()
                         .filter_map(|&(k, v)| {
@@ -999,10 +1218,10 @@ impl RawCycle<'_> {
                 .unwrap_or_default(),
             start_ns: map.to_ns(c.start),
             end_ns: end_raw.map(|e| map.to_ns(e)),
-            target_ns: c.has_target.then_some(c.target_ns),
-            sleep_start_ns: c.has_wait.then(|| map.to_ns(c.sleep_start)),
-            wake_ns: c.has_wait.then(|| map.to_ns(c.wake)),
-            overdue: c.overdue,
+            target_ns: (c.has_target != 0).then_some(c.target_ns),
+            sleep_start_ns: (c.has_wait != 0).then(|| map.to_ns(c.sleep_start)),
+            wake_ns: (c.has_wait != 0).then(|| map.to_ns(c.wake)),
+            overdue: c.overdue != 0,
             skipped: c.skipped,
             spans_dropped: c.spans_dropped,
             values,
@@ -1130,7 +1349,9 @@ fn measure_overhead() -> Overhead {
     const BATCHES: usize = 31;
     const PER: usize = 64;
     let mut spec = RecorderBuilder::new();
-    spec.max_cycles(PER).max_spans_per_cycle(PER);
+    spec.max_cycles(PER)
+        .max_spans_per_cycle(PER)
+        .ring(RingStorage::Heap);
     spec.phases.push("overhead".into());
     spec.stages.push(StageInfo {
         name: "wall".into(),

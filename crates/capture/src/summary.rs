@@ -282,6 +282,7 @@ impl SummaryBuilder {
             schedule_metrics_absent_reason: reason,
             stages,
             overhead: header.overhead.clone(),
+            recovery: None,
         }
     }
 }

@@ -14,8 +14,11 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{CaptureError, Result};
-use crate::format::{CaptureStatus, Summary, CYCLES_FILE, SUMMARY_FILE};
+use crate::format::{
+    CaptureStatus, CycleRecord, Header, Recovery, Summary, CYCLES_FILE, SUMMARY_FILE,
+};
 use crate::recorder::{calibrate, Recorder, TscMap};
+use crate::ring::RingState;
 use crate::summary::SummaryBuilder;
 
 /// What [`Recorder::finish`] wrote.
@@ -112,12 +115,65 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(write_err(dir))
 }
 
+/// Run-wide counters the summary needs beside the cycle records.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counts {
+    pub(crate) total_cycles: u64,
+    pub(crate) spans_dropped: u64,
+    pub(crate) spans_outside_cycle: u64,
+}
+
+/// Write the JSONL (header, then `records`) and the summary into `dir`,
+/// atomically, JSONL first: what [`Recorder::finish`] and
+/// [`crate::ring::recover`] share.
+pub(crate) fn write_evidence(
+    dir: &Path,
+    header: &Header,
+    records: impl Iterator<Item = CycleRecord>,
+    status: CaptureStatus,
+    counts: Counts,
+    recovery: Option<Recovery>,
+) -> Result<FinishReport> {
+    let mut summary = SummaryBuilder::new(header);
+    let (cycles_path, cycles_bytes) = write_atomic(dir, CYCLES_FILE, |w| {
+        serde_json::to_writer(&mut *w, header)?;
+        w.write_all(b"\n")?;
+        for record in records {
+            serde_json::to_writer(&mut *w, &record)?;
+            w.write_all(b"\n")?;
+            summary.push(&record);
+        }
+        Ok(())
+    })?;
+    let mut summary = summary.finish(
+        header,
+        status,
+        counts.total_cycles,
+        counts.spans_dropped,
+        counts.spans_outside_cycle,
+    );
+    summary.recovery = recovery;
+    let (summary_path, _) = write_atomic(dir, SUMMARY_FILE, |w| {
+        serde_json::to_writer_pretty(&mut *w, &summary)?;
+        w.write_all(b"\n")
+    })?;
+    sync_dir(dir)?;
+    Ok(FinishReport {
+        cycles_path,
+        summary_path,
+        summary,
+        cycles_bytes,
+    })
+}
+
 impl Recorder {
     /// Write `control_timing.jsonl` and `control_timing_summary.json` into
     /// the existing directory `dir`. Call it after the loop, with
     /// [`CaptureStatus::Aborted`] for an orderly abort. A cycle still open
     /// is written with no `end_ns`. The recorder is left as it was, so
-    /// finishing twice writes the same cycles again.
+    /// finishing twice writes the same cycles again. A ring file is marked
+    /// finished (so `recover` leaves the files alone) and is removed when
+    /// the recorder is dropped.
     ///
     /// # Errors
     /// [`CaptureError::MissingDirectory`] when `dir` does not exist, and
@@ -132,37 +188,19 @@ impl Recorder {
         let tsc = calibrate(self.clock(), self.start_anchor());
         let map = TscMap::new(tsc.start, tsc.ns_per_tick);
         let header = self.header(tsc);
-        let spec = self.spec();
-        let mut summary = SummaryBuilder::new(&header);
-
-        let (cycles_path, cycles_bytes) = write_atomic(dir, CYCLES_FILE, |w| {
-            serde_json::to_writer(&mut *w, &header)?;
-            w.write_all(b"\n")?;
-            for raw in self.retained() {
-                let record = raw.to_record(spec, &map);
-                serde_json::to_writer(&mut *w, &record)?;
-                w.write_all(b"\n")?;
-                summary.push(&record);
-            }
-            Ok(())
-        })?;
-        let summary = summary.finish(
-            &header,
-            status,
-            self.total_cycles(),
-            self.spans_dropped(),
-            self.spans_outside_cycle(),
-        );
-        let (summary_path, _) = write_atomic(dir, SUMMARY_FILE, |w| {
-            serde_json::to_writer_pretty(&mut *w, &summary)?;
-            w.write_all(b"\n")
-        })?;
-        sync_dir(dir)?;
-        Ok(FinishReport {
-            cycles_path,
-            summary_path,
-            summary,
-            cycles_bytes,
-        })
+        let counts = Counts {
+            total_cycles: self.total_cycles(),
+            spans_dropped: self.spans_dropped(),
+            spans_outside_cycle: self.spans_outside_cycle(),
+        };
+        self.set_ring_state(RingState::Finishing);
+        let records = self.retained().map(|raw| raw.to_record(&header, &map));
+        let result = write_evidence(dir, &header, records, status, counts, None);
+        self.set_ring_state(if result.is_ok() {
+            RingState::Finished
+        } else {
+            RingState::Recording
+        });
+        result
     }
 }

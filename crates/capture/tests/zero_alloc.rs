@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use looptime_capture::{RecorderBuilder, Release, ValueKind};
+use looptime_capture::{RecorderBuilder, Release, RingStorage, ValueKind};
 
 struct Counting;
 
@@ -55,12 +55,37 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Minor page faults of the calling thread so far.
+fn minor_faults() -> i64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into the pointer it is given.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, u.as_mut_ptr()) };
+    assert_eq!(rc, 0);
+    // SAFETY: zero-initialised and written by getrusage.
+    unsafe { u.assume_init() }.ru_minflt
+}
+
 #[test]
-fn recording_never_allocates() {
+fn recording_on_the_heap_never_allocates() {
+    record_without_allocating(RingStorage::Heap);
+}
+
+#[test]
+fn recording_into_a_shared_memory_ring_never_allocates_or_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = record_without_allocating(RingStorage::SharedMemory(dir.path().to_path_buf()));
+    // The ring file was sized, mapped with MAP_POPULATE and written once at
+    // build: the loop touches no page the kernel has not already mapped.
+    assert_eq!(faults, 0, "page faults in the loop");
+}
+
+/// Runs the hot-path workload; returns the loop's minor page faults.
+fn record_without_allocating(storage: RingStorage) -> i64 {
     const CYCLES: u64 = 120_000;
     const CAPACITY: usize = 1_000;
+    let shm = storage != RingStorage::Heap;
     let mut b = RecorderBuilder::new();
-    b.max_cycles(CAPACITY).max_spans_per_cycle(4);
+    b.max_cycles(CAPACITY).max_spans_per_cycle(4).ring(storage);
     let warmup = b.phase("warmup").unwrap();
     let running = b.phase("running").unwrap();
     let outer = b.stage("outer").unwrap();
@@ -70,7 +95,9 @@ fn recording_never_allocates() {
     let seq = b.value("robot_seq", ValueKind::Int, "count").unwrap();
     let rate = b.value("success_rate", ValueKind::Float, "ratio").unwrap();
     let mut rec = b.build().unwrap();
+    assert_eq!(rec.ring_path().is_some(), shm, "{:?}", rec.ring_note());
 
+    let faults0 = minor_faults();
     counting(true);
     for i in 0..CYCLES {
         rec.begin_wait();
@@ -112,6 +139,7 @@ fn recording_never_allocates() {
         }
     }
     counting(false);
+    let faults = minor_faults() - faults0;
 
     assert_eq!(count(&ALLOCS), 0, "allocations on the hot path");
     assert_eq!(count(&REALLOCS), 0, "reallocations on the hot path");
@@ -123,6 +151,7 @@ fn recording_never_allocates() {
     // Each cycle opens 6 spans into 4 slots: 2 dropped per cycle.
     assert_eq!(rec.spans_dropped(), 2 * CYCLES);
     assert_eq!(rec.spans_outside_cycle(), CYCLES / 10_000);
+    faults
 }
 
 #[test]

@@ -28,8 +28,51 @@ pub enum Command {
     Serve(ServeArgs),
     /// Check the host and measure an empty loop.
     Probe(ProbeArgs),
+    /// Turn the ring files of processes that died (kill -9, crash, OOM
+    /// kill) into evidence in the episode directories they name.
+    Recover(RecoverArgs),
+    /// Watch a running loop live, read-only, from its ring file.
+    Watch(WatchArgs),
     /// Print the embedded default config (equal to configs/default.toml).
     DefaultConfig,
+}
+
+/// `looptime recover`
+#[derive(Debug, clap::Args)]
+pub struct RecoverArgs {
+    /// One ring file; without it, every ring in --ring-dir whose writer is dead.
+    #[arg(long)]
+    pub ring: Option<PathBuf>,
+    /// Where ring files are (run.timing_ring_dir).
+    #[arg(long, default_value = looptime_capture::ring::DEFAULT_RING_DIR)]
+    pub ring_dir: PathBuf,
+}
+
+/// `looptime watch`
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The ring of this process (its newest).
+    #[arg(long, conflicts_with = "ring")]
+    pub pid: Option<u32>,
+    /// This ring file.
+    #[arg(long)]
+    pub ring: Option<PathBuf>,
+    /// Where ring files are (run.timing_ring_dir); the newest running ring
+    /// there is watched by default.
+    #[arg(long, default_value = looptime_capture::ring::DEFAULT_RING_DIR)]
+    pub ring_dir: PathBuf,
+    /// Cycles in the sliding window.
+    #[arg(long, default_value_t = 500)]
+    pub window: u64,
+    /// Refresh interval in milliseconds (at most 500: at least 2 a second).
+    #[arg(long, default_value_t = 250)]
+    pub interval_ms: u64,
+    /// Print one snapshot and exit (text, or JSON with --json).
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: the snapshot as JSON.
+    #[arg(long, requires = "once")]
+    pub json: bool,
 }
 
 /// `looptime serve`
@@ -145,6 +188,32 @@ pub fn run(cli: Cli) -> Result<i32> {
             print!("{}", Config::default().to_toml());
             Ok(EXIT_OK)
         }
+        Command::Recover(a) => {
+            let mut out = std::io::stdout();
+            let summary = match &a.ring {
+                Some(ring) => crate::recover::recover_file(ring, &mut out),
+                None => crate::recover::recover_dir(&a.ring_dir, &mut out),
+            };
+            for (ring, pid) in &summary.live {
+                println!("[recover] {}: process {pid} still runs; `looptime watch --ring {}` shows it live", ring.display(), ring.display());
+            }
+            if a.ring.is_none()
+                && summary.written.is_empty()
+                && summary.removed.is_empty()
+                && summary.failed.is_empty()
+            {
+                println!(
+                    "[recover] no ring of a dead process in {}",
+                    a.ring_dir.display()
+                );
+            }
+            Ok(if summary.failed.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_ERROR
+            })
+        }
+        Command::Watch(a) => crate::watch::run(&a),
         Command::Probe(a) => {
             let r = probe::probe(ProbeOptions {
                 rate_hz: a.rate,

@@ -109,6 +109,23 @@ pub struct RunConfig {
     pub seed: u64,
     /// Where sessions are written.
     pub runs_dir: String,
+    /// Where the recorder's ring lives: `shm` (a file that survives a kill
+    /// of the process, for `looptime recover`) or `heap`.
+    pub timing_ring: RingKind,
+    /// Directory of the ring files (a tmpfs: `/dev/shm`).
+    pub timing_ring_dir: String,
+}
+
+/// `run.timing_ring`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RingKind {
+    /// A shared-memory ring file in `run.timing_ring_dir`; the heap, with a
+    /// warning, when it cannot be made.
+    #[default]
+    Shm,
+    /// Process memory: a kill loses the rollout's evidence.
+    Heap,
 }
 
 impl Default for RunConfig {
@@ -126,6 +143,8 @@ impl Default for RunConfig {
             timing_memory_budget_mb: DEFAULT_TIMING_MEMORY_BUDGET_MB,
             seed: 1,
             runs_dir: "runs".into(),
+            timing_ring: RingKind::Shm,
+            timing_ring_dir: looptime_capture::ring::DEFAULT_RING_DIR.into(),
         }
     }
 }
@@ -511,12 +530,17 @@ impl Config {
                 budget_mb: r.timing_memory_budget_mb,
             });
         }
-        if r.runs_dir.trim().is_empty() {
-            return Err(ConfigError::OutOfRange {
-                key: "run.runs_dir".into(),
-                value: "\"\"".into(),
-                expected: "a directory path".into(),
-            });
+        for (key, v) in [
+            ("run.runs_dir", &r.runs_dir),
+            ("run.timing_ring_dir", &r.timing_ring_dir),
+        ] {
+            if v.trim().is_empty() {
+                return Err(ConfigError::OutOfRange {
+                    key: key.into(),
+                    value: "\"\"".into(),
+                    expected: "a directory path".into(),
+                });
+            }
         }
         Ok(())
     }

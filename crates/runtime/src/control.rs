@@ -6,12 +6,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use std::path::Path;
+
 use looptime_capture::{
-    ClockDomain, PhaseId, Recorder, RecorderBuilder, Release, StageId, ValueId, ValueKind,
+    ClockDomain, PhaseId, Recorder, RecorderBuilder, Release, RingStorage, StageId, ValueId,
+    ValueKind,
 };
 
 use crate::clock::LoopClock;
-use crate::config::{CameraMode, Config};
+use crate::config::{CameraMode, Config, RingKind};
 use crate::error::ServeError;
 use crate::rt::{self, RealtimeObtained, RealtimeRequest};
 use crate::scheduler::Scheduler;
@@ -42,12 +45,17 @@ pub(crate) struct Ids {
 }
 
 /// Register the simulated runtime's names and build its recorder (or a
-/// disabled one when `run.control_timing` is off).
+/// disabled one when `run.control_timing` is off). With `run.timing_ring =
+/// "shm"` the ring is a file in `run.timing_ring_dir` naming `episode` (for
+/// `looptime recover`); when that file cannot be made the ring goes on the
+/// heap and the third value says why.
 pub(crate) fn build_recorder(
     cfg: &Config,
     domain: ClockDomain,
-) -> Result<(Recorder, Ids), ServeError> {
+    episode: &Path,
+) -> Result<(Recorder, Ids, Option<String>), ServeError> {
     let mut b = RecorderBuilder::new();
+    b.episode_dir(episode);
     b.max_cycles(cfg.run.timing_max_cycles as usize)
         .max_spans_per_cycle(cfg.run.timing_max_spans_per_cycle as usize)
         .thread_cpu_time(cfg.run.timing_thread_cpu)
@@ -85,12 +93,26 @@ pub(crate) fn build_recorder(
         dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
     };
     debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
-    let rec = if cfg.run.control_timing {
-        b.build()?
-    } else {
-        Recorder::disabled()
-    };
-    Ok((rec, ids))
+    if !cfg.run.control_timing {
+        return Ok((Recorder::disabled(), ids, None));
+    }
+    if cfg.run.timing_ring == RingKind::Heap {
+        b.ring(RingStorage::Heap);
+        return Ok((b.build()?, ids, None));
+    }
+    b.ring(RingStorage::SharedMemory(
+        cfg.run.timing_ring_dir.clone().into(),
+    ));
+    match b.build() {
+        Ok(rec) => Ok((rec, ids, None)),
+        Err(e @ looptime_capture::CaptureError::OutOfMemory { .. }) => Err(e.into()),
+        Err(e) => {
+            let why = looptime_capture::error_chain(&e);
+            b.ring(RingStorage::Heap);
+            let rec = b.build()?;
+            Ok((rec, ids, Some(format!("{why}; the ring is on the heap (run.timing_ring = \"heap\"), so a kill -9 loses this rollout's evidence"))))
+        }
+    }
 }
 
 pub(crate) struct Shared {

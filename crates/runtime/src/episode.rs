@@ -33,6 +33,29 @@ pub enum EpisodeStatus {
     Aborted,
 }
 
+/// The manifest's `status`: how the episode ended, or that it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ManifestStatus {
+    /// Ran every cycle.
+    Complete,
+    /// Stopped by SIGINT/SIGTERM.
+    Aborted,
+    /// Written before the first cycle. A manifest that still says so
+    /// belongs to a process that was killed; `looptime recover` rewrites it
+    /// to `recovered`.
+    Running,
+}
+
+impl From<EpisodeStatus> for ManifestStatus {
+    fn from(s: EpisodeStatus) -> Self {
+        match s {
+            EpisodeStatus::Complete => ManifestStatus::Complete,
+            EpisodeStatus::Aborted => ManifestStatus::Aborted,
+        }
+    }
+}
+
 /// RFC 3339 UTC time of now, to the second (`2026-12-03T07:06:32Z`).
 pub fn utc_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
@@ -65,8 +88,8 @@ pub struct Manifest<'a> {
     pub session: String,
     /// Rollout directory name.
     pub rollout: String,
-    /// Complete or aborted.
-    pub status: EpisodeStatus,
+    /// Complete, aborted or running (`recovered` after `looptime recover`).
+    pub status: ManifestStatus,
     /// Where the config came from (a path, or `embedded default`).
     pub config_source: &'a str,
     /// The resolved configuration.
@@ -99,6 +122,11 @@ pub struct RecorderFacts {
     pub footprint_bytes: u64,
     /// `run.timing_memory_budget_mb`, in bytes.
     pub budget_bytes: u64,
+    /// The ring file (`/dev/shm/looptime-<pid>-<n>.ring`), absent for a
+    /// heap ring.
+    pub ring_file: Option<String>,
+    /// Why the ring is on the heap although `run.timing_ring` is `shm`.
+    pub ring_note: Option<String>,
 }
 
 /// The resolved schedule.
@@ -319,8 +347,8 @@ pub struct ManifestFacts<'a> {
     pub rollout: &'a str,
     /// Host facts.
     pub host: &'a HostFacts,
-    /// Complete or aborted.
-    pub status: EpisodeStatus,
+    /// Complete, aborted, or running (before the first cycle).
+    pub status: ManifestStatus,
     /// Cycles run.
     pub cycles: u64,
     /// Overruns.
@@ -335,6 +363,10 @@ pub struct ManifestFacts<'a> {
     pub dma_held: bool,
     /// Live statistics and events dropped.
     pub live_dropped: (u64, u64),
+    /// The ring file, when the recorder has one.
+    pub ring_file: Option<&'a Path>,
+    /// Why the ring is on the heap, when `shm` was asked for.
+    pub ring_note: Option<&'a str>,
 }
 
 /// Write `dir/manifest.json` atomically.
@@ -367,6 +399,8 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
         recorder: cfg.run.control_timing.then(|| RecorderFacts {
             footprint_bytes: cfg.recorder_footprint_bytes(),
             budget_bytes: cfg.run.timing_memory_budget_mb << 20,
+            ring_file: r.ring_file.map(|p| p.display().to_string()),
+            ring_note: r.ring_note.map(str::to_string),
         }),
         schedule: ScheduleFacts {
             nominal_period_ns: cfg.nominal_period_ns(),

@@ -91,6 +91,15 @@ pub fn serve(
     let runs = PathBuf::from(&cfg.run.runs_dir);
     fs::create_dir_all(&runs).map_err(io_err(&runs))?;
     remove_stale_temps(&runs, out);
+    let orphans = crate::recover::recover_dir(Path::new(&cfg.run.timing_ring_dir), out);
+    if !orphans.written.is_empty() || !orphans.removed.is_empty() {
+        let _ = writeln!(
+            out,
+            "[run] recovered {} orphaned ring(s) of processes that died, removed {} finished one(s); `analyze_control_timing --episode DIR` reads them",
+            orphans.written.len(),
+            orphans.removed.len()
+        );
+    }
     let session = create_session_dir(&runs)?;
     let host = rt::host_facts();
     let _ = writeln!(
@@ -242,10 +251,36 @@ fn run_episode(
     };
     // Prepare: every allocation and thread before the first cycle. The
     // recorder comes first, so a refused allocation leaves no directory.
-    let (rec, ids) = build_recorder(cfg, domain)?;
     let dir = ctx.session.join(rollout);
+    let (rec, ids, ring_note) = build_recorder(cfg, domain, &dir)?;
     fs::create_dir(&dir).map_err(io_err(&dir))?;
     let dir = dir.as_path();
+    if let Some(note) = &ring_note {
+        let _ = writeln!(out, "[warn] ring: {note}");
+    }
+    let ring_file = rec.ring_path().map(Path::to_path_buf);
+    let not_yet = RealtimeObtained::default();
+    let pre = ManifestFacts {
+        config: cfg,
+        config_source: &ctx.opts.config_source,
+        session: ctx.session,
+        rollout,
+        host: ctx.host,
+        status: ManifestStatus::Running,
+        cycles: 0,
+        overruns: 0,
+        skipped: 0,
+        evidence: cfg.run.control_timing,
+        realtime: &not_yet,
+        dma_held: false,
+        live_dropped: (0, 0),
+        ring_file: ring_file.as_deref(),
+        ring_note: ring_note.as_deref(),
+    };
+    // The manifest and `latest` before the first cycle: a rollout killed
+    // mid-run still says what ran, and `looptime recover` fills in the rest.
+    write_manifest(dir, &pre)?;
+    update_latest(ctx.runs, dir)?;
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
     let helpers = Helpers::spawn(cfg, &live, live_out())?;
@@ -285,19 +320,14 @@ fn run_episode(
     write_manifest(
         dir,
         &ManifestFacts {
-            config: cfg,
-            config_source: &ctx.opts.config_source,
-            session: ctx.session,
-            rollout,
-            host: ctx.host,
-            status,
+            status: status.into(),
             cycles: outcome.cycles,
             overruns: outcome.overruns,
             skipped: outcome.skipped,
-            evidence: outcome.rec.is_enabled(),
             realtime: &outcome.realtime,
             dma_held,
             live_dropped: live.dropped(),
+            ..pre
         },
     )?;
     update_latest(ctx.runs, dir)?;

@@ -35,7 +35,7 @@ pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
     }
     if let Some(t) = temps.iter().find(|t| t.target == CYCLES_FILE) {
         return format!(
-            "the finish was interrupted while writing it: {} ({} bytes) is left by process {}, which most likely died (kill -9, crash, OOM kill) mid-write; the cycles cannot be recovered from a partial temporary",
+            "the finish was interrupted while writing it: {} ({} bytes) is left by process {}, which most likely died (kill -9, crash, OOM kill) mid-write; the partial temporary is not evidence, but `looptime recover` rebuilds the files from the process's shared-memory ring if it recorded into one (run.timing_ring = \"shm\", the default)",
             t.name, t.bytes, t.pid
         );
     }
@@ -48,6 +48,6 @@ pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
         .and_then(|v| v.as_bool());
     match timing {
         Some(false) => "the manifest says the run was recorded without --control-timing (run.control_timing = false), so no timing evidence was written".into(),
-        _ => "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish, since the recorder keeps cycles in memory until the finish writes them".into(),
+        _ => "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish; `looptime recover` rebuilds the files from its shared-memory ring (run.timing_ring = \"shm\", the default; a heap ring dies with the process)".into(),
     }
 }

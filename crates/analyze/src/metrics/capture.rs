@@ -13,8 +13,11 @@ use crate::evidence::Evidence;
 /// usable summary.
 pub fn episode_state(ev: &Evidence) -> EpisodeState {
     match &ev.summary {
-        Some(s) if s.status == CaptureStatus::Complete => EpisodeState::Complete,
-        Some(_) => EpisodeState::Aborted,
+        Some(s) => match s.status {
+            CaptureStatus::Complete => EpisodeState::Complete,
+            CaptureStatus::Aborted => EpisodeState::Aborted,
+            CaptureStatus::Recovered => EpisodeState::Recovered,
+        },
         None => EpisodeState::Incomplete,
     }
 }
@@ -30,6 +33,20 @@ pub fn schedule_absent_reason(h: &Header) -> Option<String> {
             if clocks.target_ns == ClockDomain::Simulation { " (an uncapped run schedules on simulation time)" } else { "" }
         )
     })
+}
+
+/// The caveat of a recovered episode: the process died, what the ring
+/// held, what was lost with it, and the clock slope used.
+fn recovered_caveat(ev: &Evidence) -> String {
+    let r = ev.summary.as_ref().and_then(|s| s.recovery.as_ref());
+    let detail = match r {
+        Some(r) => format!(
+            "{} complete cycles recovered from {} (writer pid {}, {}); {} in progress and {} torn records lost",
+            r.cycles_recovered, r.ring_file, r.writer_pid, r.ring_state, r.in_progress_records, r.torn_records
+        ),
+        None => "the summary carries no recovery record".to_string(),
+    };
+    format!("recovered: the process died (kill -9, crash or OOM kill) and the evidence was rebuilt from its shared-memory ring by `looptime recover`: {detail}; there is no end clock anchor, so times use quanta's TSC slope; the evidence ends at the last complete cycle")
 }
 
 /// What was captured and what was lost.
@@ -65,6 +82,7 @@ pub fn caveats(
     let mut out = Vec::new();
     match state {
         EpisodeState::Aborted => out.push("aborted: the run was stopped early (orderly abort); the evidence is complete up to the stop".to_string()),
+        EpisodeState::Recovered => out.push(recovered_caveat(ev)),
         EpisodeState::Incomplete => out.push(match &ev.summary_problem {
             Some(p) => format!("incomplete: the summary is unusable ({p}); figures come from the JSONL only"),
             None => "incomplete: no control_timing_summary.json, so the run ended abruptly or its finish was interrupted; dropped counts are unknown".to_string(),

@@ -40,6 +40,9 @@ pub enum EpisodeState {
     Complete,
     /// Summary present, status aborted (orderly abort).
     Aborted,
+    /// Summary present, status recovered: rebuilt by `looptime recover` from
+    /// the ring file of a process that died. Treated like aborted.
+    Recovered,
     /// No (usable) summary: the run ended abruptly or the finish was interrupted.
     Incomplete,
 }

@@ -102,6 +102,9 @@ fn state(o: &mut String, r: &Report) {
     let state = match r.state {
         EpisodeState::Complete => "complete",
         EpisodeState::Aborted => "aborted (orderly abort: evidence written on stop)",
+        EpisodeState::Recovered => {
+            "recovered (the process died; evidence rebuilt from its ring by `looptime recover`)"
+        }
         EpisodeState::Incomplete => "incomplete (no summary: abrupt end)",
     };
     let _ = writeln!(o, "state: {state}");

@@ -1,0 +1,403 @@
+//! The shared-memory ring: what another process reads while the loop
+//! runs, and what `recover` rebuilds after the writer is killed with
+//! SIGKILL. The writer is this test binary itself, re-run as a child
+//! process (`ring_child_writer`) so that it can really be killed.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use looptime_capture::ring::{self, Recovered, RingReader, RingState};
+use looptime_capture::{
+    CaptureError, CaptureStatus, EvidenceReader, RecorderBuilder, Release, RingStorage, ValueKind,
+};
+
+/// The recorder every test here uses: phases `warmup`/`running`, stages
+/// `outer` and `inner` (nested), one integer value `seq` set to the cycle
+/// index, targets at `index × 10 ms`.
+fn builder(dir: &Path, capacity: usize, episode: Option<&Path>) -> RecorderBuilder {
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(capacity)
+        .max_spans_per_cycle(4)
+        .ring(RingStorage::SharedMemory(dir.to_path_buf()));
+    if let Some(e) = episode {
+        b.episode_dir(e);
+    }
+    b
+}
+
+struct Ids {
+    warmup: looptime_capture::PhaseId,
+    running: looptime_capture::PhaseId,
+    outer: looptime_capture::StageId,
+    inner: looptime_capture::StageId,
+    seq: looptime_capture::ValueId,
+}
+
+fn register(b: &mut RecorderBuilder) -> Ids {
+    Ids {
+        warmup: b.phase("warmup").unwrap(),
+        running: b.phase("running").unwrap(),
+        outer: b.stage("outer").unwrap(),
+        inner: b.stage_with_cpu_time("inner", false).unwrap(),
+        seq: b.value("seq", ValueKind::Int, "count").unwrap(),
+    }
+}
+
+/// Cycle `i`: warmup for the first 5, then running; an `outer` span with
+/// an `inner` child; `seq = i`.
+fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
+    rec.begin_wait();
+    rec.end_wait();
+    let phase = if i < 5 { ids.warmup } else { ids.running };
+    rec.begin_cycle(phase, Release::at(i * 10_000_000));
+    rec.set_int(ids.seq, i as i64);
+    {
+        let mut o = rec.span(ids.outer);
+        let _i = o.span(ids.inner);
+    }
+    rec.end_cycle();
+}
+
+/// Not a test of its own (hence ignored): the child process of the kill
+/// tests, run with `--ignored`. It records `RING_CHILD_CYCLES` cycles,
+/// optionally finishes, leaves one cycle open, prints `READY <ring>` and
+/// waits to be killed.
+#[test]
+#[ignore = "the child process of the kill tests"]
+fn ring_child_writer() {
+    let Ok(dir) = std::env::var("RING_CHILD_DIR") else {
+        return;
+    };
+    let episode = PathBuf::from(std::env::var("RING_CHILD_EPISODE").unwrap());
+    let cycles: u64 = std::env::var("RING_CHILD_CYCLES").unwrap().parse().unwrap();
+    let capacity: usize = std::env::var("RING_CHILD_CAPACITY")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut b = builder(Path::new(&dir), capacity, Some(&episode));
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    for i in 0..cycles {
+        record(&mut rec, &ids, i);
+    }
+    if std::env::var("RING_CHILD_FINISH").is_ok() {
+        std::fs::create_dir_all(&episode).unwrap();
+        rec.finish(&episode, CaptureStatus::Complete).unwrap();
+    } else {
+        // The cycle in progress at the kill: begun, a span open.
+        rec.begin_cycle(ids.running, Release::at(cycles * 10_000_000));
+        let _open = rec.span(ids.outer);
+        std::mem::forget(_open);
+    }
+    println!("READY {}", rec.ring_path().unwrap().display());
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Run the child writer and kill it with SIGKILL once it is ready; returns
+/// the ring it left.
+fn killed_writer(
+    dir: &Path,
+    episode: &Path,
+    cycles: u64,
+    capacity: usize,
+    finish: bool,
+) -> PathBuf {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "ring_child_writer",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("RING_CHILD_DIR", dir)
+    .env("RING_CHILD_EPISODE", episode)
+    .env("RING_CHILD_CYCLES", cycles.to_string())
+    .env("RING_CHILD_CAPACITY", capacity.to_string())
+    .stdout(Stdio::piped());
+    if finish {
+        cmd.env("RING_CHILD_FINISH", "1");
+    }
+    let mut child: Child = cmd.spawn().unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let ring = out
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| l.split_once("READY ").map(|(_, p)| PathBuf::from(p)))
+        .expect("the child writer never got ready");
+    child.kill().unwrap(); // SIGKILL: no destructor, no finish runs
+    child.wait().unwrap();
+    assert!(ring.exists(), "a kill must leave the ring file behind");
+    ring
+}
+
+#[test]
+fn a_killed_writer_leaves_a_ring_that_recovers_every_complete_cycle() {
+    let shm = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let episode = runs.path().join("session-x/rollout-000");
+    let ring = killed_writer(shm.path(), &episode, 50, 1000, false);
+
+    let Recovered::Written { dir, report, .. } = ring::recover(&ring).unwrap() else {
+        panic!("expected the evidence to be written");
+    };
+    assert_eq!(dir, episode);
+    assert!(
+        !ring.exists(),
+        "the ring is removed once its files are written"
+    );
+    let s = &report.summary;
+    assert_eq!(s.status, CaptureStatus::Recovered);
+    let r = s.recovery.as_ref().unwrap();
+    // 50 cycles ended; the 51st was begun and never ended: lost, not invented.
+    assert_eq!(r.cycles_recovered, 50);
+    assert_eq!(r.in_progress_records, 1);
+    assert_eq!(r.torn_records, 0);
+    assert_eq!(r.last_complete_cycle, Some(49));
+    assert_eq!(r.ring_state, "recording");
+    assert_eq!(s.capture.total_cycles, 51);
+    assert_eq!(s.capture.retained_cycles, 50);
+    assert_eq!(s.capture.dropped_cycles, 1);
+
+    // The files read back like any evidence, with what the child recorded.
+    let (header, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(header.tsc.slope_source, "quanta");
+    assert_eq!(cycles.len(), 50);
+    for (i, c) in cycles.iter().enumerate() {
+        let i = i as u64;
+        assert_eq!(c.cycle, i);
+        assert_eq!(c.phase, if i < 5 { "warmup" } else { "running" });
+        assert_eq!(c.target_ns, Some(i * 10_000_000));
+        assert_eq!(c.values["seq"].as_u64(), Some(i));
+        assert!(c.end_ns.unwrap() >= c.start_ns);
+        let shape: Vec<_> = c
+            .spans
+            .iter()
+            .map(|s| (s.stage.as_str(), s.parent, s.depth))
+            .collect();
+        assert_eq!(shape, [("outer", None, 0), ("inner", Some(0), 1)]);
+    }
+    assert_eq!(r.last_complete_end_ns, cycles[49].end_ns);
+}
+
+#[test]
+fn a_wrapped_ring_recovers_its_newest_cycles_and_counts_the_rest_as_dropped() {
+    let shm = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let episode = runs.path().join("ep");
+    // Capacity 16, 40 complete cycles, the 41st in progress in slot 40 % 16
+    // = 8, where it overwrote cycle 24: cycles 25..=39 remain (15).
+    let ring = killed_writer(shm.path(), &episode, 40, 16, false);
+    let Recovered::Written { report, .. } = ring::recover(&ring).unwrap() else {
+        panic!("expected the evidence to be written");
+    };
+    let s = &report.summary;
+    assert_eq!(s.capture.retained_cycles, 15);
+    assert_eq!(s.capture.first_cycle, Some(25));
+    assert_eq!(s.capture.last_cycle, Some(39));
+    assert_eq!(s.capture.dropped_cycles, 41 - 15);
+    assert_eq!(s.recovery.as_ref().unwrap().in_progress_records, 1);
+}
+
+#[test]
+fn a_writer_killed_after_finishing_keeps_its_files_and_only_loses_the_ring() {
+    let shm = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let episode = runs.path().join("ep");
+    let ring = killed_writer(shm.path(), &episode, 12, 100, true);
+    let before = std::fs::read(episode.join(looptime_capture::SUMMARY_FILE)).unwrap();
+    match ring::recover(&ring).unwrap() {
+        Recovered::AlreadyFinished { dir, .. } => assert_eq!(dir, Some(episode.clone())),
+        other => panic!("a finished ring was recovered again: {other:?}"),
+    }
+    assert!(!ring.exists());
+    let after = std::fs::read(episode.join(looptime_capture::SUMMARY_FILE)).unwrap();
+    assert_eq!(before, after, "recover must not touch a finished episode");
+}
+
+#[test]
+fn a_running_writer_is_read_live_and_never_recovered() {
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 100, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    let path = rec.ring_path().unwrap().to_path_buf();
+    assert!(path.starts_with(shm.path()));
+    for i in 0..10 {
+        record(&mut rec, &ids, i);
+    }
+    rec.begin_cycle(ids.running, Release::NONE);
+
+    let reader = RingReader::open(&path).unwrap();
+    assert_eq!(reader.pid(), std::process::id());
+    assert!(reader.writer_alive());
+    assert_eq!(reader.state(), RingState::Recording);
+    let live = reader.read(None).unwrap();
+    assert_eq!(live.total_cycles, 11);
+    assert_eq!(live.cycles.len(), 10);
+    assert_eq!(live.in_progress, 1);
+    let last3 = reader.read(Some(3)).unwrap();
+    let idx: Vec<u64> = last3.cycles.iter().map(|c| c.cycle).collect();
+    assert_eq!(idx, [8, 9], "the newest 3 are 8, 9 and the open 10");
+
+    // The live view carries the same records `finish` writes (the times may
+    // differ by the slope: finish has an end anchor, the ring does not).
+    rec.end_cycle();
+    let out = tempfile::tempdir().unwrap();
+    let fin = rec.finish(out.path(), CaptureStatus::Complete).unwrap();
+    assert_eq!(reader.state(), RingState::Finished);
+    let (_, written) = EvidenceReader::open(&fin.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    let again = reader.read(None).unwrap();
+    assert_eq!(again.cycles.len(), written.len());
+    for (a, w) in again.cycles.iter().zip(&written) {
+        assert_eq!(
+            (a.cycle, &a.phase, a.target_ns, &a.values),
+            (w.cycle, &w.phase, w.target_ns, &w.values)
+        );
+        assert_eq!(a.spans.len(), w.spans.len());
+        let us = |x: u64, y: u64| x.abs_diff(y) < 1_000_000;
+        assert!(
+            us(a.start_ns, w.start_ns),
+            "{} vs {}",
+            a.start_ns,
+            w.start_ns
+        );
+    }
+
+    match ring::recover(&path) {
+        Err(CaptureError::RingInUse { pid, .. }) => assert_eq!(pid, std::process::id()),
+        other => panic!("a live ring must not be recovered: {other:?}"),
+    }
+    drop(reader);
+    drop(rec);
+    assert!(!path.exists(), "an orderly drop removes the ring file");
+}
+
+#[test]
+fn a_panicking_owner_leaves_its_ring_for_recover() {
+    let shm = tempfile::tempdir().unwrap();
+    let dir = shm.path().to_path_buf();
+    let result = std::thread::spawn(move || {
+        let mut b = builder(&dir, 10, None);
+        let ids = register(&mut b);
+        let mut rec = b.build().unwrap();
+        record(&mut rec, &ids, 0);
+        panic!("the loop failed");
+    })
+    .join();
+    assert!(result.is_err());
+    assert_eq!(ring::list_rings(shm.path()).len(), 1);
+}
+
+#[test]
+fn reset_forgets_the_last_episode_in_the_ring_too() {
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 8, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    for i in 0..6 {
+        record(&mut rec, &ids, i);
+    }
+    rec.reset();
+    record(&mut rec, &ids, 100);
+    let read = RingReader::open(rec.ring_path().unwrap())
+        .unwrap()
+        .read(None)
+        .unwrap();
+    // Only the new episode's cycle 0 (seq 100); slots 1..5 of the old one
+    // must not read as the new episode's.
+    assert_eq!(read.total_cycles, 1);
+    assert_eq!(read.cycles.len(), 1);
+    assert_eq!(read.cycles[0].values["seq"].as_i64(), Some(100));
+}
+
+#[test]
+fn the_episode_dir_can_be_named_after_build() {
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 8, None);
+    register(&mut b);
+    let mut rec = b.build().unwrap();
+    let reader = RingReader::open(rec.ring_path().unwrap()).unwrap();
+    assert_eq!(reader.meta().unwrap().episode_dir, None);
+    rec.set_episode_dir("/runs/s/rollout-001").unwrap();
+    assert_eq!(
+        reader.meta().unwrap().episode_dir,
+        Some(PathBuf::from("/runs/s/rollout-001"))
+    );
+    let long = "x".repeat(20_000);
+    assert!(matches!(
+        rec.set_episode_dir(long),
+        Err(CaptureError::InvalidOption { .. })
+    ));
+}
+
+#[test]
+fn damaged_ring_files_are_refused_with_their_path_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("looptime-1-0.ring");
+    std::fs::write(&short, [0u8; 100]).unwrap();
+    let zeros = dir.path().join("looptime-2-0.ring");
+    std::fs::write(&zeros, vec![0u8; 8192]).unwrap();
+    let msg = |p: &Path| match RingReader::open(p) {
+        Err(e @ CaptureError::BadRing { .. }) => e.to_string(),
+        other => panic!("{}: {other:?}", p.display()),
+    };
+    let m = msg(&short);
+    assert!(
+        m.contains("looptime-1-0.ring") && m.contains("shorter than a ring header"),
+        "{m}"
+    );
+    assert!(msg(&zeros).contains("no looptime ring magic"));
+
+    // A real ring cut short: its header promises regions the file lacks.
+    let mut b = builder(dir.path(), 1000, None);
+    register(&mut b);
+    let rec = b.build().unwrap();
+    let bytes = std::fs::read(rec.ring_path().unwrap()).unwrap();
+    let cut = dir.path().join("cut.ring");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(msg(&cut).contains("do not fit the file"));
+    // A missing file is an open error naming it.
+    let gone = dir.path().join("gone.ring");
+    let e = RingReader::open(&gone).unwrap_err();
+    assert!(
+        looptime_capture::error_chain(&e).contains("cannot open ring file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn list_rings_finds_only_ring_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("looptime-7-0.ring"), b"").unwrap();
+    std::fs::write(dir.path().join("other.ring"), b"").unwrap();
+    std::fs::write(dir.path().join("looptime-7-0.txt"), b"").unwrap();
+    let found = ring::list_rings(dir.path());
+    assert_eq!(found, [dir.path().join("looptime-7-0.ring")]);
+    assert!(ring::list_rings(&dir.path().join("missing")).is_empty());
+}
+
+#[test]
+fn an_explicit_shared_memory_ring_fails_loudly_and_the_heap_has_no_file() {
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(10);
+    b.ring(RingStorage::SharedMemory(PathBuf::from("/nonexistent/dir")));
+    let e = b.build().unwrap_err();
+    let text = looptime_capture::error_chain(&e);
+    assert!(
+        text.starts_with("cannot create ring file /nonexistent/dir/looptime-"),
+        "{text}"
+    );
+    b.ring(RingStorage::Heap);
+    let rec = b.build().unwrap();
+    assert!(rec.ring_path().is_none() && rec.ring_note().is_none());
+}

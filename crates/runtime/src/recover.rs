@@ -1,0 +1,158 @@
+//! `looptime recover`: the evidence of a process that died.
+//!
+//! A recorder with a shared-memory ring (the default, `run.timing_ring =
+//! "shm"`) leaves its ring file behind when the process is killed
+//! (kill -9, a crash, the OOM killer, a watchdog). Recovery turns it into
+//! the normal evidence files in the episode directory its header names
+//! (capture's [`looptime_capture::ring::recover`]), then tells the rest of
+//! the episode: `manifest.json` says `recovered` and `session.json` marks
+//! the rollout `recovered`. `serve` does this at start for every orphaned
+//! ring in its ring directory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use looptime_capture::ring::{self, Recovered, RingReader};
+use serde_json::{json, Value};
+
+use crate::episode::{write_file, SESSION_FILE};
+use crate::error::ServeError;
+
+/// What happened to each ring looked at.
+#[derive(Debug, Default)]
+pub struct RecoverSummary {
+    /// Rings turned into evidence: (ring, episode directory, cycles).
+    pub written: Vec<(PathBuf, PathBuf, u64)>,
+    /// Rings of finished writers, only removed.
+    pub removed: Vec<PathBuf>,
+    /// Rings whose writer still runs, left alone.
+    pub live: Vec<(PathBuf, u32)>,
+    /// Rings that could not be recovered, with the reason (kept on disk).
+    pub failed: Vec<(PathBuf, String)>,
+}
+
+/// Recover every ring in `dir` whose writer is dead, printing a line per
+/// ring on `out`. Rings of running processes are skipped (and listed).
+pub fn recover_dir(dir: &Path, out: &mut dyn Write) -> RecoverSummary {
+    let mut summary = RecoverSummary::default();
+    for path in ring::list_rings(dir) {
+        match RingReader::open(&path) {
+            Ok(r) if r.writer_alive() => {
+                summary.live.push((path, r.pid()));
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let why = looptime_capture::error_chain(&e);
+                let _ = writeln!(out, "[recover] {}: {why}; left in place", path.display());
+                summary.failed.push((path, why));
+                continue;
+            }
+        }
+        recover_into(&path, out, &mut summary);
+    }
+    summary
+}
+
+/// Recover the one ring at `path` (its writer must be dead).
+pub fn recover_file(path: &Path, out: &mut dyn Write) -> RecoverSummary {
+    let mut summary = RecoverSummary::default();
+    recover_into(path, out, &mut summary);
+    summary
+}
+
+fn recover_into(path: &Path, out: &mut dyn Write, summary: &mut RecoverSummary) {
+    match ring::recover(path) {
+        Ok(Recovered::Written { ring, dir, report }) => {
+            let s = &report.summary;
+            let r = s.recovery.as_ref();
+            let cycles = r.map_or(0, |r| r.cycles_recovered);
+            let _ = writeln!(
+                out,
+                "[recover] {} (pid {}, {}) -> {}: {} cycles recovered, {} in progress and {} torn lost, {} earlier dropped by the ring",
+                ring.display(),
+                r.map_or(0, |r| r.writer_pid),
+                r.map_or("", |r| r.ring_state.as_str()),
+                dir.display(),
+                cycles,
+                r.map_or(0, |r| r.in_progress_records),
+                r.map_or(0, |r| r.torn_records),
+                s.capture.dropped_cycles
+                    .saturating_sub(r.map_or(0, |r| r.in_progress_records + r.torn_records)),
+            );
+            if let Err(e) = mark_episode(&dir, s) {
+                let _ = writeln!(
+                    out,
+                    "[recover] {}: the evidence is written, but {}",
+                    dir.display(),
+                    looptime_capture::error_chain(&e)
+                );
+            }
+            summary.written.push((ring, dir, cycles));
+        }
+        Ok(Recovered::AlreadyFinished { ring, dir }) => {
+            let _ = writeln!(
+                out,
+                "[recover] {}: its writer had finished{}; only the ring was removed",
+                ring.display(),
+                dir.map(|d| format!(" writing {}", d.display()))
+                    .unwrap_or_default()
+            );
+            summary.removed.push(ring);
+        }
+        Err(e) => {
+            let why = looptime_capture::error_chain(&e);
+            let _ = writeln!(out, "[recover] {why}");
+            summary.failed.push((path.to_path_buf(), why));
+        }
+    }
+}
+
+/// Tell the episode's manifest and session record that it was recovered.
+/// Each is rewritten only when present and readable as JSON; anything else
+/// is left as it is.
+fn mark_episode(dir: &Path, s: &looptime_capture::Summary) -> Result<(), ServeError> {
+    let recovery = s.recovery.as_ref();
+    if let Some(mut m) = read_json(&dir.join("manifest.json")) {
+        m["status"] = json!("recovered");
+        m["recovery"] = json!({
+            "recovered_utc": crate::episode::utc_rfc3339(),
+            "cycles_recovered": recovery.map(|r| r.cycles_recovered),
+            "total_cycles": s.capture.total_cycles,
+            "in_progress_records": recovery.map(|r| r.in_progress_records),
+            "torn_records": recovery.map(|r| r.torn_records),
+            "writer_pid": recovery.map(|r| r.writer_pid),
+        });
+        write_json(dir, "manifest.json", &m)?;
+    }
+    let (Some(session), Some(rollout)) = (dir.parent(), dir.file_name()) else {
+        return Ok(());
+    };
+    let Some(mut rec) = read_json(&session.join(SESSION_FILE)) else {
+        return Ok(());
+    };
+    let rollout = rollout.to_string_lossy();
+    if let Some(list) = rec["rollouts"].as_array_mut() {
+        for r in list.iter_mut().filter(|r| r["rollout"] == *rollout) {
+            r["state"] = json!("recovered");
+        }
+    }
+    if rec["status"] == "running" {
+        rec["status"] = json!("recovered");
+        rec["stop"] = json!(format!(
+            "the process (pid {}) died during {rollout}; its evidence was recovered from its ring by `looptime recover`",
+            recovery.map_or(0, |r| r.writer_pid)
+        ));
+    }
+    write_json(session, SESSION_FILE, &rec)
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn write_json(dir: &Path, name: &str, v: &Value) -> Result<(), ServeError> {
+    let mut text = serde_json::to_vec_pretty(v).unwrap_or_default();
+    text.push(b'\n');
+    write_file(dir, name, &text)
+}

@@ -1,0 +1,457 @@
+//! `looptime watch`: a running loop, live, from another process.
+//!
+//! The ring file is mapped read-only ([`RingReader`]): the watcher cannot
+//! write to it, takes no lock the loop could wait on, and reads only the
+//! newest `--window` cycles each refresh. Every figure is over that sliding
+//! window, with the analyzer's definitions (docs/metrics.md): periods are
+//! adjacent cycle starts within one phase, work is `end − start`, overshoot
+//! is `wake − target` (only when the schedule is on host time), percentiles
+//! are nearest-rank.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use looptime_capture::ring::{self, RingReader};
+use looptime_capture::CycleRecord;
+use serde::Serialize;
+
+use crate::cli::WatchArgs;
+
+/// p50, p99 and max of a set of nanosecond values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spread {
+    /// Values.
+    pub count: u64,
+    /// Nearest-rank median (ns).
+    pub p50_ns: i64,
+    /// Nearest-rank 99th percentile (ns).
+    pub p99_ns: i64,
+    /// Largest (ns).
+    pub max_ns: i64,
+}
+
+impl Spread {
+    /// Nearest-rank spread of `v` (sorted in place); `None` when empty.
+    pub fn of(v: &mut [i64]) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some(Spread {
+            count: v.len() as u64,
+            p50_ns: rank(0.50),
+            p99_ns: rank(0.99),
+            max_ns: v[v.len() - 1],
+        })
+    }
+}
+
+/// One phase over the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseView {
+    /// Phase name.
+    pub phase: String,
+    /// Cycles of this phase in the window.
+    pub cycles: u64,
+    /// Periods (start-to-start within a segment) per second of the summed
+    /// periods: `periods / Σ period`; absent with no period.
+    pub loop_hz: Option<f64>,
+    /// Start-to-start intervals within each segment of the phase.
+    pub period: Option<Spread>,
+    /// `end − start`.
+    pub work: Option<Spread>,
+    /// `wake − target`, when the schedule is on host time.
+    pub overshoot: Option<Spread>,
+    /// Cycles marked overdue.
+    pub overruns: u64,
+    /// Release points skipped.
+    pub skipped: u64,
+}
+
+/// One stage over the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageView {
+    /// Stage name.
+    pub stage: String,
+    /// Spans.
+    pub spans: u64,
+    /// Wall time of its spans.
+    pub wall: Option<Spread>,
+}
+
+/// What `watch` shows, and `watch --once --json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// The ring file.
+    pub ring: String,
+    /// Its writer's pid.
+    pub pid: u32,
+    /// Whether the writer still runs.
+    pub writer_alive: bool,
+    /// `recording`, `finishing` or `finished`.
+    pub state: &'static str,
+    /// Cycles begun since the recorder was built.
+    pub total_cycles: u64,
+    /// Complete cycles in the window.
+    pub window_cycles: u64,
+    /// The newest cycle's phase.
+    pub current_phase: Option<String>,
+    /// Per phase, in order of first appearance in the window.
+    pub phases: Vec<PhaseView>,
+    /// Per stage, in the header's order (stages with no span in the window
+    /// are listed with 0).
+    pub stages: Vec<StageView>,
+    /// The newest periods (µs), oldest first, for the sparkline.
+    pub recent_periods_us: Vec<u64>,
+}
+
+/// Period, work and overshoot samples of one phase.
+type Samples = (Vec<i64>, Vec<i64>, Vec<i64>);
+
+/// The snapshot of the newest `window` cycles of `reader`'s ring.
+pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
+    let read = reader.read(Some(window))?;
+    let comparable = read.header.clocks.schedule_comparable();
+    let mut phases: Vec<PhaseView> = Vec::new();
+    let mut acc: BTreeMap<String, Samples> = BTreeMap::new();
+    let mut recent = Vec::new();
+    let mut prev: Option<&CycleRecord> = None;
+    for c in &read.cycles {
+        let i = match phases.iter().position(|p| p.phase == c.phase) {
+            Some(i) => i,
+            None => {
+                phases.push(PhaseView {
+                    phase: c.phase.clone(),
+                    cycles: 0,
+                    loop_hz: None,
+                    period: None,
+                    work: None,
+                    overshoot: None,
+                    overruns: 0,
+                    skipped: 0,
+                });
+                phases.len() - 1
+            }
+        };
+        let p = &mut phases[i];
+        p.cycles += 1;
+        p.overruns += c.overdue as u64;
+        p.skipped += c.skipped as u64;
+        let (period, work, over) = acc.entry(c.phase.clone()).or_default();
+        // A period only between adjacent cycles of one segment.
+        if let Some(q) = prev.filter(|q| q.phase == c.phase && q.cycle + 1 == c.cycle) {
+            let d = c.start_ns as i64 - q.start_ns as i64;
+            period.push(d);
+            recent.push((d.max(0) / 1000) as u64);
+        }
+        if let Some(e) = c.end_ns {
+            work.push(e as i64 - c.start_ns as i64);
+        }
+        if let (true, Some(w), Some(t)) = (comparable, c.wake_ns, c.target_ns) {
+            over.push(w as i64 - t as i64);
+        }
+        prev = Some(c);
+    }
+    for p in &mut phases {
+        if let Some((period, work, over)) = acc.get_mut(&p.phase) {
+            let sum: i64 = period.iter().sum();
+            p.loop_hz = (sum > 0).then(|| period.len() as f64 * 1e9 / sum as f64);
+            p.period = Spread::of(period);
+            p.work = Spread::of(work);
+            p.overshoot = Spread::of(over);
+        }
+    }
+    let mut walls: Vec<Vec<i64>> = vec![Vec::new(); read.header.stages.len()];
+    for c in &read.cycles {
+        for s in &c.spans {
+            if let Some(i) = read.header.stages.iter().position(|st| st.name == s.stage) {
+                walls[i].push(s.wall_ns as i64);
+            }
+        }
+    }
+    let stages = read
+        .header
+        .stages
+        .iter()
+        .zip(walls.iter_mut())
+        .map(|(st, w)| StageView {
+            stage: st.name.clone(),
+            spans: w.len() as u64,
+            wall: Spread::of(w),
+        })
+        .collect();
+    let keep = recent.len().saturating_sub(120);
+    Ok(Snapshot {
+        ring: reader.path().display().to_string(),
+        pid: reader.pid(),
+        writer_alive: reader.writer_alive(),
+        state: reader.state().as_str(),
+        total_cycles: read.total_cycles,
+        window_cycles: read.cycles.len() as u64,
+        current_phase: read.cycles.last().map(|c| c.phase.clone()),
+        phases,
+        stages,
+        recent_periods_us: recent.split_off(keep),
+    })
+}
+
+/// The ring to watch: `--ring`, the newest running ring of `--pid`, or the
+/// newest running ring in `--ring-dir`.
+pub fn pick_ring(args: &WatchArgs) -> Result<PathBuf> {
+    if let Some(r) = &args.ring {
+        return Ok(r.clone());
+    }
+    let mut live: Vec<(u64, PathBuf)> = ring::list_rings(&args.ring_dir)
+        .into_iter()
+        .filter_map(|p| {
+            let r = RingReader::open(&p).ok()?;
+            let ok = r.writer_alive() && args.pid.is_none_or(|pid| r.pid() == pid);
+            ok.then(|| (r.created_unix_ns(), p))
+        })
+        .collect();
+    live.sort();
+    match (live.pop(), args.pid) {
+        (Some((_, p)), _) => Ok(p),
+        (None, Some(pid)) => bail!("process {pid} has no ring in {} (is it recording, with run.timing_ring = \"shm\"?)", args.ring_dir.display()),
+        (None, None) => bail!("no running looptime ring in {}: start a loop with `looptime serve --control-timing`, or name one with --ring", args.ring_dir.display()),
+    }
+}
+
+/// `looptime watch`.
+///
+/// # Errors
+/// No ring to watch, a ring that cannot be read, or a terminal error.
+pub fn run(args: &WatchArgs) -> Result<i32> {
+    if args.window == 0 {
+        bail!("--window must be at least 1 cycle");
+    }
+    let path = pick_ring(args)?;
+    let reader = RingReader::open(&path)?;
+    if args.once {
+        let snap = snapshot(&reader, args.window)?;
+        let mut out = std::io::stdout();
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&snap)?)?;
+        } else {
+            write!(out, "{}", render_text(&snap))?;
+        }
+        return Ok(crate::cli::EXIT_OK);
+    }
+    tui::run(
+        &reader,
+        args.window,
+        Duration::from_millis(args.interval_ms.clamp(50, 500)),
+    )
+    .context("the terminal view")?;
+    Ok(crate::cli::EXIT_OK)
+}
+
+fn ms(ns: i64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn spread_cells(s: Option<Spread>) -> [String; 3] {
+    match s {
+        Some(s) => [ms(s.p50_ns), ms(s.p99_ns), ms(s.max_ns)],
+        None => ["-".into(), "-".into(), "-".into()],
+    }
+}
+
+/// The header line of the view.
+fn title(s: &Snapshot) -> String {
+    format!(
+        "looptime watch  {}  pid {} ({})  {}  {} cycles begun, window {} cycles{}",
+        s.ring,
+        s.pid,
+        if s.writer_alive { "running" } else { "gone" },
+        s.state,
+        s.total_cycles,
+        s.window_cycles,
+        s.current_phase
+            .as_deref()
+            .map(|p| format!(", now in {p}"))
+            .unwrap_or_default()
+    )
+}
+
+/// Phase rows: phase, cycles, Hz, period/work/overshoot p50 p99 max (ms),
+/// overruns, skips.
+fn phase_rows(s: &Snapshot) -> Vec<Vec<String>> {
+    s.phases
+        .iter()
+        .map(|p| {
+            let mut row = vec![
+                p.phase.clone(),
+                p.cycles.to_string(),
+                p.loop_hz.map_or("-".into(), |h| format!("{h:.2}")),
+            ];
+            for sp in [p.period, p.work, p.overshoot] {
+                row.extend(spread_cells(sp));
+            }
+            row.push(p.overruns.to_string());
+            row.push(p.skipped.to_string());
+            row
+        })
+        .collect()
+}
+
+const PHASE_HEADER: [&str; 14] = [
+    "phase",
+    "cycles",
+    "Hz",
+    "period p50",
+    "p99",
+    "max",
+    "work p50",
+    "p99",
+    "max",
+    "oversh p50",
+    "p99",
+    "max",
+    "overruns",
+    "skips",
+];
+
+fn stage_rows(s: &Snapshot) -> Vec<Vec<String>> {
+    s.stages
+        .iter()
+        .map(|st| {
+            let mut row = vec![st.stage.clone(), st.spans.to_string()];
+            row.extend(spread_cells(st.wall));
+            row
+        })
+        .collect()
+}
+
+const STAGE_HEADER: [&str; 5] = ["stage", "spans", "wall p50", "p99", "max"];
+
+/// The snapshot as plain text (`--once` without `--json`).
+pub fn render_text(s: &Snapshot) -> String {
+    let mut out = format!("{}\n\n", title(s));
+    let table = |header: &[&str], rows: Vec<Vec<String>>| {
+        let mut t = header.join("  ");
+        t.push('\n');
+        for r in rows {
+            t.push_str(&r.join("  "));
+            t.push('\n');
+        }
+        t
+    };
+    out.push_str("times in ms\n");
+    out.push_str(&table(&PHASE_HEADER, phase_rows(s)));
+    out.push('\n');
+    out.push_str(&table(&STAGE_HEADER, stage_rows(s)));
+    out
+}
+
+mod tui {
+    use super::*;
+    use crossterm::event::{self, Event, KeyCode, KeyModifiers};
+    use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
+    use ratatui::backend::CrosstermBackend;
+    use ratatui::layout::{Constraint, Layout};
+    use ratatui::style::{Modifier, Style};
+    use ratatui::widgets::{Block, Borders, Paragraph, Row, Sparkline, Table};
+    use ratatui::{Frame, Terminal};
+
+    /// Restores the terminal however the view ends.
+    struct Restore;
+
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = terminal::disable_raw_mode();
+            let _ = crossterm::execute!(std::io::stdout(), LeaveAlternateScreen);
+        }
+    }
+
+    pub(super) fn run(reader: &RingReader, window: u64, every: Duration) -> Result<()> {
+        terminal::enable_raw_mode()?;
+        let _restore = Restore;
+        crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
+        let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+        loop {
+            let t0 = Instant::now();
+            let snap = snapshot(reader, window)?;
+            term.draw(|f| draw(f, &snap))?;
+            while let Some(left) = every.checked_sub(t0.elapsed()) {
+                if !event::poll(left)? {
+                    break;
+                }
+                if let Event::Key(k) = event::read()? {
+                    let ctrl_c =
+                        k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                    if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    fn table<'a>(
+        title: &'a str,
+        header: &'a [&'a str],
+        rows: Vec<Vec<String>>,
+        first: u16,
+    ) -> Table<'a> {
+        let widths: Vec<Constraint> = std::iter::once(Constraint::Length(first))
+            .chain(
+                header[1..]
+                    .iter()
+                    .map(|h| Constraint::Length((h.len() as u16).max(8))),
+            )
+            .collect();
+        Table::new(rows.into_iter().map(Row::new), widths)
+            .header(
+                Row::new(header.iter().copied()).style(Style::new().add_modifier(Modifier::BOLD)),
+            )
+            .block(Block::new().borders(Borders::ALL).title(title))
+    }
+
+    fn draw(f: &mut Frame, s: &Snapshot) {
+        let stages = s.stages.len() as u16;
+        let [top, phases, stage_area, spark, help] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Length(s.phases.len() as u16 + 3),
+            Constraint::Length(stages + 3),
+            Constraint::Min(4),
+            Constraint::Length(1),
+        ])
+        .areas(f.area());
+        f.render_widget(Paragraph::new(title(s)), top);
+        f.render_widget(
+            table(
+                "phases (ms, over the window)",
+                &PHASE_HEADER,
+                phase_rows(s),
+                10,
+            ),
+            phases,
+        );
+        f.render_widget(
+            table("stages (wall ms)", &STAGE_HEADER, stage_rows(s), 20),
+            stage_area,
+        );
+        let max = s.recent_periods_us.iter().copied().max().unwrap_or(0);
+        let spark_title = format!(
+            "period, newest {} (µs, max {max})",
+            s.recent_periods_us.len()
+        );
+        f.render_widget(
+            Sparkline::default()
+                .block(Block::new().borders(Borders::ALL).title(spark_title))
+                .data(&s.recent_periods_us),
+            spark,
+        );
+        let state = match (s.writer_alive, s.state) {
+            (true, _) => "q quits",
+            (false, "finished") => "the loop finished; q quits",
+            (false, _) => "the writer died: `looptime recover` writes its evidence; q quits",
+        };
+        f.render_widget(Paragraph::new(state), help);
+    }
+}
