@@ -1,0 +1,355 @@
+//! Evidence that survives kill -9. `looptime serve` runs uncapped on the
+//! simulation clock with a fixed seed, so every run has the same cycles;
+//! it is killed with SIGKILL at 22 moments spread over warmup, pause,
+//! running and the finish itself (chosen by a seeded generator), and
+//! `looptime recover` turns each ring into evidence. Each recovered episode
+//! must be analyzable, invent no cycle, equal the uninterrupted run in
+//! everything deterministic, and lose at most the cycle in progress.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use looptime_capture::format::read_summary;
+use looptime_capture::ring::{self, RingReader, RingState};
+use looptime_capture::{CaptureStatus, CycleRecord, EvidenceReader, CYCLES_FILE, SUMMARY_FILE};
+
+/// warmup 0.5 s (50 cycles), running 4 s with a 1 s pause 1.5 s in: cycles
+/// 0..49 warmup, 50..199 running, 200..299 paused, 300..549 running.
+const CONFIG: &str = r#"
+[run]
+rtf = 0.0
+warmup_s = 0.5
+duration_s = 4.0
+seed = 7
+control_timing = true
+[lifecycle]
+pause_at_s = 1.5
+pause_s = 1.0
+[stats]
+interval_s = 0.0
+"#;
+
+fn looptime() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_looptime"))
+}
+
+/// The analyzer binary, built beside this one by `cargo test --workspace`.
+fn analyzer() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_looptime"));
+    let a = bin.with_file_name("analyze_control_timing");
+    assert!(
+        a.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds the analyzer too",
+        a.display()
+    );
+    a
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    config: PathBuf,
+    runs: PathBuf,
+    rings: PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let rings = tmp.path().join("shm");
+    std::fs::create_dir(&rings).unwrap();
+    let config = tmp.path().join("kill.toml");
+    let text = CONFIG.replace(
+        "[lifecycle]",
+        &format!(
+            "timing_ring_dir = {:?}\n[lifecycle]",
+            rings.display().to_string()
+        ),
+    );
+    std::fs::write(&config, text).unwrap();
+    Setup {
+        runs: tmp.path().join("runs"),
+        config,
+        rings,
+        _tmp: tmp,
+    }
+}
+
+fn spawn_serve(s: &Setup) -> Child {
+    looptime()
+        .arg("serve")
+        .arg("--config")
+        .arg(&s.config)
+        .arg("--runs-dir")
+        .arg(&s.runs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn read_episode(dir: &Path) -> Vec<CycleRecord> {
+    EvidenceReader::open(dir.join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .1
+}
+
+/// Everything deterministic about a cycle: index, phase, target, the
+/// robot-side values (which follow the simulation clock) and the span
+/// structure (stage, parent, depth, attributes).
+type Shape = (
+    u64,
+    String,
+    Option<u64>,
+    [String; 3],
+    Vec<(String, Option<u32>, u32, Vec<(String, String)>)>,
+);
+
+fn shape(c: &CycleRecord) -> Shape {
+    (
+        c.cycle,
+        c.phase.clone(),
+        c.target_ns,
+        ["robot_state_seq", "robot_time_ms", "command_success_rate"]
+            .map(|k| c.values.get(k).map(|v| v.to_string()).unwrap_or_default()),
+        c.spans
+            .iter()
+            .map(|s| {
+                let attrs = s
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (s.stage.clone(), s.parent, s.depth, attrs)
+            })
+            .collect(),
+    )
+}
+
+/// Where to kill: after `cycles` cycles have begun (plus `extra_us` so
+/// that the signal lands anywhere inside a cycle), or during the finish.
+#[derive(Clone, Copy, Debug)]
+enum Moment {
+    AfterCycles { cycles: u64, extra_us: u64 },
+    DuringFinish,
+}
+
+/// A small seeded generator (SplitMix64), so the moments are the same on
+/// every run of the test.
+fn moments() -> Vec<(&'static str, Moment)> {
+    let mut x: u64 = 0x5EED;
+    let mut next = |lo: u64, hi: u64| {
+        x = x.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        lo + (z ^ (z >> 31)) % (hi - lo)
+    };
+    let mut out = Vec::new();
+    for (name, lo, hi, n) in [
+        ("warmup", 1, 49, 5),
+        ("paused", 202, 298, 5),
+        ("running", 52, 198, 4),
+        ("running", 302, 448, 4),
+    ] {
+        for _ in 0..n {
+            out.push((
+                name,
+                Moment::AfterCycles {
+                    cycles: next(lo, hi),
+                    extra_us: next(0, 2500),
+                },
+            ));
+        }
+    }
+    for _ in 0..4 {
+        out.push(("finish", Moment::DuringFinish));
+    }
+    out
+}
+
+/// The ring of the serve just started (it appears once the recorder is built).
+fn wait_for_ring(dir: &Path, child: &mut Child) -> RingReader {
+    let t0 = Instant::now();
+    loop {
+        if let Some(p) = ring::list_rings(dir).pop() {
+            if let Ok(r) = RingReader::open(&p) {
+                return r;
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "serve exited before its ring appeared"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(60), "no ring appeared");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn kill_at(s: &Setup, moment: Moment) -> (PathBuf, bool) {
+    let mut child = spawn_serve(s);
+    let r = wait_for_ring(&s.rings, &mut child);
+    let t0 = Instant::now();
+    let in_finish = match moment {
+        Moment::AfterCycles { cycles, extra_us } => {
+            while r.total_cycles() < cycles {
+                assert!(t0.elapsed() < Duration::from_secs(60));
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(Duration::from_micros(extra_us));
+            false
+        }
+        Moment::DuringFinish => {
+            while r.state() == RingState::Recording {
+                assert!(t0.elapsed() < Duration::from_secs(60));
+                std::hint::spin_loop();
+            }
+            true
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    (r.path().to_path_buf(), in_finish)
+}
+
+#[test]
+fn kill_9_at_22_moments_then_recover_gives_the_uninterrupted_cycles() {
+    let reference = {
+        let s = setup();
+        let out = looptime()
+            .arg("serve")
+            .arg("--config")
+            .arg(&s.config)
+            .arg("--runs-dir")
+            .arg(&s.runs)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            ring::list_rings(&s.rings).is_empty(),
+            "a finished serve removes its ring"
+        );
+        read_episode(&std::fs::canonicalize(s.runs.join("latest")).unwrap())
+    };
+    assert_eq!(reference.len(), 450);
+    let expected: Vec<Shape> = reference.iter().map(shape).collect();
+    assert_eq!(expected[60].1, "running");
+    assert_eq!(expected[250].1, "paused");
+
+    let mut phases_hit = std::collections::BTreeSet::new();
+    for (name, moment) in moments() {
+        let s = setup();
+        let (ring_path, in_finish) = kill_at(&s, moment);
+        assert!(
+            ring_path.exists(),
+            "{name} {moment:?}: kill -9 must leave the ring"
+        );
+        let out = looptime()
+            .args(["recover", "--ring-dir"])
+            .arg(&s.rings)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name} {moment:?}: {text}");
+        assert!(
+            !ring_path.exists(),
+            "{name} {moment:?}: recover removes the ring\n{text}"
+        );
+
+        let dir = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+        let summary = read_summary(&dir.join(SUMMARY_FILE)).unwrap();
+        let got = read_episode(&dir);
+        // No cycle invented: every recovered cycle is the reference's.
+        for c in &got {
+            assert_eq!(
+                shape(c),
+                expected[c.cycle as usize],
+                "{name} {moment:?}: cycle {}",
+                c.cycle
+            );
+        }
+        // Contiguous from 0 (the ring is larger than the run).
+        assert!(
+            got.iter().enumerate().all(|(i, c)| c.cycle == i as u64),
+            "{name} {moment:?}"
+        );
+        match summary.status {
+            CaptureStatus::Recovered => {
+                let r = summary.recovery.as_ref().unwrap();
+                // At most the cycle in progress at the kill is lost.
+                let begun = summary.capture.total_cycles;
+                assert!(
+                    got.len() as u64 + 1 >= begun,
+                    "{name} {moment:?}: {} of {begun}",
+                    got.len()
+                );
+                assert_eq!(r.torn_records, 0, "{name} {moment:?}");
+                assert_eq!(r.in_progress_records, begun - got.len() as u64);
+                if let Moment::AfterCycles { cycles, .. } = moment {
+                    assert!(begun >= cycles, "{name} {moment:?}");
+                    if let Some(last) = got.last() {
+                        phases_hit.insert(last.phase.clone());
+                    }
+                }
+                if in_finish {
+                    assert_eq!(got.len(), 450, "a kill in the finish loses nothing");
+                    assert_eq!(r.ring_state, "finishing");
+                    phases_hit.insert("finish".to_string());
+                }
+                eprintln!(
+                    "{name:8} {moment:?}: {} of {begun} cycles recovered",
+                    got.len()
+                );
+            }
+            // The kill landed after the finish completed: the files are
+            // the writer's own, and recover only removed the ring.
+            CaptureStatus::Complete => {
+                assert!(
+                    in_finish,
+                    "{name} {moment:?}: complete without reaching the finish"
+                );
+                assert_eq!(got.len(), 450);
+            }
+            CaptureStatus::Aborted => panic!("{name} {moment:?}: nothing sent a stop signal"),
+        }
+        // Analyzable: the analyzer reads it and exits 0, saying recovered.
+        let a = Command::new(analyzer())
+            .arg("--episode")
+            .arg(&dir)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            a.status.success(),
+            "{name} {moment:?}: {}",
+            String::from_utf8_lossy(&a.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+        let state = report["capture"]["state"]
+            .as_str()
+            .or(report["state"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            ["recovered", "complete"].contains(&state.as_str()),
+            "{name}: state {state}"
+        );
+        // The manifest written before the first cycle now says recovered.
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        if summary.status == CaptureStatus::Recovered {
+            assert_eq!(manifest["status"], "recovered", "{name} {moment:?}");
+        }
+    }
+    for phase in ["warmup", "paused", "running", "finish"] {
+        assert!(
+            phases_hit.contains(phase),
+            "no kill landed in {phase}: {phases_hit:?}"
+        );
+    }
+}
