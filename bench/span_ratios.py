@@ -17,6 +17,8 @@ names = {
     "d": "d_two_thread_cpu_reads",
     "e": "e_puffin_scope",
     "f": "f_tracing_span",
+    "g": "g_looptime_span_wall_shm",
+    "h": "h_looptime_span_wall_shm_watched",
 }
 med = {}
 for key, name in names.items():
@@ -35,6 +37,8 @@ targets = [
     ("c/d", med["c"] / med["d"], "<= 1.1", med["c"] / med["d"] <= 1.1),
     ("e/b", med["e"] / med["b"], ">= 3", med["e"] / med["b"] >= 3),
     ("f/b", med["f"] / med["b"], ">= 4", med["f"] / med["b"] >= 4),
+    ("g/b", med["g"] / med["b"], "<= 1.1", med["g"] / med["b"] <= 1.1),
+    ("h/g", med["h"] / med["g"], "<= 1.1", med["h"] / med["g"] <= 1.1),
 ]
 print("| ratio | value | target | met |")
 print("|---|---|---|---|")

@@ -11,6 +11,11 @@
 //! * `e_puffin_scope`: `puffin::profile_scope!` with scopes on.
 //! * `f_tracing_span`: a `tracing` span created, entered and exited under a
 //!   registry subscriber.
+//! * `g_looptime_span_wall_shm`: (b) with the ring in a shared-memory file
+//!   in /dev/shm instead of the heap (b and c use the heap ring).
+//! * `h_looptime_span_wall_shm_watched`: (g) while another thread reads the
+//!   ring's newest 500 cycles back to back, as `looptime watch` does (at
+//!   most 20 times a second; here without pause: the worst case).
 //!
 //! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
 //! written by `bench/span_ratios.py` into docs/performance.md form.
@@ -19,7 +24,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use looptime_capture::{clock, RecorderBuilder, Release};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use looptime_capture::ring::RingReader;
+use looptime_capture::{clock, Recorder, RecorderBuilder, Release, RingStorage, StageId};
 
 const CHUNK: u64 = 1024;
 
@@ -68,19 +77,18 @@ fn spans(c: &mut Criterion) {
         black_box(&st.0);
     });
 
-    for (name, cpu) in [
-        ("b_looptime_span_wall", false),
-        ("c_looptime_span_cpu", true),
+    let shm = || RingStorage::SharedMemory(looptime_capture::ring::DEFAULT_RING_DIR.into());
+    for (name, cpu, storage, watched) in [
+        ("b_looptime_span_wall", false, RingStorage::Heap, false),
+        ("c_looptime_span_cpu", true, RingStorage::Heap, false),
+        ("g_looptime_span_wall_shm", false, shm(), false),
+        ("h_looptime_span_wall_shm_watched", false, shm(), true),
     ] {
+        // Built once per case: criterion calls the closure several times.
+        let (mut rec, stage) = recorder(cpu, storage.clone());
+        let watcher = watched.then(|| Watcher::start(&rec));
+        let phase = rec.default_phase();
         g.bench_function(name, |b| {
-            let mut builder = RecorderBuilder::new();
-            builder
-                .max_cycles(64)
-                .max_spans_per_cycle(CHUNK as usize)
-                .measure_overhead(false);
-            let stage = builder.stage_with_cpu_time("stage", cpu).unwrap();
-            let mut rec = builder.build().unwrap();
-            let phase = rec.default_phase();
             b.iter_custom(|iters| {
                 chunked(
                     iters,
@@ -94,12 +102,15 @@ fn spans(c: &mut Criterion) {
                     },
                 )
             });
-            assert_eq!(
-                rec.spans_dropped(),
-                0,
-                "the bench must not hit the drop path"
-            );
         });
+        if let Some(w) = watcher {
+            assert!(w.stop() > 0, "the watcher must have read the ring");
+        }
+        assert_eq!(
+            rec.spans_dropped(),
+            0,
+            "the bench must not hit the drop path"
+        );
     }
 
     g.bench_function("d_two_thread_cpu_reads", |b| {
@@ -148,6 +159,52 @@ fn spans(c: &mut Criterion) {
         });
     });
     g.finish();
+}
+
+fn recorder(cpu: bool, storage: RingStorage) -> (Recorder, StageId) {
+    let mut builder = RecorderBuilder::new();
+    builder
+        .max_cycles(64)
+        .max_spans_per_cycle(CHUNK as usize)
+        .measure_overhead(false)
+        .ring(storage.clone());
+    let stage = builder.stage_with_cpu_time("stage", cpu).unwrap();
+    let rec = builder.build().unwrap();
+    assert_eq!(
+        rec.ring_path().is_some(),
+        storage != RingStorage::Heap,
+        "{:?}",
+        rec.ring_note()
+    );
+    (rec, stage)
+}
+
+/// A thread reading the recorder's ring back to back, read-only.
+struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Watcher {
+    fn start(rec: &Recorder) -> Watcher {
+        let reader = RingReader::open(rec.ring_path().unwrap()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut reads = 0;
+            while !flag.load(Ordering::Relaxed) {
+                black_box(reader.read(Some(500)).unwrap());
+                reads += 1;
+            }
+            reads
+        });
+        Watcher { stop, thread }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }
 
 criterion_group!(benches, spans);

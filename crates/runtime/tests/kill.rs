@@ -262,7 +262,7 @@ fn kill_9_at_22_moments_then_recover_gives_the_uninterrupted_cycles() {
         );
 
         let dir = std::fs::canonicalize(s.runs.join("latest")).unwrap();
-        let summary = read_summary(&dir.join(SUMMARY_FILE)).unwrap();
+        let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
         let got = read_episode(&dir);
         // No cycle invented: every recovered cycle is the reference's.
         for c in &got {

@@ -1,0 +1,220 @@
+//! `looptime watch` against a running `serve`: one JSON snapshot, and the
+//! live terminal view driven through tmux (send-keys, capture-pane).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use looptime_capture::ring::{self, RingReader};
+
+fn looptime() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_looptime"))
+}
+
+/// A real-time 100 Hz serve recording into a ring in `rings`, long enough
+/// to be watched; killed when dropped.
+struct Serving {
+    child: Child,
+    ring: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serving(rings: &Path) -> Serving {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("watch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nduration_s = 30.0\nwarmup_s = 1.0\ncontrol_timing = true\ntiming_ring_dir = {:?}\n[stats]\ninterval_s = 0.0\n",
+            rings.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut child = looptime()
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .arg("--runs-dir")
+        .arg(tmp.path().join("runs"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let ring = loop {
+        if let Some(p) = ring::list_rings(rings).pop() {
+            if RingReader::open(&p).is_ok_and(|r| r.total_cycles() > 150) {
+                break p;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "serve exited early");
+        assert!(t0.elapsed() < Duration::from_secs(60), "no ring filled");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Serving {
+        child,
+        ring,
+        _tmp: tmp,
+    }
+}
+
+#[test]
+fn watch_once_json_reports_the_running_loop() {
+    let rings = tempfile::tempdir().unwrap();
+    let s = serving(rings.path());
+    let out = looptime()
+        .args(["watch", "--once", "--json", "--window", "100", "--ring-dir"])
+        .arg(rings.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ring"], s.ring.display().to_string());
+    assert_eq!(v["pid"], s.child.id());
+    assert_eq!(v["writer_alive"], true);
+    assert_eq!(v["state"], "recording");
+    assert!(v["total_cycles"].as_u64().unwrap() > 150);
+    // The window holds the newest 100 complete cycles (one more may be in
+    // progress and is not counted).
+    let w = v["window_cycles"].as_u64().unwrap();
+    assert!((99..=100).contains(&w), "{w}");
+    let phases = v["phases"].as_array().unwrap();
+    let cycles: u64 = phases.iter().map(|p| p["cycles"].as_u64().unwrap()).sum();
+    assert_eq!(cycles, w);
+    // 100 Hz on a host that keeps up within a few percent.
+    let running = phases.iter().find(|p| p["phase"] == "running").unwrap();
+    let hz = running["loop_hz"].as_f64().unwrap();
+    assert!((90.0..110.0).contains(&hz), "{hz}");
+    let p = &running["period"];
+    assert!(
+        p["p50_ns"].as_i64() <= p["p99_ns"].as_i64()
+            && p["p99_ns"].as_i64() <= p["max_ns"].as_i64()
+    );
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages[0], "camera_read");
+    assert_eq!(stages.len(), 7);
+    assert!(v["stages"][0]["spans"].as_u64().unwrap() >= w);
+    assert!(!v["recent_periods_us"].as_array().unwrap().is_empty());
+    // The watcher changed nothing: the ring is still the writer's, running.
+    assert!(RingReader::open(&s.ring).unwrap().writer_alive());
+}
+
+#[test]
+fn watch_without_a_running_ring_says_how_to_get_one() {
+    let rings = tempfile::tempdir().unwrap();
+    let out = looptime()
+        .args(["watch", "--once", "--ring-dir"])
+        .arg(rings.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no running looptime ring in")
+            && err.contains("looptime serve --control-timing"),
+        "{err}"
+    );
+}
+
+fn tmux(args: &[&str]) -> std::process::Output {
+    Command::new("tmux")
+        .args(args)
+        .output()
+        .expect("tmux is needed for this test (.ci/run installs it)")
+}
+
+#[test]
+fn the_live_view_in_a_terminal_refreshes_and_quits_on_q() {
+    let rings = tempfile::tempdir().unwrap();
+    let s = serving(rings.path());
+    let name = format!("looptime-watch-{}", std::process::id());
+    let cmd = format!(
+        "{} watch --ring {} --interval-ms 200",
+        env!("CARGO_BIN_EXE_looptime"),
+        s.ring.display()
+    );
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "160",
+        "-y",
+        "48",
+        &cmd,
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let capture =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).to_string();
+    let begun = |screen: &str| -> Option<u64> {
+        let i = screen.find(" cycles begun")?;
+        screen[..i].rsplit(' ').next()?.parse().ok()
+    };
+    // Wait for the first frame.
+    let t0 = Instant::now();
+    let first = loop {
+        let screen = capture();
+        if begun(&screen).is_some() {
+            break screen;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no frame:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for want in [
+        "looptime watch",
+        "phases",
+        "running",
+        "Hz",
+        "period p50",
+        "stages",
+        "camera_read",
+        "robot_send_command",
+        "period, newest",
+        "q quits",
+    ] {
+        assert!(
+            first.contains(want),
+            "{want:?} missing from the screen:\n{first}"
+        );
+    }
+    // At least 2 refreshes a second: 0.6 s later the count has moved on.
+    std::thread::sleep(Duration::from_millis(600));
+    let second = capture();
+    assert!(
+        begun(&second) > begun(&first),
+        "the view did not refresh:\n{first}\n---\n{second}"
+    );
+    let _ = tmux(&["send-keys", "-t", &name, "q"]);
+    let t0 = Instant::now();
+    while tmux(&["has-session", "-t", &name]).status.success() {
+        if t0.elapsed() > Duration::from_secs(5) {
+            let _ = tmux(&["kill-session", "-t", &name]);
+            panic!("q did not quit the view");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
