@@ -16,6 +16,8 @@
 //! * `h_looptime_span_wall_shm_watched`: (g) while another thread reads the
 //!   ring's newest 500 cycles back to back, as `looptime watch` does (at
 //!   most 20 times a second; here without pause: the worst case).
+//! * `interleaved` (printed after the criterion cases): (g) against (b) in
+//!   alternating chunks, which cancels the machine's drift.
 //!
 //! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
 //! written by `bench/span_ratios.py` into docs/performance.md form.
@@ -23,7 +25,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -207,5 +209,57 @@ impl Watcher {
     }
 }
 
+/// (g) against (b) with the machine's drift cancelled: chunks of spans on
+/// the heap ring and on the shared-memory ring alternate (which goes first
+/// alternates too), each chunk timed on its own; the medians of the
+/// per-span costs and their ratio are printed and saved to
+/// `target/criterion/span/interleaved.json` for `bench/span_ratios.py`.
+fn interleaved() {
+    const ROUNDS: usize = 4001;
+    let storages = [
+        RingStorage::Heap,
+        RingStorage::SharedMemory(looptime_capture::ring::DEFAULT_RING_DIR.into()),
+    ];
+    let mut recs: Vec<(Recorder, StageId)> = storages
+        .iter()
+        .map(|s| recorder(false, s.clone()))
+        .collect();
+    let mut per_span = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    for round in 0..ROUNDS {
+        for k in [round % 2, 1 - round % 2] {
+            let (rec, stage) = &mut recs[k];
+            let phase = rec.default_phase();
+            rec.end_cycle();
+            rec.begin_cycle(phase, Release::NONE);
+            let t0 = Instant::now();
+            for _ in 0..CHUNK {
+                let _s = rec.span(*stage);
+            }
+            per_span[k].push(t0.elapsed().as_nanos() as f64 / CHUNK as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let heap = median(&mut per_span[0]);
+    let shm = median(&mut per_span[1]);
+    println!(
+        "span/interleaved: heap ring {heap:.2} ns, shared-memory ring {shm:.2} ns, ratio {:.3} ({ROUNDS} alternating chunks of {CHUNK} spans each)",
+        shm / heap
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/span");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(
+        dir.join("interleaved.json"),
+        format!("{{\"heap_ns\": {heap}, \"shm_ns\": {shm}, \"rounds\": {ROUNDS}}}\n"),
+    );
+}
+
 criterion_group!(benches, spans);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    interleaved();
+    Criterion::default().configure_from_args().final_summary();
+}

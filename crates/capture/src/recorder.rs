@@ -1053,6 +1053,15 @@ impl Recorder {
         if self.enabled {
             self.live.get().set_state(state);
         }
+        if let Some(ring) = &self.ring {
+            // Recording is set back after a failed finish: keep the ring
+            // for `recover` until a finish succeeds.
+            match state {
+                RingState::Recording => ring.keep_on_drop(true),
+                RingState::Finished => ring.keep_on_drop(false),
+                _ => {}
+            }
+        }
     }
 
     // ----- read-out, used by the writer (not on the control path) -----

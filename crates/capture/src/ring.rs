@@ -389,7 +389,7 @@ impl<T> std::fmt::Debug for Slab<T> {
 
 /// The recorder's view of its ring file: the mapping, its path, and whether
 /// it was locked. Unmapped on drop, and the file removed unless the thread
-/// is panicking (then it stays, for [`recover`]).
+/// is panicking or the last finish failed (then it stays, for [`recover`]).
 #[derive(Debug)]
 pub(crate) struct RingFile {
     path: PathBuf,
@@ -397,6 +397,7 @@ pub(crate) struct RingFile {
     len: usize,
     layout: Layout,
     locked: bool,
+    keep: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the mapping is process-wide memory; the RingFile only unmaps it
@@ -520,6 +521,7 @@ impl RingFile {
             len,
             layout,
             locked,
+            keep: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -631,6 +633,12 @@ impl RingFile {
     pub(crate) fn locked(&self) -> bool {
         self.locked
     }
+
+    /// Whether to leave the file behind on drop (its evidence was not
+    /// written).
+    pub(crate) fn keep_on_drop(&self, keep: bool) {
+        self.keep.store(keep, Ordering::Relaxed);
+    }
 }
 
 impl Drop for RingFile {
@@ -638,7 +646,7 @@ impl Drop for RingFile {
         // SAFETY: unmapping our own mapping; no slab pointing into it is
         // used after this (they are dropped first).
         unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && !self.keep.load(Ordering::Relaxed) {
             let _ = fs::remove_file(&self.path);
         }
     }

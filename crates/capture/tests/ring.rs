@@ -401,3 +401,30 @@ fn an_explicit_shared_memory_ring_fails_loudly_and_the_heap_has_no_file() {
     let rec = b.build().unwrap();
     assert!(rec.ring_path().is_none() && rec.ring_note().is_none());
 }
+
+#[test]
+fn a_failed_finish_keeps_the_ring_for_recover() {
+    let shm = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // The JSONL's name is taken by a non-empty directory: the rename fails.
+    let blocker = out.path().join(looptime_capture::CYCLES_FILE);
+    std::fs::create_dir(&blocker).unwrap();
+    std::fs::write(blocker.join("x"), b"x").unwrap();
+    let mut b = builder(shm.path(), 10, Some(out.path()));
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    record(&mut rec, &ids, 0);
+    let path = rec.ring_path().unwrap().to_path_buf();
+    assert!(rec.finish(out.path(), CaptureStatus::Complete).is_err());
+    assert_eq!(
+        RingReader::open(&path).unwrap().state(),
+        RingState::Recording
+    );
+    drop(rec);
+    assert!(
+        path.exists(),
+        "the evidence was not written, so the ring must stay"
+    );
+    // A later successful finish would have cleared it; here, clean up.
+    std::fs::remove_file(&path).unwrap();
+}

@@ -253,6 +253,25 @@ impl Work<'_> {
 
 /// The control loop proper. Generic over the clock so an uncapped run
 /// (`rtf = 0`) runs on the simulation clock with the same code.
+impl<'a> Work<'a> {
+    /// The stages' state at the first cycle: seeded costs, a fresh robot.
+    fn new(cfg: &'a Config) -> Work<'a> {
+        let st = &cfg.stages;
+        Work {
+            st,
+            rng: Rng::new(cfg.run.seed),
+            robot: SimRobot::new(
+                0,
+                cfg.nominal_period_ns(),
+                st.robot_send_command.acceptance_rate,
+                cfg.run.seed,
+            ),
+            last_frame: (0, 0),
+            max_age_ns: (st.camera_read.max_age_ms * 1e6) as u64,
+        }
+    }
+}
+
 pub(crate) fn control_loop<C: LoopClock>(
     clock: C,
     cfg: &Config,
@@ -260,31 +279,18 @@ pub(crate) fn control_loop<C: LoopClock>(
     ids: &Ids,
     sh: &Shared,
 ) -> Result<ControlOutcome, ServeError> {
-    let req = RealtimeRequest {
+    let realtime = rt::setup_control_thread(&RealtimeRequest {
         enabled: cfg.realtime.enabled,
         priority: cfg.realtime.priority,
         cpu: (cfg.realtime.cpu >= 0).then_some(cfg.realtime.cpu as usize),
         mlockall: cfg.realtime.mlockall,
-    };
-    let realtime = rt::setup_control_thread(&req);
+    });
     let mut sched = Scheduler::new(clock, cfg.scheduler_config())?;
     let host_clock = sched.domain() != ClockDomain::Simulation;
     let rtf = if cfg.run.rtf == 0.0 { 1.0 } else { cfg.run.rtf };
     let life = Lifecycle::new(cfg);
     let total = life.warm + cfg.running_cycles();
-    let st = &cfg.stages;
-    let mut work = Work {
-        st,
-        rng: Rng::new(cfg.run.seed),
-        robot: SimRobot::new(
-            0,
-            cfg.nominal_period_ns(),
-            st.robot_send_command.acceptance_rate,
-            cfg.run.seed,
-        ),
-        last_frame: (0, 0),
-        max_age_ns: (st.camera_read.max_age_ms * 1e6) as u64,
-    };
+    let mut work = Work::new(cfg);
     sched.start();
     let clock_origin = sched.clock().now_ns();
     let robot_now = |c: &C| ((c.now_ns().saturating_sub(clock_origin)) as f64 * rtf) as u64;

@@ -102,28 +102,7 @@ pub fn serve(
     }
     let session = create_session_dir(&runs)?;
     let host = rt::host_facts();
-    let _ = writeln!(
-        out,
-        "[run] session {} ({} episode(s), {} Hz, {} s warmup + {} s running, rtf {}, control timing {})",
-        session.display(),
-        cfg.run.episodes,
-        cfg.run.rate_hz,
-        cfg.run.warmup_s,
-        cfg.run.duration_s,
-        cfg.run.rtf,
-        if cfg.run.control_timing { "on" } else { "off" }
-    );
-    if cfg.run.control_timing {
-        let _ = writeln!(
-            out,
-            "[run] recorder: {} cycles x {} span slots = {} bytes ({:.1} MiB) preallocated per rollout (budget {} MiB, run.timing_memory_budget_mb)",
-            cfg.run.timing_max_cycles,
-            cfg.run.timing_max_spans_per_cycle,
-            cfg.recorder_footprint_bytes(),
-            cfg.recorder_footprint_bytes() as f64 / 1048576.0,
-            cfg.run.timing_memory_budget_mb
-        );
-    }
+    announce(cfg, &session, out);
     let mut record = SessionRecord::new(&session, cfg.run.episodes);
     record.write(&session)?;
     let ctx = EpisodeContext {
@@ -191,6 +170,32 @@ pub fn serve(
     })
 }
 
+/// The session's opening lines: what runs, and the recorder's memory.
+fn announce(cfg: &Config, session: &Path, out: &mut dyn Write) {
+    let _ = writeln!(
+        out,
+        "[run] session {} ({} episode(s), {} Hz, {} s warmup + {} s running, rtf {}, control timing {})",
+        session.display(),
+        cfg.run.episodes,
+        cfg.run.rate_hz,
+        cfg.run.warmup_s,
+        cfg.run.duration_s,
+        cfg.run.rtf,
+        if cfg.run.control_timing { "on" } else { "off" }
+    );
+    if cfg.run.control_timing {
+        let _ = writeln!(
+            out,
+            "[run] recorder: {} cycles x {} span slots = {} bytes ({:.1} MiB) preallocated per rollout (budget {} MiB, run.timing_memory_budget_mb)",
+            cfg.run.timing_max_cycles,
+            cfg.run.timing_max_spans_per_cycle,
+            cfg.recorder_footprint_bytes(),
+            cfg.recorder_footprint_bytes() as f64 / 1048576.0,
+            cfg.run.timing_memory_budget_mb
+        );
+    }
+}
+
 /// Mark `record` stopped by a signal, say why, and print the closing line.
 fn record_stop(
     record: &mut SessionRecord,
@@ -243,8 +248,7 @@ fn run_episode(
     live_out: &impl Fn() -> Box<dyn Write + Send>,
     out: &mut dyn Write,
 ) -> Result<EpisodeResult, ServeError> {
-    let uncapped = cfg.run.rtf == 0.0;
-    let domain = if uncapped {
+    let domain = if cfg.run.rtf == 0.0 {
         ClockDomain::Simulation
     } else {
         ClockDomain::HostMonotonic
@@ -260,23 +264,14 @@ fn run_episode(
     }
     let ring_file = rec.ring_path().map(Path::to_path_buf);
     let not_yet = RealtimeObtained::default();
-    let pre = ManifestFacts {
-        config: cfg,
-        config_source: &ctx.opts.config_source,
-        session: ctx.session,
+    let pre = running_manifest(
+        ctx,
+        cfg,
         rollout,
-        host: ctx.host,
-        status: ManifestStatus::Running,
-        cycles: 0,
-        overruns: 0,
-        skipped: 0,
-        evidence: cfg.run.control_timing,
-        realtime: &not_yet,
-        dma_held: false,
-        live_dropped: (0, 0),
-        ring_file: ring_file.as_deref(),
-        ring_note: ring_note.as_deref(),
-    };
+        &not_yet,
+        ring_file.as_deref(),
+        ring_note.as_deref(),
+    );
     // The manifest and `latest` before the first cycle: a rollout killed
     // mid-run still says what ran, and `looptime recover` fills in the rest.
     write_manifest(dir, &pre)?;
@@ -284,20 +279,7 @@ fn run_episode(
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
     let helpers = Helpers::spawn(cfg, &live, live_out())?;
-    let dma_hold = if cfg.realtime.cpu_dma_latency {
-        match DmaLatencyHold::acquire() {
-            Ok(h) => Some(h),
-            Err(e) => {
-                let _ = writeln!(
-                    out,
-                    "[warn] cpu_dma_latency hold refused: {e}; continuing without it"
-                );
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let dma_hold = hold_dma_latency(cfg, out);
     let shared = Shared {
         camera: helpers.camera.clone(),
         viewer: helpers.viewer.clone(),
@@ -358,6 +340,51 @@ fn run_episode(
         dma_held,
         live_dropped: live.dropped(),
     })
+}
+
+/// The manifest of a rollout about to run its first cycle (status
+/// `running`, nothing counted yet).
+fn running_manifest<'a>(
+    ctx: &'a EpisodeContext,
+    cfg: &'a Config,
+    rollout: &'a str,
+    realtime: &'a RealtimeObtained,
+    ring_file: Option<&'a Path>,
+    ring_note: Option<&'a str>,
+) -> ManifestFacts<'a> {
+    ManifestFacts {
+        config: cfg,
+        config_source: &ctx.opts.config_source,
+        session: ctx.session,
+        rollout,
+        host: ctx.host,
+        status: ManifestStatus::Running,
+        cycles: 0,
+        overruns: 0,
+        skipped: 0,
+        evidence: cfg.run.control_timing,
+        realtime,
+        dma_held: false,
+        live_dropped: (0, 0),
+        ring_file,
+        ring_note,
+    }
+}
+
+/// Hold /dev/cpu_dma_latency at 0 when `realtime.cpu_dma_latency` asks for
+/// it; a refusal is a warning, never an error.
+fn hold_dma_latency(cfg: &Config, out: &mut dyn Write) -> Option<DmaLatencyHold> {
+    if !cfg.realtime.cpu_dma_latency {
+        return None;
+    }
+    DmaLatencyHold::acquire()
+        .map_err(|e| {
+            let _ = writeln!(
+                out,
+                "[warn] cpu_dma_latency hold refused: {e}; continuing without it"
+            );
+        })
+        .ok()
 }
 
 /// Run the control loop on its own named thread (the only one that may take
