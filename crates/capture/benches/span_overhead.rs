@@ -90,7 +90,9 @@ fn spans(c: &mut Criterion) {
         let (mut rec, stage) = recorder(cpu, storage.clone());
         let watcher = watched.then(|| Watcher::start(&rec));
         let phase = rec.default_phase();
+        let mut ran = false;
         g.bench_function(name, |b| {
+            ran = true;
             b.iter_custom(|iters| {
                 chunked(
                     iters,
@@ -106,7 +108,9 @@ fn spans(c: &mut Criterion) {
             });
         });
         if let Some(w) = watcher {
-            assert!(w.stop() > 0, "the watcher must have read the ring");
+            let reads = w.stop();
+            // A case left out by a name filter never ran, so nothing to check.
+            assert!(!ran || reads > 0, "the watcher must have read the ring");
         }
         assert_eq!(
             rec.spans_dropped(),
