@@ -488,36 +488,18 @@ impl RingFile {
                 source: io::Error::from_raw_os_error(rc),
             });
         }
-        // SAFETY: mapping a file we just sized to `len` bytes; the kernel
-        // picks the address. The result is checked before any use.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(CaptureError::Ring {
-                path: path.to_path_buf(),
-                what: "map",
-                source: io::Error::last_os_error(),
-            });
-        }
+        let base = map_file(path, file, len, true)?.as_ptr();
         // Write every page once, so none faults in on the control thread.
         for off in (0..len).step_by(PAGE) {
             // SAFETY: `off < len`, inside the writable mapping.
-            unsafe { std::ptr::write_volatile((base as *mut u8).add(off), 0) };
+            unsafe { std::ptr::write_volatile(base.add(off), 0) };
         }
         // SAFETY: locking our own mapping; failure (RLIMIT_MEMLOCK) is fine.
-        let locked = unsafe { libc::mlock(base, len) } == 0;
+        let locked = unsafe { libc::mlock(base as *const libc::c_void, len) } == 0;
         Ok(RingFile {
             path: path.to_path_buf(),
-            // SAFETY: mmap succeeded, so `base` is not null.
-            base: unsafe { NonNull::new_unchecked(base as *mut u8) },
+            // SAFETY: from a successful mmap, so not null.
+            base: unsafe { NonNull::new_unchecked(base) },
             len,
             layout,
             locked,
@@ -652,6 +634,31 @@ impl Drop for RingFile {
     }
 }
 
+/// Map `len` bytes of `file` shared: read-write and prefaulted
+/// (`MAP_POPULATE`) for the writer, read-only for a reader.
+fn map_file(path: &Path, file: &File, len: usize, write: bool) -> Result<NonNull<u8>> {
+    let (prot, flags) = if write {
+        (
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+        )
+    } else {
+        (libc::PROT_READ, libc::MAP_SHARED)
+    };
+    // SAFETY: mapping an open file; the kernel picks the address, and the
+    // result is checked before any use.
+    let base = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
+    if base == libc::MAP_FAILED {
+        return Err(CaptureError::Ring {
+            path: path.to_path_buf(),
+            what: "map",
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: a successful mmap never returns null.
+    Ok(unsafe { NonNull::new_unchecked(base as *mut u8) })
+}
+
 /// A ring file opened read-only by another process: `looptime watch` and
 /// [`recover`]. The mapping is `PROT_READ`, so the reader cannot write to
 /// the ring even by mistake.
@@ -720,31 +727,13 @@ impl RingReader {
                 format!("{len} bytes is shorter than a ring header ({HEADER_BYTES} bytes)"),
             ));
         }
-        // SAFETY: a read-only shared mapping of the file's current length.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(CaptureError::Ring {
-                path: path.to_path_buf(),
-                what: "map",
-                source: io::Error::last_os_error(),
-            });
-        }
+        let base = map_file(path, &file, len, false)?;
         // SAFETY: `len >= HEADER_BYTES > size_of::<Fixed>()`; Fixed is plain
         // integers, valid for any bytes.
-        let fixed = unsafe { std::ptr::read_volatile(base as *const Fixed) };
+        let fixed = unsafe { std::ptr::read_volatile(base.as_ptr() as *const Fixed) };
         let reader = RingReader {
             path: path.to_path_buf(),
-            // SAFETY: mmap succeeded.
-            base: unsafe { NonNull::new_unchecked(base as *mut u8) },
+            base,
             len,
             fixed,
         };
