@@ -57,8 +57,9 @@ pub use format::{
 };
 pub use recorder::{
     footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SpanGuard,
-    StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE, MAX_ATTRS_PER_SPAN,
-    MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SPANS_CEILING, MAX_SPAN_DEPTH, MAX_VALUES,
+    SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE,
+    MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SPANS_CEILING,
+    MAX_SPAN_DEPTH, MAX_VALUES,
 };
 pub use ring::RingStorage;
 pub use writer::{parse_temp_name, sync_dir, temp_path, write_atomic, FinishReport};

@@ -216,6 +216,13 @@ impl StageId {
     }
 }
 
+impl ValueId {
+    /// Integer or float.
+    pub fn kind(self) -> ValueKind {
+        self.kind
+    }
+}
+
 impl PhaseId {
     /// Position in the header's phase table.
     pub fn index(self) -> usize {
@@ -823,6 +830,42 @@ impl Recorder {
         }
     }
 
+    /// Open a span of `stage` without a guard, for callers that cannot hold
+    /// a borrow across the span (the C ABI, the Python binding). Close it
+    /// with [`end_span`](Self::end_span); a span left open is closed at the
+    /// cycle's end and marked `closed_by_cycle_end`, like a guard's.
+    #[inline]
+    pub fn begin_span(&mut self, stage: StageId) -> SpanToken {
+        let idx = self.open_span(stage);
+        SpanToken::pack(idx, self.generation)
+    }
+
+    /// Close a span opened with [`begin_span`](Self::begin_span). A token
+    /// of an earlier cycle, of a span already closed, or of a span that was
+    /// not stored is ignored.
+    #[inline]
+    pub fn end_span(&mut self, span: SpanToken) {
+        let (idx, generation) = span.unpack(self.generation);
+        self.close_span(idx, generation);
+    }
+
+    /// Set an attribute on a span opened with
+    /// [`begin_span`](Self::begin_span) (see [`SpanGuard::set`]).
+    #[inline]
+    pub fn set_span_attr(&mut self, span: SpanToken, value: AttrValue) {
+        let (idx, generation) = span.unpack(self.generation);
+        self.set_attr(idx, generation, value);
+    }
+
+    /// Spans open in the current cycle (0 outside a cycle).
+    pub fn open_spans(&self) -> usize {
+        if self.in_cycle {
+            self.depth
+        } else {
+            0
+        }
+    }
+
     #[inline]
     fn open_span(&mut self, stage: StageId) -> u16 {
         if !self.enabled {
@@ -974,6 +1017,11 @@ impl Recorder {
     /// Whether a cycle is open.
     pub fn in_cycle(&self) -> bool {
         self.in_cycle
+    }
+
+    /// Bytes preallocated for the cycle ring, span slots and value slots.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.spec.footprint_bytes()
     }
 
     /// The overhead measured when the recorder was built.
@@ -1236,6 +1284,55 @@ impl<'a> RawCycle<'a> {
             values,
             spans,
         }
+    }
+}
+
+/// A span opened with [`Recorder::begin_span`]: its slot and the cycle
+/// generation it belongs to, packed into 64 bits (16 for the slot, 48 for
+/// the generation) so that a C caller can hold it as a `uint64_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpanToken(u64);
+
+const GENERATION_BITS: u32 = 48;
+const GENERATION_MASK: u64 = (1 << GENERATION_BITS) - 1;
+
+impl SpanToken {
+    /// A token that refers to no span: ending it does nothing.
+    pub const NONE: SpanToken = SpanToken(NO_SPAN as u64);
+
+    fn pack(idx: u16, generation: u64) -> SpanToken {
+        SpanToken(((generation & GENERATION_MASK) << 16) | idx as u64)
+    }
+
+    /// Slot and generation, the generation widened back to the recorder's
+    /// current one when the low 48 bits agree (any other value never
+    /// matches it, so the token is then ignored).
+    fn unpack(self, current: u64) -> (u16, u64) {
+        let idx = (self.0 & 0xffff) as u16;
+        let low = self.0 >> 16;
+        let generation = if low == current & GENERATION_MASK {
+            current
+        } else {
+            current.wrapping_add(1)
+        };
+        (idx, generation)
+    }
+
+    /// The packed value, for a C caller.
+    pub fn to_bits(self) -> u64 {
+        self.0
+    }
+
+    /// A token from [`to_bits`](Self::to_bits). Any value is safe: one that
+    /// names no open span of the current cycle is ignored.
+    pub fn from_bits(bits: u64) -> SpanToken {
+        SpanToken(bits)
+    }
+
+    /// Whether the span is stored (false when it was dropped for lack of
+    /// slots or depth, opened outside a cycle, or the recorder is disabled).
+    pub fn is_recorded(self) -> bool {
+        (self.0 & 0xffff) as u16 != NO_SPAN
     }
 }
 

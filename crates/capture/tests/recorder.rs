@@ -365,3 +365,53 @@ fn g_span(
 ) -> looptime_capture::SpanGuard<'_> {
     rec.span(s)
 }
+
+#[test]
+fn span_tokens_nest_and_stale_tokens_are_ignored() {
+    let mut b = quiet_builder();
+    let outer = b.stage("outer").unwrap();
+    let inner = b.stage("inner").unwrap();
+    let key = b.attr_key("source").unwrap();
+    let cam = b.attr_value(key, "camera").unwrap();
+    let mut rec = b.build().unwrap();
+    let p = rec.default_phase();
+
+    rec.begin_cycle(p, Release::NONE);
+    let o = rec.begin_span(outer);
+    let i = rec.begin_span(inner);
+    assert_eq!(rec.open_spans(), 2);
+    rec.set_span_attr(i, cam);
+    rec.end_span(i);
+    rec.end_span(i); // twice: the second is ignored
+    rec.end_span(o);
+    assert_eq!(rec.open_spans(), 0);
+    rec.end_cycle();
+
+    // A token of the previous cycle names slot 0 of a different
+    // generation: ending it must not close this cycle's first span.
+    rec.begin_cycle(p, Release::NONE);
+    let fresh = rec.begin_span(outer);
+    rec.end_span(o);
+    assert_eq!(rec.open_spans(), 1);
+    rec.end_span(fresh);
+    // Arbitrary bits and the NONE token are harmless.
+    rec.end_span(looptime_capture::SpanToken::from_bits(u64::MAX));
+    rec.end_span(looptime_capture::SpanToken::NONE);
+    assert!(!looptime_capture::SpanToken::NONE.is_recorded());
+    rec.end_cycle();
+
+    let dir = tempfile::tempdir().unwrap();
+    let report = rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    let (_, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(cycles[0].spans.len(), 2);
+    assert_eq!(cycles[0].spans[1].parent, Some(0));
+    assert_eq!(cycles[0].spans[1].attrs["source"], "camera");
+    assert!(!cycles[0].spans[1].closed_by_cycle_end);
+    assert!(!cycles[0].spans[0].closed_by_cycle_end);
+    // The stale end left the second cycle's span open until its own end.
+    assert_eq!(cycles[1].spans.len(), 1);
+    assert!(!cycles[1].spans[0].closed_by_cycle_end);
+}

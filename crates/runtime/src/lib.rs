@@ -28,6 +28,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod embed;
 pub mod episode;
 pub mod error;
 pub mod probe;

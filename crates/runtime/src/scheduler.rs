@@ -212,6 +212,15 @@ impl<C: LoopClock> Scheduler<C> {
 
     /// Wait for the next release point; see the module docs.
     pub fn wait(&mut self) -> Tick {
+        self.wait_with(|clock, until_ns| clock.sleep_until_ns(until_ns))
+    }
+
+    /// [`wait`](Self::wait), with the sleep done by `sleep(clock, until_ns)`
+    /// instead of `clock.sleep_until_ns(until_ns)`: a binding wraps it to
+    /// release its interpreter lock for the sleep only, and keep it through
+    /// the spin. `sleep` is called at most once, only when the release
+    /// point is more than the spin margin away.
+    pub fn wait_with(&mut self, sleep: impl FnOnce(&C, u64)) -> Tick {
         if !self.started {
             self.start();
         }
@@ -223,7 +232,7 @@ impl<C: LoopClock> Scheduler<C> {
         if wait_start < deadline {
             let sleep_to = deadline - margin.min(deadline - wait_start);
             if deadline - wait_start > margin {
-                self.clock.sleep_until_ns(sleep_to);
+                sleep(&self.clock, sleep_to);
             }
             let after_sleep = self.clock.now_ns();
             let woke = self.clock.spin_until_ns(deadline);

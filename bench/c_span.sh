@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Cost of a span through the C ABI from C++ against the Rust span, in the
+# same process (see bench/c_span.cpp). Builds the library in release mode
+# through CMake, then the bench with -O2.
+#
+#   bash bench/c_span.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=target/bench-c-span
+cmake -S crates/capture-c -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOPTIME_CARGO_PROFILE=release >/dev/null
+cmake --build "$build" >/dev/null
+g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_span.cpp target/release/liblooptime.a \
+    -lpthread -ldl -lm -lrt -lutil -lgcc_s -o "$build/c_span"
+"$build/c_span"

@@ -1,0 +1,213 @@
+// looptime for C++: RAII over the C ABI in looptime.h.
+//
+// Set-up calls (Builder, Recorder, Scheduler, Episode constructors and
+// finish) throw looptime::Error with the library's code and message. The
+// recording path (Cycle, Span, set, wait) is noexcept: it cannot fail with
+// ids the builder handed out, and a wrong id is reported through the
+// return code and looptime_last_error() instead of an exception.
+//
+//   looptime::Builder b;
+//   auto sense = b.stage("sense");
+//   looptime::Recorder rec(b);
+//   looptime::Scheduler sched(looptime_scheduler_config_default(10'000'000));
+//   for (;;) {
+//       looptime_tick tick = sched.wait(rec);      // marks the wait, sleeps, spins
+//       looptime::Cycle cycle(rec, running, tick); // ends at scope exit
+//       { looptime::Span s(rec, sense); /* ... */ }
+//   }
+//   rec.finish(dir, /*complete=*/true);
+#ifndef LOOPTIME_HPP
+#define LOOPTIME_HPP
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "looptime.h"
+
+namespace looptime {
+
+/// A failed looptime call: the code (LOOPTIME_ERR_*) and the message.
+class Error : public std::runtime_error {
+public:
+    Error(int code, const std::string &message) : std::runtime_error(message), code_(code) {}
+    int code() const noexcept { return code_; }
+
+private:
+    int code_;
+};
+
+/// Throw on a negative code; return a warning code (>= 0) as it is.
+inline int check(int code) {
+    if (code < 0) {
+        throw Error(code, looptime_last_error());
+    }
+    return code;
+}
+
+/// Names and capacities; the recorder is allocated from it.
+class Builder {
+public:
+    Builder() : b_(looptime_builder_new()) {
+        if (b_ == nullptr) {
+            throw Error(LOOPTIME_ERR_PANIC, looptime_last_error());
+        }
+    }
+    ~Builder() { looptime_builder_free(b_); }
+    Builder(const Builder &) = delete;
+    Builder &operator=(const Builder &) = delete;
+
+    uint32_t stage(const char *name) { uint32_t id = 0; check(looptime_builder_stage(b_, name, &id)); return id; }
+    uint32_t phase(const char *name) { uint32_t id = 0; check(looptime_builder_phase(b_, name, &id)); return id; }
+    uint32_t int_value(const char *name, const char *unit = "") {
+        uint32_t id = 0;
+        check(looptime_builder_value(b_, name, LOOPTIME_VALUE_INT, unit, &id));
+        return id;
+    }
+    uint32_t float_value(const char *name, const char *unit = "") {
+        uint32_t id = 0;
+        check(looptime_builder_value(b_, name, LOOPTIME_VALUE_FLOAT, unit, &id));
+        return id;
+    }
+    Builder &max_cycles(uint64_t n) { check(looptime_builder_max_cycles(b_, n)); return *this; }
+    Builder &max_spans_per_cycle(uint32_t n) { check(looptime_builder_max_spans_per_cycle(b_, n)); return *this; }
+    Builder &thread_cpu(bool on) { check(looptime_builder_thread_cpu(b_, on)); return *this; }
+    Builder &nominal_period_ns(uint64_t ns) { check(looptime_builder_nominal_period_ns(b_, ns)); return *this; }
+    Builder &ring(uint32_t storage) { check(looptime_builder_ring(b_, storage)); return *this; }
+    Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }
+    Builder &metadata(const char *key, const char *value) { check(looptime_builder_metadata(b_, key, value)); return *this; }
+
+    const looptime_builder *get() const noexcept { return b_; }
+
+private:
+    looptime_builder *b_;
+};
+
+/// The preallocated recorder of one thread. Move-only.
+class Recorder {
+public:
+    explicit Recorder(const Builder &b) { check(looptime_recorder_new(b.get(), &r_)); }
+    ~Recorder() { looptime_recorder_free(r_); }
+    Recorder(Recorder &&o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+    Recorder &operator=(Recorder &&o) noexcept {
+        std::swap(r_, o.r_);
+        return *this;
+    }
+    Recorder(const Recorder &) = delete;
+    Recorder &operator=(const Recorder &) = delete;
+
+    int set(uint32_t value, int64_t v) noexcept { return looptime_set_int(r_, value, v); }
+    int set(uint32_t value, double v) noexcept { return looptime_set_float(r_, value, v); }
+
+    looptime_counts counts() const {
+        looptime_counts c{};
+        check(looptime_recorder_counts(r_, &c));
+        return c;
+    }
+
+    /// Write the evidence into `dir`. Returns LOOPTIME_WARN_LEFT_OPEN when a
+    /// cycle or span was still open (closed and written), else LOOPTIME_OK.
+    int finish(const char *dir, bool complete) { return check(looptime_recorder_finish(r_, dir, complete)); }
+
+    looptime_recorder *get() const noexcept { return r_; }
+
+private:
+    looptime_recorder *r_ = nullptr;
+};
+
+/// One cycle: begins on construction, ends at scope exit.
+class Cycle {
+public:
+    Cycle(Recorder &rec, uint32_t phase, const looptime_tick &tick) noexcept : r_(rec.get()) {
+        looptime_cycle_begin(r_, phase, tick.target_ns, tick.overdue, tick.skipped);
+    }
+    Cycle(Recorder &rec, uint32_t phase) noexcept : r_(rec.get()) {
+        looptime_cycle_begin(r_, phase, LOOPTIME_NO_TARGET, false, 0);
+    }
+    ~Cycle() { looptime_cycle_end(r_); }
+    Cycle(const Cycle &) = delete;
+    Cycle &operator=(const Cycle &) = delete;
+
+private:
+    looptime_recorder *r_;
+};
+
+/// One span: opens on construction, closes at scope exit. Nest by scope.
+class Span {
+public:
+    Span(Recorder &rec, uint32_t stage) noexcept : r_(rec.get()) {
+        if (looptime_span_begin(r_, stage, &id_) != LOOPTIME_OK) {
+            id_ = LOOPTIME_NO_SPAN;
+        }
+    }
+    ~Span() { looptime_span_end(r_, id_); }
+    Span(const Span &) = delete;
+    Span &operator=(const Span &) = delete;
+
+    bool recorded() const noexcept { return id_ != LOOPTIME_NO_SPAN; }
+
+private:
+    looptime_recorder *r_;
+    uint64_t id_ = LOOPTIME_NO_SPAN;
+};
+
+/// The absolute-deadline scheduler on the host's monotonic clock.
+class Scheduler {
+public:
+    explicit Scheduler(const looptime_scheduler_config &cfg) { check(looptime_scheduler_new(&cfg, &s_)); }
+    ~Scheduler() { looptime_scheduler_free(s_); }
+    Scheduler(const Scheduler &) = delete;
+    Scheduler &operator=(const Scheduler &) = delete;
+
+    /// Wait for the next release point.
+    looptime_tick wait() noexcept {
+        looptime_tick t{};
+        looptime_scheduler_wait(s_, &t);
+        return t;
+    }
+    /// Wait, with the recorder marking the wait's start and end.
+    looptime_tick wait(Recorder &rec) noexcept {
+        looptime_wait_begin(rec.get());
+        looptime_tick t = wait();
+        looptime_wait_end(rec.get());
+        return t;
+    }
+    void rephase() noexcept { looptime_scheduler_rephase(s_); }
+
+    const looptime_scheduler *get() const noexcept { return s_; }
+
+private:
+    looptime_scheduler *s_ = nullptr;
+};
+
+/// The episode directory of a program: session, rollout-000, manifest,
+/// session.json and `latest`, as `looptime serve` writes them.
+class Episode {
+public:
+    Episode(const char *runs_dir, const looptime_program &info) { check(looptime_episode_create(runs_dir, &info, &e_)); }
+    ~Episode() { looptime_episode_free(e_); }
+    Episode(const Episode &) = delete;
+    Episode &operator=(const Episode &) = delete;
+
+    const char *dir() const noexcept { return looptime_episode_dir(e_); }
+
+    /// Timer slack 1 ns on the calling thread, recorded in the manifest.
+    /// Returns LOOPTIME_WARN_DEGRADED when the kernel refused.
+    int setup_control_thread(uint64_t *timer_slack_ns = nullptr) {
+        return check(looptime_control_thread_setup(e_, timer_slack_ns));
+    }
+
+    void finish(const Recorder *rec, const Scheduler *sched, bool complete, uint64_t planned_cycles) {
+        check(looptime_episode_finish(e_, rec ? rec->get() : nullptr, sched ? sched->get() : nullptr, complete,
+                                      planned_cycles));
+    }
+
+private:
+    looptime_episode *e_ = nullptr;
+};
+
+}  // namespace looptime
+
+#endif  // LOOPTIME_HPP

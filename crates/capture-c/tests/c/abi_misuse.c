@@ -1,0 +1,140 @@
+/* Bad use of the C ABI returns an error code with a message and never
+ * crashes: NULL handles and pointers, unknown ids, wrong value kinds, bad
+ * settings, finishing twice, and a span left open at finish. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static void null_handles(void) {
+    uint32_t id;
+    uint64_t span;
+    looptime_tick tick;
+    looptime_counts counts;
+    CHECK_ERR(looptime_builder_stage(NULL, "x", &id), LOOPTIME_ERR_NULL, "builder is NULL");
+    CHECK_ERR(looptime_cycle_begin(NULL, 0, LOOPTIME_NO_TARGET, false, 0), LOOPTIME_ERR_NULL,
+              "recorder is NULL");
+    CHECK_ERR(looptime_cycle_end(NULL), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_span_begin(NULL, 0, &span), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_span_end(NULL, 0), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_set_int(NULL, 0, 1), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_recorder_counts(NULL, &counts), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_recorder_finish(NULL, "/tmp", true), LOOPTIME_ERR_NULL, "recorder is NULL");
+    CHECK_ERR(looptime_recorder_new(NULL, NULL), LOOPTIME_ERR_NULL, "builder is NULL");
+    CHECK_ERR(looptime_scheduler_wait(NULL, &tick), LOOPTIME_ERR_NULL, "scheduler is NULL");
+    CHECK_ERR(looptime_episode_finish(NULL, NULL, NULL, true, 0), LOOPTIME_ERR_NULL, "episode is NULL");
+    CHECK(looptime_episode_dir(NULL) == NULL);
+    /* Freeing NULL is a no-op. */
+    looptime_builder_free(NULL);
+    looptime_recorder_free(NULL);
+    looptime_scheduler_free(NULL);
+    looptime_episode_free(NULL);
+}
+
+static void bad_settings(void) {
+    looptime_builder *b = looptime_builder_new();
+    looptime_scheduler_config cfg = looptime_scheduler_config_default(10000000);
+    looptime_scheduler *s = NULL;
+    uint32_t id;
+    CHECK(b != NULL);
+    CHECK_ERR(looptime_builder_stage(b, NULL, &id), LOOPTIME_ERR_NULL, "stage name is NULL");
+    CHECK_ERR(looptime_builder_stage(b, "sense", NULL), LOOPTIME_ERR_NULL, "id pointer is NULL");
+    CHECK_ERR(looptime_builder_stage(b, "\xff\xfe", &id), LOOPTIME_ERR_INVALID, "not UTF-8");
+    CHECK_ERR(looptime_builder_value(b, "v", 7, "", &id), LOOPTIME_ERR_INVALID, "value kind 7");
+    CHECK_ERR(looptime_builder_ring(b, 9), LOOPTIME_ERR_INVALID, "ring storage 9");
+    /* A duplicate stage name is refused by the recorder's builder. */
+    CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_ERR_INVALID);
+    CHECK(strstr(looptime_last_error(), "dup") != NULL);
+    /* A zero capacity is refused when the recorder is built, not before. */
+    {
+        looptime_recorder *r = NULL;
+        CHECK(looptime_builder_max_cycles(b, 0) == LOOPTIME_OK);
+        CHECK(looptime_recorder_new(b, &r) == LOOPTIME_ERR_INVALID);
+        CHECK(r == NULL);
+    }
+    looptime_builder_free(b);
+
+    cfg.spin_margin_ns = 9000000; /* above half the period */
+    CHECK_ERR(looptime_scheduler_new(&cfg, &s), LOOPTIME_ERR_INVALID, "spin margin");
+    cfg = looptime_scheduler_config_default(0);
+    CHECK_ERR(looptime_scheduler_new(&cfg, &s), LOOPTIME_ERR_INVALID, "period must be positive");
+    cfg = looptime_scheduler_config_default(10000000);
+    cfg.policy = 5;
+    CHECK_ERR(looptime_scheduler_new(&cfg, &s), LOOPTIME_ERR_INVALID, "policy 5");
+    CHECK(s == NULL);
+}
+
+static void unknown_ids_finish_twice_and_open_span(const char *dir) {
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    looptime_counts counts;
+    uint32_t sense, running, frame, rate;
+    uint64_t span = 0, inner = 0;
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "sense", &sense) == LOOPTIME_OK);
+    CHECK(looptime_builder_phase(b, "running", &running) == LOOPTIME_OK);
+    CHECK(looptime_builder_value(b, "frame", LOOPTIME_VALUE_INT, "", &frame) == LOOPTIME_OK);
+    CHECK(looptime_builder_value(b, "rate", LOOPTIME_VALUE_FLOAT, "Hz", &rate) == LOOPTIME_OK);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b); /* the recorder outlives its builder */
+
+    CHECK_ERR(looptime_cycle_begin(r, 3, LOOPTIME_NO_TARGET, false, 0), LOOPTIME_ERR_UNKNOWN_ID,
+              "phase id 3");
+    CHECK(looptime_cycle_begin(r, running, 1000, false, 0) == LOOPTIME_OK);
+    CHECK_ERR(looptime_span_begin(r, 42, &span), LOOPTIME_ERR_UNKNOWN_ID, "stage id 42");
+    CHECK_ERR(looptime_set_int(r, 9, 1), LOOPTIME_ERR_UNKNOWN_ID, "value id 9");
+    CHECK_ERR(looptime_set_int(r, rate, 1), LOOPTIME_ERR_INVALID, "float value");
+    CHECK_ERR(looptime_set_float(r, frame, 1.0), LOOPTIME_ERR_INVALID, "integer value");
+    CHECK(looptime_set_int(r, frame, 7) == LOOPTIME_OK);
+    /* Garbage span ids are ignored, not a crash. */
+    CHECK(looptime_span_end(r, 0xdeadbeefdeadbeefULL) == LOOPTIME_OK);
+    CHECK(looptime_span_end(r, LOOPTIME_NO_SPAN) == LOOPTIME_OK);
+    CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+
+    /* A second cycle with a span left open at finish. */
+    CHECK(looptime_cycle_begin(r, running, 2000, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(r, sense, &span) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(r, sense, &inner) == LOOPTIME_OK);
+    CHECK(span != LOOPTIME_NO_SPAN && inner != LOOPTIME_NO_SPAN);
+    CHECK_ERR(looptime_recorder_finish(r, dir, true), LOOPTIME_WARN_LEFT_OPEN, "2 open span(s)");
+    CHECK(file_exists(dir, "control_timing.jsonl"));
+    CHECK(file_exists(dir, "control_timing_summary.json"));
+    /* Header plus two cycles. */
+    CHECK(count_lines(dir, "control_timing.jsonl") == 3);
+    CHECK(looptime_recorder_counts(r, &counts) == LOOPTIME_OK);
+    CHECK(counts.total_cycles == 2 && counts.retained_cycles == 2 && counts.dropped_cycles == 0);
+
+    CHECK_ERR(looptime_recorder_finish(r, dir, true), LOOPTIME_ERR_STATE, "already finished");
+    looptime_recorder_free(r);
+}
+
+static void finish_into_a_missing_directory_can_be_retried(const char *dir) {
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    char missing[4096];
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+    CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+    snprintf(missing, sizeof missing, "%s/no/such/dir", dir);
+    CHECK_ERR(looptime_recorder_finish(r, missing, false), LOOPTIME_ERR_IO, "no/such/dir");
+    /* Nothing was lost: the same recorder finishes into a real directory. */
+    CHECK(looptime_recorder_finish(r, dir, false) == LOOPTIME_OK);
+    CHECK(count_lines(dir, "control_timing.jsonl") == 2);
+    looptime_recorder_free(r);
+}
+
+int main(void) {
+    char a[] = "/tmp/looptime-abi-XXXXXX";
+    char b[] = "/tmp/looptime-abi-XXXXXX";
+    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL);
+    CHECK(strcmp(looptime_version(), "0.1.0") == 0);
+    null_handles();
+    bad_settings();
+    unknown_ids_finish_twice_and_open_span(a);
+    finish_into_a_missing_directory_can_be_retried(b);
+    return finish_tests("abi_misuse");
+}

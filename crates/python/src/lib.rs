@@ -1,0 +1,956 @@
+//! `looptime._looptime`: the Python binding of the recorder, the scheduler
+//! and the episode layout, built by maturin into the `looptime` package
+//! (`crates/python/python/looptime` holds its Python half and the `.pyi`).
+//!
+//! It adds no semantics: a Python loop writes the same evidence as a Rust
+//! loop, through the same [`looptime_capture::Recorder`] and
+//! [`looptime_runtime::scheduler::Scheduler`].
+//!
+//! # The hot path from Python
+//!
+//! Every object a loop touches per cycle exists before the loop:
+//!
+//! * `rec.span(...)` and `rec.cycle(...)` return the recorder itself, whose
+//!   `__enter__`/`__exit__` open and close what the call named; the nesting
+//!   lives in a fixed stack inside the recorder.
+//! * `sched.wait()` updates and returns the scheduler's one `Tick` object.
+//! * Names given as `str` are found by identity first (string literals are
+//!   interned, so the object is usually the registered one) and then by
+//!   comparison, neither of which allocates; ids from `stage_id()` and
+//!   friends are small ints, which CPython never allocates.
+//!
+//! Overflow (slots, depth, a full ring) is counted, never raised. Mistakes
+//! of naming raise where the names are resolved: in the constructor and the
+//! `*_id()` look-ups, or on first use of an unknown name.
+
+#![warn(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use looptime_capture::{
+    AttrValue, CaptureStatus, PhaseId, Recorder as RustRecorder, RecorderBuilder, Release,
+    RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_SPAN_DEPTH,
+};
+use looptime_runtime::clock::{LoopClock, MonotonicClock};
+use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
+use looptime_runtime::rt::{setup_control_thread, RealtimeObtained, RealtimeRequest};
+use looptime_runtime::scheduler::{OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig};
+use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyString};
+
+/// Frames beyond the recorder's depth limit are still tracked here, so
+/// that every `__exit__` pops what its `__enter__` pushed.
+const STACK: usize = MAX_SPAN_DEPTH * 4;
+
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Cycle,
+    Span(SpanToken),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    None,
+    Cycle(PhaseId, Release),
+    Span(StageId, Option<AttrValue>),
+}
+
+/// A registered name and the id it maps to.
+#[derive(Debug)]
+struct Named<T> {
+    name: Py<PyString>,
+    id: T,
+}
+
+/// `names[i]` is `obj` (identity, then equality): no allocation.
+fn find<'a, T>(names: &'a [Named<T>], obj: &Bound<'_, PyAny>) -> Option<&'a Named<T>> {
+    if let Some(n) = names.iter().find(|n| obj.is(&n.name)) {
+        return Some(n);
+    }
+    names.iter().find(|n| obj.eq(&n.name).unwrap_or(false))
+}
+
+/// Resolve `obj`, a registered name or an id, in `names`.
+fn resolve<T: Copy>(names: &[Named<T>], obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    if obj.is_instance_of::<PyInt>() {
+        // Small ints are cached by CPython: extracting one allocates nothing.
+        if let Ok(i) = obj.extract::<usize>() {
+            if let Some(n) = names.get(i) {
+                return Ok(n.id);
+            }
+        }
+        return Err(PyKeyError::new_err(format!(
+            "{what} id {obj} was not registered ({} {what}s)",
+            names.len()
+        )));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return find(names, obj).map(|n| n.id).ok_or_else(|| {
+            let known: Vec<String> = names.iter().map(|n| n.name.to_string()).collect();
+            PyKeyError::new_err(format!(
+                "unknown {what} {}; registered: {}",
+                obj.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+                known.join(", ")
+            ))
+        });
+    }
+    Err(PyTypeError::new_err(format!(
+        "a {what} is its name (str) or its id (int), not {}",
+        obj.get_type()
+            .name()
+            .map_or_else(|_| "?".into(), |n| n.to_string())
+    )))
+}
+
+fn capture_err(e: looptime_capture::CaptureError) -> PyErr {
+    let text = looptime_capture::error_chain(&e);
+    match e {
+        looptime_capture::CaptureError::Write { .. }
+        | looptime_capture::CaptureError::MissingDirectory { .. }
+        | looptime_capture::CaptureError::Ring { .. } => PyOSError::new_err(text),
+        _ => PyValueError::new_err(text),
+    }
+}
+
+fn runtime_err(e: looptime_runtime::error::ServeError) -> PyErr {
+    let mut text = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        src = s.source();
+    }
+    PyOSError::new_err(text)
+}
+
+/// What one `Scheduler.wait()` did. The scheduler updates one `Tick` in
+/// place at every wait, so keep the fields, not the object, across cycles.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tick {
+    /// Cycle index (0 for the first wait).
+    #[pyo3(get)]
+    cycle: u64,
+    /// The release point this cycle runs for (host monotonic ns).
+    #[pyo3(get)]
+    target_ns: u64,
+    /// When the wait began.
+    #[pyo3(get)]
+    wait_start_ns: u64,
+    /// When the absolute sleep returned.
+    #[pyo3(get)]
+    sleep_return_ns: u64,
+    /// When the wait ended; the cycle starts here.
+    #[pyo3(get)]
+    wake_ns: u64,
+    /// Time spent spinning.
+    #[pyo3(get)]
+    spin_ns: u64,
+    /// Measured time since the previous cycle start, bounded by `max_dt`.
+    #[pyo3(get)]
+    dt_measured_ns: u64,
+    /// Whole release points skipped (keep-phase only).
+    #[pyo3(get)]
+    skipped: u32,
+    /// The release point had passed when the wait began (an overrun).
+    #[pyo3(get)]
+    overdue: bool,
+    /// `dt_measured_ns` was clamped to `max_dt`.
+    #[pyo3(get)]
+    dt_clamped: bool,
+}
+
+#[pymethods]
+impl Tick {
+    /// `dt_measured_ns` in seconds: the `dt` to hand the controller.
+    #[getter]
+    fn dt_measured(&self) -> f64 {
+        self.dt_measured_ns as f64 * 1e-9
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Tick(cycle={}, target_ns={}, overdue={}, skipped={}, dt_measured_ns={})",
+            self.cycle, self.target_ns, self.overdue, self.skipped, self.dt_measured_ns
+        )
+    }
+}
+
+impl Tick {
+    fn release(&self) -> Release {
+        Release {
+            target_ns: Some(self.target_ns),
+            overdue: self.overdue,
+            skipped: self.skipped,
+        }
+    }
+}
+
+/// The absolute-deadline scheduler on the host's monotonic clock.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Debug)]
+pub struct Scheduler {
+    s: RustScheduler<MonotonicClock>,
+    tick: Py<Tick>,
+    release_gil_during_spin: bool,
+}
+
+#[pymethods]
+impl Scheduler {
+    #[new]
+    #[pyo3(signature = (period_s, spin_margin_us = 200.0, policy = "rebase", max_dt_s = None, release_gil_during_spin = false))]
+    fn new(
+        py: Python<'_>,
+        period_s: f64,
+        spin_margin_us: f64,
+        policy: &str,
+        max_dt_s: Option<f64>,
+        release_gil_during_spin: bool,
+    ) -> PyResult<Self> {
+        if !(period_s.is_finite() && period_s > 0.0 && period_s <= 3600.0) {
+            return Err(PyValueError::new_err(format!(
+                "period_s must be a positive number of seconds (at most 3600), not {period_s}"
+            )));
+        }
+        if !(spin_margin_us.is_finite() && spin_margin_us >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "spin_margin_us must be >= 0, not {spin_margin_us}"
+            )));
+        }
+        let period_ns = (period_s * 1e9).round() as u64;
+        let policy = match policy {
+            "rebase" => OverrunPolicy::Rebase,
+            "keep-phase" => OverrunPolicy::KeepPhase,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "policy must be \"rebase\" or \"keep-phase\", not {other:?}"
+                )))
+            }
+        };
+        let mut cfg = SchedulerConfig::new(period_ns);
+        cfg.spin_margin_ns = (spin_margin_us * 1e3).round() as u64;
+        cfg.policy = policy;
+        if let Some(m) = max_dt_s {
+            if !(m.is_finite() && m > 0.0) {
+                return Err(PyValueError::new_err(format!(
+                    "max_dt_s must be a positive number of seconds, not {m}"
+                )));
+            }
+            cfg.max_dt_ns = (m * 1e9).round() as u64;
+        }
+        let s = RustScheduler::new(MonotonicClock, cfg)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Scheduler {
+            s,
+            tick: Py::new(py, Tick::default())?,
+            release_gil_during_spin,
+        })
+    }
+
+    /// Wait for the next release point: sleep (with the GIL released) to
+    /// `deadline − spin_margin`, then spin to the deadline (holding the GIL,
+    /// unless `release_gil_during_spin`). With `recorder`, mark the wait on
+    /// it. Returns the scheduler's `Tick`, updated. Pending signals are
+    /// handled before it returns, so Ctrl-C raises `KeyboardInterrupt` here
+    /// at the latest one period after it was pressed.
+    #[pyo3(signature = (recorder = None))]
+    fn wait(
+        &mut self,
+        py: Python<'_>,
+        recorder: Option<&Bound<'_, Recorder>>,
+    ) -> PyResult<Py<Tick>> {
+        if let Some(r) = recorder {
+            r.borrow_mut().rec.begin_wait();
+        }
+        let t = if self.release_gil_during_spin {
+            let s = &mut self.s;
+            py.detach(move || s.wait())
+        } else {
+            self.s
+                .wait_with(|clock, until| py.detach(move || clock.sleep_until_ns(until)))
+        };
+        if let Some(r) = recorder {
+            r.borrow_mut().rec.end_wait();
+        }
+        {
+            let mut tick = self.tick.borrow_mut(py);
+            *tick = Tick {
+                cycle: t.cycle,
+                target_ns: t.target_ns,
+                wait_start_ns: t.wait_start_ns,
+                sleep_return_ns: t.sleep_return_ns,
+                wake_ns: t.wake_ns,
+                spin_ns: t.spin_ns,
+                dt_measured_ns: t.dt_measured_ns,
+                skipped: t.skipped,
+                overdue: t.overdue,
+                dt_clamped: t.dt_clamped,
+            };
+        }
+        py.check_signals()?;
+        Ok(self.tick.clone_ref(py))
+    }
+
+    /// Re-anchor after a pause without counting the gap as an overrun.
+    fn rephase(&mut self) {
+        self.s.rephase();
+    }
+
+    /// The period, in ns.
+    #[getter]
+    fn period_ns(&self) -> u64 {
+        self.s.config().period_ns
+    }
+    /// The spin margin, in ns.
+    #[getter]
+    fn spin_margin_ns(&self) -> u64 {
+        self.s.config().spin_margin_ns
+    }
+    /// `"rebase"` or `"keep-phase"`.
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.s.config().policy.as_str()
+    }
+    /// Waits so far.
+    #[getter]
+    fn cycles(&self) -> u64 {
+        self.s.cycles()
+    }
+    /// Cycles that found their release point already passed.
+    #[getter]
+    fn overruns(&self) -> u64 {
+        self.s.overruns()
+    }
+    /// Release points skipped (keep-phase).
+    #[getter]
+    fn skipped(&self) -> u64 {
+        self.s.skipped()
+    }
+}
+
+/// What `Recorder.finish` wrote.
+#[pyclass(module = "looptime._looptime", frozen, get_all)]
+#[derive(Clone, Debug)]
+pub struct FinishReport {
+    /// Path of `control_timing.jsonl`.
+    cycles_path: String,
+    /// Path of `control_timing_summary.json`.
+    summary_path: String,
+    /// Cycles begun.
+    total_cycles: u64,
+    /// Cycles written (the ring's newest).
+    retained_cycles: u64,
+    /// Earlier cycles the ring overwrote.
+    dropped_cycles: u64,
+    /// Spans that did not fit their cycle.
+    spans_dropped: u64,
+    /// Spans opened outside any cycle.
+    spans_outside_cycle: u64,
+    /// Bytes of the JSONL.
+    cycles_bytes: u64,
+    /// `"complete"` or `"aborted"`.
+    status: String,
+}
+
+#[pymethods]
+impl FinishReport {
+    fn __repr__(&self) -> String {
+        format!(
+            "FinishReport(status={:?}, retained_cycles={}, dropped_cycles={}, spans_dropped={}, cycles_path={:?})",
+            self.status, self.retained_cycles, self.dropped_cycles, self.spans_dropped, self.cycles_path
+        )
+    }
+}
+
+/// The preallocated recorder of one loop thread; see the package docs.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Debug)]
+pub struct Recorder {
+    rec: RustRecorder,
+    stages: Vec<Named<StageId>>,
+    phases: Vec<Named<PhaseId>>,
+    values: Vec<Named<ValueId>>,
+    modes: Vec<Named<AttrValue>>,
+    stack: [Frame; STACK],
+    depth: usize,
+    /// Spans opened by `begin_span`, innermost last; emptied when a cycle
+    /// begins or ends. `begin_span` returns a position in it, a small int
+    /// (CPython caches ints up to 256, so handing it out allocates nothing,
+    /// where a 64-bit token would be a new int object per span).
+    open: [SpanToken; STACK],
+    n_open: usize,
+    pending: Pending,
+    finished: Option<String>,
+}
+
+fn names_of(list: Option<Vec<String>>) -> Vec<String> {
+    list.unwrap_or_default()
+}
+
+#[pymethods]
+impl Recorder {
+    #[new]
+    #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = 20000,
+                        max_spans_per_cycle = 16, thread_cpu = true, nominal_period_ns = None,
+                        ring = "auto", episode_dir = None, metadata = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        stages: Vec<String>,
+        phases: Option<Vec<String>>,
+        attributes: Option<&Bound<'_, PyDict>>,
+        values: Option<&Bound<'_, PyDict>>,
+        max_cycles: usize,
+        max_spans_per_cycle: usize,
+        thread_cpu: bool,
+        nominal_period_ns: Option<u64>,
+        ring: &str,
+        episode_dir: Option<PathBuf>,
+        metadata: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<Self> {
+        let mut b = RecorderBuilder::new();
+        b.max_cycles(max_cycles)
+            .max_spans_per_cycle(max_spans_per_cycle)
+            .thread_cpu_time(thread_cpu);
+        if let Some(ns) = nominal_period_ns {
+            b.nominal_period_ns(ns);
+        }
+        b.ring(match ring {
+            "auto" => RingStorage::Auto,
+            "heap" => RingStorage::Heap,
+            other => return Err(PyValueError::new_err(format!(
+                "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
+            ))),
+        });
+        if let Some(d) = episode_dir {
+            b.episode_dir(d);
+        }
+        for (k, v) in metadata.unwrap_or_default() {
+            b.metadata(k, v);
+        }
+        let name = |s: &str| PyString::intern(py, s).unbind();
+        let mut st = Vec::new();
+        for s in &stages {
+            st.push(Named {
+                name: name(s),
+                id: b.stage(s).map_err(capture_err)?,
+            });
+        }
+        let mut ph = Vec::new();
+        for p in names_of(phases) {
+            ph.push(Named {
+                name: name(&p),
+                id: b.phase(&p).map_err(capture_err)?,
+            });
+        }
+        let mut modes = Vec::new();
+        if let Some(attrs) = attributes {
+            for (k, vs) in attrs.iter() {
+                let key: String = k.extract().map_err(|_| {
+                    PyTypeError::new_err(
+                        "attributes maps a key name (str) to a list of value names",
+                    )
+                })?;
+                let vs: Vec<String> = vs.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "attributes[{key:?}] must be a list of value names (str)"
+                    ))
+                })?;
+                let kid = b.attr_key(&key).map_err(capture_err)?;
+                for v in vs {
+                    let id = b.attr_value(kid, &v).map_err(capture_err)?;
+                    if key == "mode" {
+                        modes.push(Named { name: name(&v), id });
+                    }
+                }
+            }
+        }
+        let mut vals = Vec::new();
+        if let Some(values) = values {
+            for (k, spec) in values.iter() {
+                let vname: String = k.extract().map_err(|_| {
+                    PyTypeError::new_err("values maps a value name (str) to (kind, unit)")
+                })?;
+                let (kind, unit): (String, String) = spec.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "values[{vname:?}] must be a (kind, unit) pair of str, e.g. (\"int\", \"count\")"
+                    ))
+                })?;
+                let kind = match kind.as_str() {
+                    "int" => ValueKind::Int,
+                    "float" => ValueKind::Float,
+                    other => {
+                        return Err(PyValueError::new_err(format!(
+                            "values[{vname:?}]: kind must be \"int\" or \"float\", not {other:?}"
+                        )))
+                    }
+                };
+                vals.push(Named {
+                    name: name(&vname),
+                    id: b.value(&vname, kind, &unit).map_err(capture_err)?,
+                });
+            }
+        }
+        let rec = b.build().map_err(capture_err)?;
+        if ph.is_empty() {
+            ph.push(Named {
+                name: name("running"),
+                id: rec.default_phase(),
+            });
+        }
+        Ok(Recorder {
+            rec,
+            stages: st,
+            phases: ph,
+            values: vals,
+            modes,
+            stack: [Frame::Cycle; STACK],
+            depth: 0,
+            open: [SpanToken::NONE; STACK],
+            n_open: 0,
+            pending: Pending::None,
+            finished: None,
+        })
+    }
+
+    /// The id of stage `name` (raises `KeyError` for an unknown name).
+    fn stage_id(&self, name: &Bound<'_, PyAny>) -> PyResult<usize> {
+        resolve(&self.stages, name, "stage").map(StageId::index)
+    }
+
+    /// The id of phase `name`.
+    fn phase_id(&self, name: &Bound<'_, PyAny>) -> PyResult<usize> {
+        resolve(&self.phases, name, "phase").map(PhaseId::index)
+    }
+
+    /// The id of caller value `name`.
+    fn value_id(&self, name: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let id = resolve(&self.values, name, "value")?;
+        Ok(self.values.iter().position(|n| n.id == id).unwrap_or(0))
+    }
+
+    /// Mark the start of the wait before the next cycle.
+    fn begin_wait(&mut self) {
+        self.rec.begin_wait();
+    }
+
+    /// Mark the end of the wait (after sleep and spin).
+    fn end_wait(&mut self) {
+        self.rec.end_wait();
+    }
+
+    /// Begin a cycle in `phase` (name or id), for the release point in
+    /// `tick` when given. A cycle still open is ended first.
+    #[pyo3(signature = (phase, tick = None))]
+    fn begin_cycle(
+        &mut self,
+        phase: &Bound<'_, PyAny>,
+        tick: Option<PyRef<'_, Tick>>,
+    ) -> PyResult<()> {
+        let p = resolve(&self.phases, phase, "phase")?;
+        let release = tick.map_or(Release::NONE, |t| t.release());
+        self.rec.begin_cycle(p, release);
+        self.n_open = 0;
+        Ok(())
+    }
+
+    /// End the open cycle; spans still open are closed now and marked
+    /// `closed_by_cycle_end`.
+    fn end_cycle(&mut self) {
+        self.rec.end_cycle();
+        self.n_open = 0;
+    }
+
+    /// `with rec.cycle(phase, tick):` — the cycle begins on entry and ends
+    /// on exit.
+    #[pyo3(signature = (phase, tick = None))]
+    fn cycle<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        phase: &Bound<'_, PyAny>,
+        tick: Option<PyRef<'_, Tick>>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let p = resolve(&slf.phases, phase, "phase")?;
+        let release = tick.map_or(Release::NONE, |t| t.release());
+        slf.pending = Pending::Cycle(p, release);
+        Ok(slf)
+    }
+
+    /// `with rec.span(stage, mode=None):` — the span opens on entry and
+    /// closes on exit; `mode` names a value of the attribute `mode`.
+    #[pyo3(signature = (stage, mode = None))]
+    fn span<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        stage: &Bound<'_, PyAny>,
+        mode: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let s = resolve(&slf.stages, stage, "stage")?;
+        let m = match mode {
+            Some(m) => Some(resolve(&slf.modes, m, "mode")?),
+            None => None,
+        };
+        slf.pending = Pending::Span(s, m);
+        Ok(slf)
+    }
+
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
+        let frame = match slf.pending {
+            Pending::None => {
+                return Err(PyRuntimeError::new_err(
+                    "enter a recorder through `with rec.cycle(...)` or `with rec.span(...)`",
+                ))
+            }
+            Pending::Cycle(p, release) => {
+                slf.rec.begin_cycle(p, release);
+                slf.n_open = 0;
+                Frame::Cycle
+            }
+            Pending::Span(s, m) => {
+                let token = slf.rec.begin_span(s);
+                if let Some(m) = m {
+                    slf.rec.set_span_attr(token, m);
+                }
+                Frame::Span(token)
+            }
+        };
+        slf.pending = Pending::None;
+        let d = slf.depth;
+        if d < STACK {
+            slf.stack[d] = frame;
+        }
+        slf.depth = d + 1;
+        Ok(slf)
+    }
+
+    /// Three positional arguments, not `*args`: a tuple would be allocated
+    /// per exit.
+    fn __exit__(
+        &mut self,
+        _ty: &Bound<'_, PyAny>,
+        _value: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) -> bool {
+        if self.depth == 0 {
+            return false;
+        }
+        self.depth -= 1;
+        if self.depth < STACK {
+            match self.stack[self.depth] {
+                Frame::Cycle => {
+                    self.rec.end_cycle();
+                    self.n_open = 0;
+                }
+                Frame::Span(t) => self.rec.end_span(t),
+            }
+        }
+        false
+    }
+
+    /// Open a span without `with`. Returns its position among the spans
+    /// opened this way in this cycle (0 for the outermost), for `end_span`.
+    #[pyo3(signature = (stage, mode = None))]
+    fn begin_span(
+        &mut self,
+        stage: &Bound<'_, PyAny>,
+        mode: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let s = resolve(&self.stages, stage, "stage")?;
+        let m = match mode {
+            Some(m) => Some(resolve(&self.modes, m, "mode")?),
+            None => None,
+        };
+        let token = self.rec.begin_span(s);
+        if let Some(m) = m {
+            self.rec.set_span_attr(token, m);
+        }
+        let i = self.n_open;
+        if i < STACK {
+            self.open[i] = token;
+        }
+        self.n_open = i + 1;
+        Ok(i)
+    }
+
+    /// Close the span `begin_span` returned `position` for (the innermost
+    /// one when omitted), and forget the spans opened inside it. A position
+    /// is valid until its cycle ends; one that names no open span is
+    /// ignored.
+    #[pyo3(signature = (position = None))]
+    fn end_span(&mut self, position: Option<usize>) {
+        let Some(i) = position.or(self.n_open.checked_sub(1)) else {
+            return;
+        };
+        if i < self.n_open {
+            if i < STACK {
+                self.rec.end_span(self.open[i]);
+            }
+            self.n_open = i;
+        }
+    }
+
+    /// Set caller value `value` (name or id) for the open cycle: an `int`
+    /// for an int value, an `int` or `float` for a float value.
+    fn set_value(&mut self, value: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = resolve(&self.values, value, "value")?;
+        match id.kind() {
+            ValueKind::Int => {
+                if !v.is_instance_of::<PyInt>() {
+                    return Err(PyTypeError::new_err(format!(
+                        "value {value} is an int value; got {}",
+                        v.get_type()
+                            .name()
+                            .map_or_else(|_| "?".into(), |n| n.to_string())
+                    )));
+                }
+                let x: i64 = v.extract()?;
+                self.rec.set_int(id, x);
+            }
+            ValueKind::Float => {
+                if !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>()) {
+                    return Err(PyTypeError::new_err(format!(
+                        "value {value} is a float value; got {}",
+                        v.get_type()
+                            .name()
+                            .map_or_else(|_| "?".into(), |n| n.to_string())
+                    )));
+                }
+                let x: f64 = v.extract()?;
+                self.rec.set_float(id, x);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `control_timing.jsonl` and `control_timing_summary.json` into
+    /// `episode_dir` atomically, with `status` `"complete"` or `"aborted"`.
+    /// A cycle still open is ended first. Raises `OSError` when the files
+    /// cannot be written (nothing is lost: finish again into another
+    /// directory), and `RuntimeError` for a second finish.
+    #[pyo3(signature = (episode_dir, status = "complete"))]
+    fn finish(&mut self, episode_dir: PathBuf, status: &str) -> PyResult<FinishReport> {
+        let st = match status {
+            "complete" => CaptureStatus::Complete,
+            "aborted" => CaptureStatus::Aborted,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "status must be \"complete\" or \"aborted\", not {other:?}"
+                )))
+            }
+        };
+        if let Some(done) = &self.finished {
+            return Err(PyRuntimeError::new_err(format!(
+                "this recorder already finished into {done}; build a new Recorder for the next episode"
+            )));
+        }
+        self.rec.end_cycle();
+        self.depth = 0;
+        self.n_open = 0;
+        self.pending = Pending::None;
+        let r = self.rec.finish(&episode_dir, st).map_err(capture_err)?;
+        self.finished = Some(episode_dir.display().to_string());
+        Ok(FinishReport {
+            cycles_path: r.cycles_path.display().to_string(),
+            summary_path: r.summary_path.display().to_string(),
+            total_cycles: self.rec.total_cycles(),
+            retained_cycles: self.rec.retained_cycles(),
+            dropped_cycles: self.rec.dropped_cycles(),
+            spans_dropped: self.rec.spans_dropped(),
+            spans_outside_cycle: self.rec.spans_outside_cycle(),
+            cycles_bytes: r.cycles_bytes,
+            status: status.to_string(),
+        })
+    }
+
+    /// Cycles begun.
+    #[getter]
+    fn total_cycles(&self) -> u64 {
+        self.rec.total_cycles()
+    }
+    /// Cycles the ring holds.
+    #[getter]
+    fn retained_cycles(&self) -> u64 {
+        self.rec.retained_cycles()
+    }
+    /// Earlier cycles the ring overwrote.
+    #[getter]
+    fn dropped_cycles(&self) -> u64 {
+        self.rec.dropped_cycles()
+    }
+    /// Spans that did not fit their cycle.
+    #[getter]
+    fn spans_dropped(&self) -> u64 {
+        self.rec.spans_dropped()
+    }
+    /// Spans opened outside any cycle.
+    #[getter]
+    fn spans_outside_cycle(&self) -> u64 {
+        self.rec.spans_outside_cycle()
+    }
+    /// Whether a cycle is open.
+    #[getter]
+    fn in_cycle(&self) -> bool {
+        self.rec.in_cycle()
+    }
+    /// Bytes preallocated for the ring.
+    #[getter]
+    fn footprint_bytes(&self) -> u64 {
+        self.rec.footprint_bytes()
+    }
+    /// The ring file in /dev/shm, or None for a heap ring.
+    #[getter]
+    fn ring_path(&self) -> Option<String> {
+        self.rec.ring_path().map(|p| p.display().to_string())
+    }
+    /// Why the ring is on the heap although "auto" was asked for.
+    #[getter]
+    fn ring_note(&self) -> Option<String> {
+        self.rec.ring_note().map(str::to_string)
+    }
+    /// The directory this recorder finished into, or None.
+    #[getter]
+    fn finished_into(&self) -> Option<String> {
+        self.finished.clone()
+    }
+}
+
+/// A program's episode directory, in `serve`'s layout.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Debug)]
+pub struct Episode {
+    ep: HostEpisode,
+    realtime: Option<RealtimeObtained>,
+}
+
+#[pymethods]
+impl Episode {
+    #[new]
+    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        runs_dir: PathBuf,
+        program: String,
+        sources: Vec<PathBuf>,
+        control_timing: bool,
+        timing_max_cycles: u64,
+        scheduler: PyRef<'_, Scheduler>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut map = std::collections::BTreeMap::new();
+        if let Some(s) = settings {
+            let json = py.import("json")?;
+            for (k, v) in s.iter() {
+                let key: String = k.extract()?;
+                let text: String = json.call_method1("dumps", (v,))?.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("settings[{key:?}] is not JSON-serialisable"))
+                })?;
+                let value: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| PyValueError::new_err(format!("settings[{key:?}]: {e}")))?;
+                map.insert(key, value);
+            }
+        }
+        let cfg = scheduler.s.config();
+        let facts = ProgramFacts {
+            producer: format!("looptime-python {}", env!("CARGO_PKG_VERSION")),
+            program,
+            sources,
+            control_timing,
+            timing_max_cycles,
+            nominal_period_ns: cfg.period_ns,
+            spin_margin_ns: cfg.spin_margin_ns,
+            overrun_policy: cfg.policy.as_str(),
+            settings: map,
+        };
+        let (ep, notes) = HostEpisode::create(&runs_dir, facts).map_err(runtime_err)?;
+        for n in notes {
+            eprintln!("{n}");
+        }
+        Ok(Episode { ep, realtime: None })
+    }
+
+    /// The rollout directory (`<runs>/session-<UTC>/rollout-000`).
+    #[getter]
+    fn dir(&self) -> String {
+        self.ep.dir().display().to_string()
+    }
+
+    /// The session directory.
+    #[getter]
+    fn session(&self) -> String {
+        self.ep.session().display().to_string()
+    }
+
+    /// Prepare the calling thread as the control thread: 1 ns timer slack.
+    /// Returns the warnings (empty when everything was granted); what was
+    /// obtained goes into the manifest.
+    fn setup_control_thread(&mut self) -> Vec<String> {
+        let obtained = setup_control_thread(&RealtimeRequest::default());
+        let warnings = obtained.warnings.clone();
+        self.realtime = Some(obtained);
+        warnings
+    }
+
+    /// Rewrite the manifest with how the loop ended and mark the session.
+    /// Call it after `Recorder.finish`.
+    #[pyo3(signature = (recorder = None, scheduler = None, complete = true, planned_cycles = 0))]
+    fn finish(
+        &mut self,
+        recorder: Option<PyRef<'_, Recorder>>,
+        scheduler: Option<PyRef<'_, Scheduler>>,
+        complete: bool,
+        planned_cycles: u64,
+    ) -> PyResult<()> {
+        if self.ep.is_finished() {
+            return Err(PyRuntimeError::new_err(format!(
+                "the episode {} is already finished",
+                self.ep.dir().display()
+            )));
+        }
+        let mut end = EpisodeEnd {
+            complete,
+            planned_cycles,
+            realtime: self.realtime.clone(),
+            ..EpisodeEnd::default()
+        };
+        if let Some(r) = &recorder {
+            end.cycles = r.rec.total_cycles();
+            end.evidence = r.finished.as_deref().map(Path::new) == Some(self.ep.dir());
+            end.ring_file = r.rec.ring_path().map(Path::to_path_buf);
+            end.ring_note = r.rec.ring_note().map(str::to_string);
+            end.footprint_bytes = Some(r.rec.footprint_bytes());
+        }
+        if let Some(s) = &scheduler {
+            end.cycles = s.s.cycles();
+            end.overruns = s.s.overruns();
+            end.skipped = s.s.skipped();
+        }
+        self.ep.finish(&end).map_err(runtime_err)
+    }
+}
+
+/// Host monotonic time in ns (the clock the scheduler's targets are on).
+#[pyfunction]
+fn monotonic_ns() -> u64 {
+    looptime_capture::clock::monotonic_ns()
+}
+
+/// This thread's CPU time in ns.
+#[pyfunction]
+fn thread_cpu_ns() -> u64 {
+    looptime_capture::clock::thread_cpu_ns()
+}
+
+/// The native module.
+#[pymodule]
+fn _looptime(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Recorder>()?;
+    m.add_class::<Scheduler>()?;
+    m.add_class::<Tick>()?;
+    m.add_class::<FinishReport>()?;
+    m.add_class::<Episode>()?;
+    m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(thread_cpu_ns, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_SPAN_DEPTH", MAX_SPAN_DEPTH)?;
+    Ok(())
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# looptime's test command: installs what the suites need (when it can) and
+# runs every suite, Rust, C/C++ and Python.
+#
+#   bash scripts/test.sh
+#
+# 1. cargo test --workspace (Rust; leaves the analyzer in target/debug);
+# 2. C and C++: the ABI tests under ctest (strict C99, a counting malloc
+#    across 100,000 cycles, the C++ RAII header), then the C++ example
+#    end to end (build, run, analyze, SIGINT, install + find_package +
+#    pkg-config), tests/cpp_example.sh;
+# 3. Python: pip install ./crates/python (maturin builds the abi3 wheel),
+#    then pytest crates/python/tests;
+# 4. the evidence JSONL loads in stock pandas and polars (tests/interop.py);
+# 5. the HTML report renders in headless Chromium (tests/html_render.sh).
+#
+# System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
+# apt-get when it is there and something is missing; Python packages from
+# pip. LOOPTIME_NO_INSTALL=1 skips both and uses what is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+failed=()
+passed=1  # the Rust suite: under `set -e` a failure there stops the script
+suite() {
+    local name=$1
+    shift
+    step "$name"
+    if "$@"; then
+        echo "--- $name: ok"
+        passed=$((passed + 1))
+    else
+        echo "--- $name: FAILED" >&2
+        failed+=("$name")
+    fi
+}
+
+if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
+    step "install what the suites need"
+    need=()
+    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium; do
+        command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
+    done
+    [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need+=(fonts-dejavu-core)
+    if [[ ${#need[@]} -gt 0 ]]; then
+        if command -v apt-get >/dev/null; then
+            echo "apt-get install ${need[*]}"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+        else
+            echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
+        fi
+    fi
+    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars
+fi
+
+# Rust first: the other suites use the analyzer it builds.
+step "Rust: cargo test --workspace"
+cargo test --workspace
+
+c_abi_tests() {
+    local build=target/capture-c-tests
+    cmake -S crates/capture-c -B "$build" -DLOOPTIME_BUILD_TESTS=ON -DLOOPTIME_CARGO_PROFILE=dev >/dev/null &&
+        cmake --build "$build" &&
+        (cd "$build" && ctest --output-on-failure)
+}
+suite "C and C++: ABI tests (ctest)" c_abi_tests
+suite "C++: the example end to end" bash tests/cpp_example.sh
+
+python_tests() {
+    python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./crates/python &&
+        python3 -m pytest -q crates/python/tests
+}
+suite "Python: pip install ./crates/python and pytest" python_tests
+suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode
+suite "HTML report renders in headless Chromium" bash tests/html_render.sh
+
+step "summary"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "failed: ${failed[*]}" >&2
+fi
+echo "suites: $passed passed, ${#failed[@]} failed"
+[[ ${#failed[@]} -eq 0 ]]
