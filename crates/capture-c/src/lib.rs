@@ -1082,7 +1082,7 @@ pub unsafe extern "C" fn looptime_episode_create(
                 .collect(),
         };
         let (ep, notes) = HostEpisode::create(Path::new(runs), facts)
-            .map_err(|e| fail(LOOPTIME_ERR_IO, runtime_chain(&e)))?;
+            .map_err(|e| fail(LOOPTIME_ERR_IO, looptime_capture::error_chain(&e)))?;
         for n in notes {
             eprintln!("{n}");
         }
@@ -1102,17 +1102,6 @@ pub unsafe extern "C" fn looptime_episode_create(
         };
         Ok(LOOPTIME_OK)
     })
-}
-
-fn runtime_chain(e: &looptime_runtime::error::ServeError) -> String {
-    let mut text = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    text
 }
 
 /// The rollout directory (valid while the episode handle lives), or NULL
@@ -1200,19 +1189,13 @@ pub unsafe extern "C" fn looptime_episode_finish(
             ..EpisodeEnd::default()
         };
         if let Some(r) = rec {
-            end.cycles = r.rec.total_cycles();
-            end.evidence = r.finished.as_deref() == Some(h.ep.dir());
-            end.ring_file = r.rec.ring_path().map(Path::to_path_buf);
-            end.ring_note = r.rec.ring_note().map(str::to_string);
-            end.footprint_bytes = Some(r.rec.footprint_bytes());
+            end.recorder(&r.rec, r.finished.as_deref(), h.ep.dir());
         }
         if let Some(s) = sched {
-            end.cycles = s.s.cycles();
-            end.overruns = s.s.overruns();
-            end.skipped = s.s.skipped();
+            end.scheduler(&s.s);
         }
         h.ep.finish(&end)
-            .map_err(|e| fail(LOOPTIME_ERR_IO, runtime_chain(&e)))?;
+            .map_err(|e| fail(LOOPTIME_ERR_IO, looptime_capture::error_chain(&e)))?;
         Ok(LOOPTIME_OK)
     })
 }

@@ -114,14 +114,7 @@ fn capture_err(e: looptime_capture::CaptureError) -> PyErr {
 }
 
 fn runtime_err(e: looptime_runtime::error::ServeError) -> PyErr {
-    let mut text = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    PyOSError::new_err(text)
+    PyOSError::new_err(looptime_capture::error_chain(&e))
 }
 
 /// What one `Scheduler.wait()` did. The scheduler updates one `Tick` in
@@ -419,9 +412,11 @@ impl Recorder {
         b.ring(match ring {
             "auto" => RingStorage::Auto,
             "heap" => RingStorage::Heap,
-            other => return Err(PyValueError::new_err(format!(
+            other => {
+                return Err(PyValueError::new_err(format!(
                 "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
-            ))),
+            )))
+            }
         });
         if let Some(d) = episode_dir {
             b.episode_dir(d);
@@ -913,16 +908,10 @@ impl Episode {
             ..EpisodeEnd::default()
         };
         if let Some(r) = &recorder {
-            end.cycles = r.rec.total_cycles();
-            end.evidence = r.finished.as_deref().map(Path::new) == Some(self.ep.dir());
-            end.ring_file = r.rec.ring_path().map(Path::to_path_buf);
-            end.ring_note = r.rec.ring_note().map(str::to_string);
-            end.footprint_bytes = Some(r.rec.footprint_bytes());
+            end.recorder(&r.rec, r.finished.as_deref().map(Path::new), self.ep.dir());
         }
         if let Some(s) = &scheduler {
-            end.cycles = s.s.cycles();
-            end.overruns = s.s.overruns();
-            end.skipped = s.s.skipped();
+            end.scheduler(&s.s);
         }
         self.ep.finish(&end).map_err(runtime_err)
     }

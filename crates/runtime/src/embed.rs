@@ -89,6 +89,31 @@ pub struct EpisodeEnd {
     pub realtime: Option<RealtimeObtained>,
 }
 
+impl EpisodeEnd {
+    /// Take the cycle count, the ring and the footprint from `rec`;
+    /// `finished_into` is where its finish wrote (the evidence is in the
+    /// episode when that is `episode_dir`).
+    pub fn recorder(
+        &mut self,
+        rec: &looptime_capture::Recorder,
+        finished_into: Option<&Path>,
+        episode_dir: &Path,
+    ) {
+        self.cycles = rec.total_cycles();
+        self.evidence = finished_into == Some(episode_dir);
+        self.ring_file = rec.ring_path().map(Path::to_path_buf);
+        self.ring_note = rec.ring_note().map(str::to_string);
+        self.footprint_bytes = Some(rec.footprint_bytes());
+    }
+
+    /// Take the cycle, overrun and skip counts from the scheduler.
+    pub fn scheduler<C: crate::clock::LoopClock>(&mut self, s: &crate::scheduler::Scheduler<C>) {
+        self.cycles = s.cycles();
+        self.overruns = s.overruns();
+        self.skipped = s.skipped();
+    }
+}
+
 /// `manifest.json` of a program's episode; see the module docs.
 #[derive(Debug, Serialize)]
 struct ProgramManifest<'a> {
