@@ -148,6 +148,22 @@ fn unknown_id(kind: &str, id: u32, registered: usize) -> Fail {
     )
 }
 
+/// Free a handle allocated with `Box::into_raw`, catching a panic in its
+/// destructor (reported through `looptime_last_error`).
+///
+/// # Safety
+/// `p` is NULL or came from `Box::into_raw` and was not freed.
+unsafe fn free_handle<T>(p: *mut T, what: &'static str) {
+    if p.is_null() {
+        return;
+    }
+    guard(what, || {
+        // SAFETY: the caller's contract: allocated by Box::into_raw, freed once.
+        drop(unsafe { Box::from_raw(p) });
+        Ok(LOOPTIME_OK)
+    });
+}
+
 /// # Safety
 /// `p` is NULL or points to a live `T` that no other reference aliases.
 #[inline]
@@ -250,10 +266,8 @@ pub extern "C" fn looptime_builder_new() -> *mut Builder {
 /// `b` is NULL or a builder from `looptime_builder_new`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_builder_free(b: *mut Builder) {
-    if !b.is_null() {
-        // SAFETY: allocated by looptime_builder_new and freed once.
-        drop(unsafe { Box::from_raw(b) });
-    }
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(b, "looptime_builder_free") }
 }
 
 /// Ring capacity in cycles (at least 1); the newest cycles are kept and the
@@ -521,10 +535,8 @@ pub unsafe extern "C" fn looptime_recorder_new(b: *const Builder, out: *mut *mut
 /// `r` is NULL or a recorder from `looptime_recorder_new`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_recorder_free(r: *mut CRecorder) {
-    if !r.is_null() {
-        // SAFETY: allocated by looptime_recorder_new and freed once.
-        drop(unsafe { Box::from_raw(r) });
-    }
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(r, "looptime_recorder_free") }
 }
 
 /// Mark the start of the wait before the next cycle.
@@ -803,6 +815,7 @@ pub struct SchedulerSettings {
 /// periods), rebase, and `dt` bounded at three periods.
 #[no_mangle]
 pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> SchedulerSettings {
+    // Integer and float arithmetic only: nothing here can panic.
     let c = SchedulerConfig::new(period_ns);
     SchedulerSettings {
         period_ns: c.period_ns,
@@ -893,10 +906,8 @@ pub unsafe extern "C" fn looptime_scheduler_new(
 /// `s` is NULL or a scheduler from `looptime_scheduler_new`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_scheduler_free(s: *mut CScheduler) {
-    if !s.is_null() {
-        // SAFETY: allocated by looptime_scheduler_new and freed once.
-        drop(unsafe { Box::from_raw(s) });
-    }
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(s, "looptime_scheduler_free") }
 }
 
 /// Wait for the next release point (sleep to `deadline − margin`, then
@@ -1206,10 +1217,8 @@ pub unsafe extern "C" fn looptime_episode_finish(
 /// `e` is NULL or an episode from `looptime_episode_create`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_episode_free(e: *mut CEpisode) {
-    if !e.is_null() {
-        // SAFETY: allocated by looptime_episode_create and freed once.
-        drop(unsafe { Box::from_raw(e) });
-    }
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(e, "looptime_episode_free") }
 }
 
 // --- benchmark baseline ---------------------------------------------------
@@ -1244,4 +1253,49 @@ pub unsafe extern "C" fn looptime_bench_rust_spans(
         unsafe { put(elapsed_ns, t1 - t0, "elapsed_ns") }?;
         Ok(LOOPTIME_OK)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        // SAFETY: looptime_last_error returns a NUL-terminated string.
+        unsafe { CStr::from_ptr(looptime_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_code_and_a_message_not_an_unwind() {
+        let code = guard("looptime_test", || panic!("boom {}", 7));
+        assert_eq!(code, LOOPTIME_ERR_PANIC);
+        let msg = last();
+        assert!(
+            msg.contains("looptime_test") && msg.contains("boom 7"),
+            "{msg}"
+        );
+        let code = guard("looptime_test", || std::panic::panic_any(42u8));
+        assert_eq!(code, LOOPTIME_ERR_PANIC);
+        assert!(last().contains("unknown panic"));
+    }
+
+    #[test]
+    fn errors_and_warnings_keep_their_codes() {
+        assert_eq!(
+            guard("t", || Err(fail(LOOPTIME_ERR_STATE, "twice"))),
+            LOOPTIME_ERR_STATE
+        );
+        assert_eq!(last(), "t: twice");
+        assert_eq!(
+            guard("t", || Ok(LOOPTIME_WARN_LEFT_OPEN)),
+            LOOPTIME_WARN_LEFT_OPEN
+        );
+        // A message with a NUL byte is still a C string.
+        assert_eq!(
+            guard("t", || Err(fail(LOOPTIME_ERR_INVALID, "a\0b"))),
+            LOOPTIME_ERR_INVALID
+        );
+        assert_eq!(last(), "t: a b");
+    }
 }
