@@ -260,10 +260,94 @@ fn interleaved() {
     );
 }
 
+/// One thread's span while another thread records at full speed into its
+/// own recorder of the same registry, against the same span while that
+/// other thread spins without recording: both keep a core busy, so the
+/// difference is what the other thread's stores cost this one (false
+/// sharing would show here). Alternating rounds, medians of the per-span
+/// cost; written to `target/criterion/span/threads.json`.
+fn threads() {
+    const ROUNDS: usize = 4001;
+    let mut control = RecorderBuilder::new();
+    control
+        .max_cycles(64)
+        .max_spans_per_cycle(CHUNK as usize)
+        .measure_overhead(false)
+        .ring(RingStorage::Heap);
+    let stage = control.stage_with_cpu_time("stage", false).unwrap();
+    let mut other = RecorderBuilder::new();
+    other
+        .max_cycles(64)
+        .max_spans_per_cycle(CHUNK as usize)
+        .measure_overhead(false)
+        .ring(RingStorage::Heap);
+    let other_stage = other.stage_with_cpu_time("stage", false).unwrap();
+    let mut reg = looptime_capture::Registry::new(control);
+    reg.thread("background", other).unwrap();
+    let mut set = reg.build().unwrap();
+    let mut bg = set.threads.remove(0);
+    let rec = &mut set.control;
+    // 0: stop, 1: spin idle, 2: record.
+    let mode = Arc::new(std::sync::atomic::AtomicU8::new(1));
+    let m = mode.clone();
+    let spans = std::thread::spawn(move || {
+        let p = bg.default_phase();
+        let mut n = 0u64;
+        loop {
+            match m.load(Ordering::Relaxed) {
+                0 => break n,
+                2 => {
+                    bg.begin_cycle(p, Release::NONE);
+                    for _ in 0..CHUNK {
+                        let _s = bg.span(other_stage);
+                    }
+                    bg.end_cycle();
+                    n += CHUNK;
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+    });
+    let mut per_span = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    let phase = rec.default_phase();
+    for round in 0..ROUNDS {
+        for k in [round % 2, 1 - round % 2] {
+            mode.store(1 + k as u8, Ordering::Relaxed);
+            rec.end_cycle();
+            rec.begin_cycle(phase, Release::NONE);
+            let t0 = Instant::now();
+            for _ in 0..CHUNK {
+                let _s = rec.span(stage);
+            }
+            per_span[k].push(t0.elapsed().as_nanos() as f64 / CHUNK as f64);
+        }
+    }
+    mode.store(0, Ordering::Relaxed);
+    let recorded = spans.join().unwrap();
+    assert!(recorded > 0, "the other thread must have recorded");
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let idle = median(&mut per_span[0]);
+    let busy = median(&mut per_span[1]);
+    println!(
+        "threads: span {idle:.2} ns with the other thread idle, {busy:.2} ns while it records ({recorded} spans): ratio {:.3}",
+        busy / idle
+    );
+    let dir = std::path::Path::new("target/criterion/span");
+    let _ = std::fs::create_dir_all(dir);
+    let _ = std::fs::write(
+        dir.join("threads.json"),
+        format!("{{\"idle_ns\": {idle}, \"busy_ns\": {busy}, \"other_spans\": {recorded}, \"rounds\": {ROUNDS}}}\n"),
+    );
+}
+
 criterion_group!(benches, spans);
 
 fn main() {
     benches();
     interleaved();
+    threads();
     Criterion::default().configure_from_args().final_summary();
 }

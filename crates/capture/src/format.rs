@@ -8,6 +8,21 @@
 //! * [`SUMMARY_FILE`] (`control_timing_summary.json`): one [`Summary`]
 //!   object. It is written last, so its presence means the finish completed.
 //!
+//! Since schema version 2 an episode may also hold one pair of files per
+//! background thread that recorded (a camera reader, a viewer transport, a
+//! policy worker): `control_timing.<thread>.jsonl` and
+//! `control_timing_summary.<thread>.json` ([`thread_files`]), in the same
+//! format. The control thread's header lists them in [`Header::threads`];
+//! every header names its own thread ([`Header::thread`]). A file per
+//! thread, rather than one file with a thread field per line, because each
+//! thread has its own ring, cycle numbering, capacity and clock calibration:
+//! each file is then a complete, independently checkable stream that its
+//! own ring writes (at finish) or recovers (after a crash), and the control
+//! thread's file stays exactly what a v1 reader expects. The version is
+//! bumped (not a field added within version 1) because the control file no
+//! longer holds all of an episode's evidence: a v1 reader must refuse a v2
+//! episode rather than silently ignore its threads.
+//!
 //! Every timestamp is an integer number of nanoseconds, and the header's
 //! [`ClockTable`] names the clock domain of every timestamp field. The full
 //! field reference, with units and absence rules, is `docs/evidence-format.md`.
@@ -27,9 +42,38 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CaptureError, Result};
 
 /// The schema version this crate writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 /// Every schema version this crate can read.
-pub const SUPPORTED_SCHEMA_VERSIONS: &[u32] = &[1];
+pub const SUPPORTED_SCHEMA_VERSIONS: &[u32] = &[1, 2];
+/// The name of the control thread, in [`Header::thread`] (background
+/// threads take any other name).
+pub const CONTROL_THREAD: &str = "control";
+
+/// The JSONL and summary file names of thread `name`: the plain
+/// [`CYCLES_FILE`] and [`SUMMARY_FILE`] for the control thread,
+/// `control_timing.<name>.jsonl` and `control_timing_summary.<name>.json`
+/// for a background thread.
+pub fn thread_files(name: &str) -> (String, String) {
+    if name == CONTROL_THREAD {
+        (CYCLES_FILE.to_string(), SUMMARY_FILE.to_string())
+    } else {
+        (
+            format!("control_timing.{name}.jsonl"),
+            format!("control_timing_summary.{name}.json"),
+        )
+    }
+}
+
+/// The thread a file's records come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// `control` for the control thread, else the background thread's name.
+    pub name: String,
+    /// The OS thread id (`gettid`) that recorded; absent when it never
+    /// recorded a cycle.
+    #[serde(default)]
+    pub tid: Option<u64>,
+}
 /// File name of the per-cycle evidence inside an episode directory.
 pub const CYCLES_FILE: &str = "control_timing.jsonl";
 /// File name of the capture summary inside an episode directory.
@@ -263,6 +307,28 @@ pub struct Header {
     /// Free-form caller metadata (run id, config hash, ...).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// The thread this file's records come from (schema 2; absent in v1,
+    /// whose one file is the control thread's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadInfo>,
+    /// In the control thread's file: the background threads recorded into
+    /// the same episode, each in its own [`thread_files`] (schema 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<String>,
+    /// True when the thread marks no cycles of its own: each top-level span
+    /// is then a cycle by itself (phase `spans`), so its cycles have no
+    /// rate to speak of (schema 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implicit_cycles: bool,
+}
+
+impl Header {
+    /// The thread's name: `control` for a v1 file.
+    pub fn thread_name(&self) -> &str {
+        self.thread
+            .as_ref()
+            .map_or(CONTROL_THREAD, |t| t.name.as_str())
+    }
 }
 
 /// One retained cycle: a line of `control_timing.jsonl` after the header.
@@ -491,6 +557,23 @@ pub struct Summary {
     /// Present only with status `recovered`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// In the control thread's summary: each background thread's files, as
+    /// finish wrote them (schema 2; empty without background threads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadFiles>,
+}
+
+/// A background thread's files in an episode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadFiles {
+    /// The thread's name.
+    pub name: String,
+    /// Its JSONL.
+    pub cycles_file: String,
+    /// Its summary.
+    pub summary_file: String,
+    /// Cycles it retained.
+    pub retained_cycles: u64,
 }
 
 /// Largest header line a reader accepts. A header written by the recorder is

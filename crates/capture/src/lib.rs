@@ -52,14 +52,15 @@ mod writer;
 
 pub use error::{error_chain, CaptureError, Result};
 pub use format::{
-    CaptureStatus, ClockDomain, CycleRecord, EvidenceReader, Header, HeaderNotes, Recovery,
-    SpanRecord, Summary, ValueKind, CYCLES_FILE, MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
+    thread_files, CaptureStatus, ClockDomain, CycleRecord, EvidenceReader, Header, HeaderNotes,
+    Recovery, SpanRecord, Summary, ThreadFiles, ThreadInfo, ValueKind, CONTROL_THREAD, CYCLES_FILE,
+    MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
 };
 pub use recorder::{
-    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SpanGuard,
-    SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE,
-    MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SPANS_CEILING,
-    MAX_SPAN_DEPTH, MAX_VALUES,
+    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Recorders, Registry,
+    Release, SpanGuard, SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES,
+    DEFAULT_MAX_SPANS_PER_CYCLE, MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES,
+    MAX_SPANS_CEILING, MAX_SPAN_DEPTH, MAX_VALUES,
 };
 pub use ring::RingStorage;
 pub use writer::{parse_temp_name, sync_dir, temp_path, write_atomic, FinishReport};

@@ -25,7 +25,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use crate::error::{CaptureError, Result};
 use crate::format::{
     AttributeInfo, Capacity, ClockAnchor, ClockDomain, ClockTable, Header, HeaderTag, Overhead,
-    StageInfo, TscCalibration, ValueInfo, ValueKind, SCHEMA_VERSION,
+    StageInfo, ThreadInfo, TscCalibration, ValueInfo, ValueKind, CONTROL_THREAD, SCHEMA_VERSION,
 };
 use crate::ring::{
     Layout, LiveRef, RingFile, RingMeta, RingState, RingStorage, Slab, DEFAULT_RING_DIR,
@@ -291,6 +291,9 @@ pub struct RecorderBuilder {
     metadata: BTreeMap<String, String>,
     ring: RingStorage,
     episode_dir: Option<PathBuf>,
+    thread: String,
+    threads: Vec<String>,
+    implicit_cycles: bool,
 }
 
 impl Default for RecorderBuilder {
@@ -317,7 +320,46 @@ impl RecorderBuilder {
             metadata: BTreeMap::new(),
             ring: RingStorage::Auto,
             episode_dir: None,
+            thread: CONTROL_THREAD.to_string(),
+            threads: Vec::new(),
+            implicit_cycles: false,
         }
+    }
+
+    /// The thread this recorder records: [`CONTROL_THREAD`] (the default)
+    /// or a background thread's name, 1 to 48 ASCII letters, digits, `_`
+    /// or `-` (it becomes part of a file name). A background thread's
+    /// recorder joins an episode through a [`Registry`].
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for a name that is not allowed.
+    pub fn thread(&mut self, name: &str) -> Result<&mut Self> {
+        let ok = !name.is_empty()
+            && name.len() <= 48
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(CaptureError::Registration {
+                table: "thread",
+                name: name.to_string(),
+                reason: "a thread name is 1 to 48 ASCII letters, digits, '_' or '-'",
+            });
+        }
+        self.thread = name.to_string();
+        Ok(self)
+    }
+
+    /// For a thread that marks no cycles of its own: each top-level span
+    /// opened outside a cycle begins a cycle (phase `spans`, registered
+    /// first when no phase is) that ends when the span closes. Off by
+    /// default: spans outside a cycle are counted and not stored.
+    pub fn implicit_cycles(&mut self, on: bool) -> &mut Self {
+        self.implicit_cycles = on;
+        if on && self.phases.is_empty() {
+            self.phases.push("spans".to_string());
+        }
+        self
     }
 
     /// Where the ring lives (default [`RingStorage::Auto`]: a ring file in
@@ -619,6 +661,10 @@ pub struct Recorder {
     pending_wake: Option<u64>,
     spans_dropped: u64,
     spans_outside_cycle: u64,
+    /// The OS thread id that recorded, taken at the first cycle (0 before).
+    tid: u64,
+    /// The open cycle was begun by a top-level span (implicit cycles).
+    implicit_open: bool,
     ring_note: Option<String>,
     // Last: unmapped after every slab pointing into it is dropped.
     ring: Option<RingFile>,
@@ -658,6 +704,8 @@ impl Recorder {
             pending_wake: None,
             spans_dropped: 0,
             spans_outside_cycle: 0,
+            tid: 0,
+            implicit_open: false,
             ring_note: storage.note,
             ring: storage.ring,
         })
@@ -695,6 +743,8 @@ impl Recorder {
             pending_wake: None,
             spans_dropped: 0,
             spans_outside_cycle: 0,
+            tid: 0,
+            implicit_open: false,
             ring_note: None,
             ring: None,
         }
@@ -744,6 +794,13 @@ impl Recorder {
         if self.in_cycle {
             self.end_cycle();
         }
+        if self.tid == 0 {
+            // Once, at the first cycle: the thread that records, which is
+            // not the one that built the recorder.
+            self.tid = sys::gettid();
+            self.live.get().tid.store(self.tid, Ordering::Relaxed);
+        }
+        self.implicit_open = false;
         let cap = self.cycles.len();
         let slot = self.head;
         self.head += 1;
@@ -814,6 +871,7 @@ impl Recorder {
         // Complete, after every field of the cycle (see crate::ring).
         c.seq.store(2 * c.index + 2, Ordering::Release);
         self.in_cycle = false;
+        self.implicit_open = false;
         self.generation = self.generation.wrapping_add(1);
     }
 
@@ -870,6 +928,10 @@ impl Recorder {
     fn open_span(&mut self, stage: StageId) -> u16 {
         if !self.enabled {
             return NO_SPAN;
+        }
+        if !self.in_cycle && self.spec.implicit_cycles {
+            self.begin_cycle(PhaseId(0), Release::NONE);
+            self.implicit_open = true;
         }
         if !self.in_cycle {
             self.spans_outside_cycle += 1;
@@ -939,6 +1001,9 @@ impl Recorder {
         // Pop to this span; guards nest, so it is normally the top.
         if let Some(pos) = self.stack[..self.depth].iter().rposition(|&x| x == idx) {
             self.depth = pos;
+        }
+        if self.implicit_open && self.depth == 0 {
+            self.end_cycle();
         }
     }
 
@@ -1022,6 +1087,22 @@ impl Recorder {
     /// Bytes preallocated for the cycle ring, span slots and value slots.
     pub fn footprint_bytes(&self) -> u64 {
         self.spec.footprint_bytes()
+    }
+
+    /// The thread this recorder records ([`CONTROL_THREAD`] or a background
+    /// thread's name).
+    pub fn thread_name(&self) -> &str {
+        &self.spec.thread
+    }
+
+    /// The background threads declared in this (control) recorder's header.
+    pub(crate) fn spec_threads(&self) -> &[String] {
+        &self.spec.threads
+    }
+
+    /// The OS thread id that recorded, once a cycle was begun.
+    pub fn tid(&self) -> Option<u64> {
+        (self.tid != 0).then_some(self.tid)
     }
 
     /// The overhead measured when the recorder was built.
@@ -1123,7 +1204,11 @@ impl Recorder {
     }
 
     pub(crate) fn header(&self, tsc: TscCalibration) -> Header {
-        header_of(&self.spec, &self.overhead, tsc)
+        let mut h = header_of(&self.spec, &self.overhead, tsc);
+        if let Some(t) = h.thread.as_mut() {
+            t.tid = (self.tid != 0).then_some(self.tid);
+        }
+        h
     }
 
     /// Retained cycles, oldest first, as raw views.
@@ -1184,6 +1269,12 @@ pub(crate) fn header_of(
         values: spec.values.clone(),
         overhead: overhead.clone(),
         metadata: spec.metadata.clone(),
+        thread: Some(ThreadInfo {
+            name: spec.thread.clone(),
+            tid: None,
+        }),
+        threads: spec.threads.clone(),
+        implicit_cycles: spec.implicit_cycles,
     }
 }
 
@@ -1284,6 +1375,107 @@ impl<'a> RawCycle<'a> {
             values,
             spans,
         }
+    }
+}
+
+/// The recorders of one episode recorded by several threads: the control
+/// thread's and one per background thread (a camera reader, a viewer
+/// transport, a policy worker), all built here, before the loop starts.
+/// Each gets its own preallocated ring (and ring file), so threads share no
+/// lock and no cache line; each records under the same hot-path rules.
+///
+/// ```
+/// use looptime_capture::{CaptureStatus, RecorderBuilder, Registry, Release};
+/// let mut control = RecorderBuilder::new();
+/// let act = control.stage("act")?;
+/// let mut camera = RecorderBuilder::new();
+/// let grab = camera.stage("grab")?;
+/// let mut reg = Registry::new(control);
+/// reg.thread("camera_reader", camera)?;
+/// let mut set = reg.build()?;
+/// let mut cam = set.threads.remove(0);
+/// let t = std::thread::spawn(move || {
+///     let p = cam.default_phase();
+///     cam.begin_cycle(p, Release::NONE);
+///     { let _s = cam.span(grab); }
+///     cam.end_cycle();
+///     cam // handed back for the finish
+/// });
+/// let p = set.control.default_phase();
+/// set.control.begin_cycle(p, Release::NONE);
+/// { let _s = set.control.span(act); }
+/// set.control.end_cycle();
+/// let cam = t.join().unwrap();
+/// let dir = tempfile::tempdir()?;
+/// let report = set.control.finish_threads(dir.path(), CaptureStatus::Complete, &[&cam])?;
+/// assert_eq!(report.summary.threads[0].cycles_file, "control_timing.camera_reader.jsonl");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Registry {
+    control: RecorderBuilder,
+    threads: Vec<RecorderBuilder>,
+}
+
+/// What [`Registry::build`] returns.
+#[derive(Debug)]
+pub struct Recorders {
+    /// The control thread's recorder; its finish
+    /// ([`Recorder::finish_threads`]) writes the episode.
+    pub control: Recorder,
+    /// The background threads' recorders, in registration order.
+    pub threads: Vec<Recorder>,
+}
+
+impl Registry {
+    /// A registry around the control thread's builder.
+    pub fn new(control: RecorderBuilder) -> Registry {
+        Registry {
+            control,
+            threads: Vec::new(),
+        }
+    }
+
+    /// Add a background thread `name` recorded by `builder`'s settings.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for a name that is not allowed,
+    /// `control`, or already registered.
+    pub fn thread(&mut self, name: &str, mut builder: RecorderBuilder) -> Result<&mut Self> {
+        builder.thread(name)?;
+        let taken = name == CONTROL_THREAD || self.threads.iter().any(|t| t.thread == name);
+        if taken {
+            return Err(CaptureError::Registration {
+                table: "thread",
+                name: name.to_string(),
+                reason: "it is already registered (or is the control thread's name)",
+            });
+        }
+        self.threads.push(builder);
+        Ok(self)
+    }
+
+    /// Build every recorder. The control thread's header declares the
+    /// background threads; a background builder without an episode
+    /// directory takes the control thread's (so `recover` writes each ring
+    /// into the same episode).
+    ///
+    /// # Errors
+    /// As [`RecorderBuilder::build`], for the first recorder that fails.
+    pub fn build(mut self) -> Result<Recorders> {
+        self.control.thread = CONTROL_THREAD.to_string();
+        self.control.threads = self.threads.iter().map(|t| t.thread.clone()).collect();
+        let mut threads = Vec::with_capacity(self.threads.len());
+        for t in &mut self.threads {
+            if t.episode_dir.is_none() {
+                t.episode_dir.clone_from(&self.control.episode_dir);
+            }
+            threads.push(t.build()?);
+        }
+        Ok(Recorders {
+            control: self.control.build()?,
+            threads,
+        })
     }
 }
 

@@ -148,6 +148,9 @@ pub(crate) struct Live {
     pub(crate) anchor_raw: AtomicU64,
     pub(crate) anchor_mono: AtomicU64,
     pub(crate) anchor_unc: AtomicU64,
+    /// The recording thread's OS id (0 until its first cycle; 0 in rings of
+    /// builds before it was added, whose header area reads as zeros).
+    pub(crate) tid: AtomicU64,
 }
 
 impl Live {
@@ -162,6 +165,7 @@ impl Live {
             anchor_raw: AtomicU64::new(0),
             anchor_mono: AtomicU64::new(0),
             anchor_unc: AtomicU64::new(0),
+            tid: AtomicU64::new(0),
         }
     }
 
@@ -886,6 +890,10 @@ impl RingReader {
     pub fn read(&self, last: Option<u64>) -> Result<RingRead> {
         let meta = self.meta()?;
         let mut header = meta.header;
+        let tid = self.live().tid.load(Ordering::Relaxed);
+        if let Some(t) = header.thread.as_mut() {
+            t.tid = (tid != 0).then_some(tid);
+        }
         let anchor = self.anchor();
         header.tsc.start = anchor;
         header.tsc.end = anchor;
@@ -1139,6 +1147,7 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         CaptureStatus::Recovered,
         counts,
         Some(recovery),
+        Vec::new(),
     )?;
     drop(reader);
     fs::remove_file(path).map_err(ring_err(path, "remove"))?;

@@ -283,6 +283,7 @@ impl SummaryBuilder {
             stages,
             overhead: header.overhead.clone(),
             recovery: None,
+            threads: Vec::new(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The only system interaction of the recorder: clock reads.
+//! The only system interaction of the recorder: clock reads, and the
+//! thread id once per recorder.
 //!
 //! This is the one module of the crate allowed to use `unsafe`.
 
@@ -36,4 +37,10 @@ pub fn thread_cpu_ns() -> u64 {
 #[inline]
 pub fn monotonic_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)
+}
+
+/// The calling thread's OS id (`gettid`).
+pub fn gettid() -> u64 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    (unsafe { libc::gettid() }) as u64
 }

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CaptureError, Result};
 use crate::format::{
-    CaptureStatus, CycleRecord, Header, Recovery, Summary, CYCLES_FILE, SUMMARY_FILE,
+    thread_files, CaptureStatus, CycleRecord, Header, Recovery, Summary, ThreadFiles,
+    CONTROL_THREAD,
 };
 use crate::recorder::{calibrate, Recorder, TscMap};
 use crate::ring::RingState;
@@ -133,9 +134,11 @@ pub(crate) fn write_evidence(
     status: CaptureStatus,
     counts: Counts,
     recovery: Option<Recovery>,
+    threads: Vec<ThreadFiles>,
 ) -> Result<FinishReport> {
     let mut summary = SummaryBuilder::new(header);
-    let (cycles_path, cycles_bytes) = write_atomic(dir, CYCLES_FILE, |w| {
+    let (cycles_file, summary_file) = thread_files(header.thread_name());
+    let (cycles_path, cycles_bytes) = write_atomic(dir, &cycles_file, |w| {
         serde_json::to_writer(&mut *w, header)?;
         w.write_all(b"\n")?;
         for record in records {
@@ -153,7 +156,8 @@ pub(crate) fn write_evidence(
         counts.spans_outside_cycle,
     );
     summary.recovery = recovery;
-    let (summary_path, _) = write_atomic(dir, SUMMARY_FILE, |w| {
+    summary.threads = threads;
+    let (summary_path, _) = write_atomic(dir, &summary_file, |w| {
         serde_json::to_writer_pretty(&mut *w, &summary)?;
         w.write_all(b"\n")
     })?;
@@ -180,6 +184,53 @@ impl Recorder {
     /// [`CaptureError::Write`] when a file cannot be written, synced or
     /// renamed; in both cases no complete-looking file is left behind.
     pub fn finish(&self, dir: &Path, status: CaptureStatus) -> Result<FinishReport> {
+        self.finish_with(dir, status, Vec::new())
+    }
+
+    /// Finish an episode recorded by several threads: first each background
+    /// thread's files (`control_timing.<thread>.jsonl` and its summary),
+    /// then this, the control thread's, whose summary, written last, lists
+    /// them. Call it once every thread has stopped recording, with their
+    /// recorders (from the same [`crate::Registry`]).
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish), for the first file that fails; and
+    /// [`CaptureError::Registration`] when a recorder in `threads` is the
+    /// control thread's or is not declared in this recorder's header.
+    pub fn finish_threads(
+        &self,
+        dir: &Path,
+        status: CaptureStatus,
+        threads: &[&Recorder],
+    ) -> Result<FinishReport> {
+        let mut files = Vec::with_capacity(threads.len());
+        for t in threads {
+            let name = t.thread_name();
+            if name == CONTROL_THREAD || !self.spec_threads().iter().any(|n| n == name) {
+                return Err(CaptureError::Registration {
+                    table: "thread",
+                    name: name.to_string(),
+                    reason: "it is not a background thread of this recorder's registry",
+                });
+            }
+            let report = t.finish(dir, status)?;
+            let (cycles_file, summary_file) = thread_files(name);
+            files.push(ThreadFiles {
+                name: name.to_string(),
+                cycles_file,
+                summary_file,
+                retained_cycles: report.summary.capture.retained_cycles,
+            });
+        }
+        self.finish_with(dir, status, files)
+    }
+
+    fn finish_with(
+        &self,
+        dir: &Path,
+        status: CaptureStatus,
+        threads: Vec<ThreadFiles>,
+    ) -> Result<FinishReport> {
         if !dir.is_dir() {
             return Err(CaptureError::MissingDirectory {
                 path: dir.to_path_buf(),
@@ -195,7 +246,7 @@ impl Recorder {
         };
         self.set_ring_state(RingState::Finishing);
         let records = self.retained().map(|raw| raw.to_record(&header, &map));
-        let result = write_evidence(dir, &header, records, status, counts, None);
+        let result = write_evidence(dir, &header, records, status, counts, None, threads);
         self.set_ring_state(if result.is_ok() {
             RingState::Finished
         } else {

@@ -77,7 +77,28 @@ fn ring_child_writer() {
         .unwrap();
     let mut b = builder(Path::new(&dir), capacity, Some(&episode));
     let ids = register(&mut b);
-    let mut rec = b.build().unwrap();
+    let mut rec = if std::env::var("RING_CHILD_THREAD").is_ok() {
+        // A background thread `camera_reader` with the same names records
+        // its cycles on a thread of its own, then stops; its ring stays.
+        let mut tb = builder(Path::new(&dir), capacity, None);
+        let tids = register(&mut tb);
+        let mut reg = looptime_capture::Registry::new(b);
+        reg.thread("camera_reader", tb).unwrap();
+        let mut set = reg.build().unwrap();
+        let mut cam = set.threads.remove(0);
+        let cam = std::thread::spawn(move || {
+            for i in 0..cycles {
+                record(&mut cam, &tids, i);
+            }
+            cam
+        })
+        .join()
+        .unwrap();
+        std::mem::forget(cam); // as the kill would: the ring is not removed
+        set.control
+    } else {
+        b.build().unwrap()
+    };
     for i in 0..cycles {
         record(&mut rec, &ids, i);
     }
@@ -105,6 +126,19 @@ fn killed_writer(
     capacity: usize,
     finish: bool,
 ) -> PathBuf {
+    killed_writer_with(dir, episode, cycles, capacity, finish, false)
+}
+
+/// [`killed_writer`], with a background thread `camera_reader` recorded
+/// too when `thread`.
+fn killed_writer_with(
+    dir: &Path,
+    episode: &Path,
+    cycles: u64,
+    capacity: usize,
+    finish: bool,
+    thread: bool,
+) -> PathBuf {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "ring_child_writer",
@@ -120,6 +154,9 @@ fn killed_writer(
     .stdout(Stdio::piped());
     if finish {
         cmd.env("RING_CHILD_FINISH", "1");
+    }
+    if thread {
+        cmd.env("RING_CHILD_THREAD", "1");
     }
     let mut child: Child = cmd.spawn().unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
@@ -427,4 +464,42 @@ fn a_failed_finish_keeps_the_ring_for_recover() {
     );
     // A later successful finish would have cleared it; here, clean up.
     std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_killed_writer_with_a_background_thread_recovers_both_threads_files() {
+    let shm = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let episode = runs.path().join("ep");
+    let control_ring = killed_writer_with(shm.path(), &episode, 20, 100, false, true);
+    let rings = ring::list_rings(shm.path());
+    assert_eq!(rings.len(), 2, "{rings:?}");
+    for r in &rings {
+        let Recovered::Written { dir, .. } = ring::recover(r).unwrap() else {
+            panic!("expected {} to be written", r.display());
+        };
+        assert_eq!(dir, episode);
+    }
+    assert!(!control_ring.exists());
+    let (control, ccycles) = EvidenceReader::open(&episode.join("control_timing.jsonl"))
+        .unwrap()
+        .read_all()
+        .unwrap();
+    let (thread, tcycles) =
+        EvidenceReader::open(&episode.join("control_timing.camera_reader.jsonl"))
+            .unwrap()
+            .read_all()
+            .unwrap();
+    assert!(episode
+        .join("control_timing_summary.camera_reader.json")
+        .exists());
+    assert_eq!(control.threads, ["camera_reader"]);
+    assert_eq!(control.thread_name(), "control");
+    assert_eq!(thread.thread_name(), "camera_reader");
+    let (ct, tt) = (control.thread.unwrap().tid, thread.thread.unwrap().tid);
+    assert!(ct.is_some() && tt.is_some() && ct != tt, "{ct:?} {tt:?}");
+    // The thread stopped after 20 complete cycles; the control thread was
+    // killed inside its 21st.
+    assert_eq!(tcycles.len(), 20);
+    assert_eq!(ccycles.len(), 20);
 }

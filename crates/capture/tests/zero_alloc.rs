@@ -172,3 +172,98 @@ fn disabled_recorder_never_allocates() {
     assert_eq!(after, before);
     assert_eq!(rec.total_cycles(), 0);
 }
+
+/// Per thread: (allocations, reallocations, frees) while it recorded.
+fn counted(f: impl FnOnce()) -> (u64, u64, u64) {
+    let before = (count(&ALLOCS), count(&REALLOCS), count(&FREES));
+    counting(true);
+    f();
+    counting(false);
+    (
+        count(&ALLOCS) - before.0,
+        count(&REALLOCS) - before.1,
+        count(&FREES) - before.2,
+    )
+}
+
+#[test]
+fn several_threads_recording_at_once_never_allocate() {
+    use looptime_capture::Registry;
+    const CYCLES: u64 = 50_000;
+    let dir = tempfile::tempdir().unwrap();
+    let shm = || RingStorage::SharedMemory(dir.path().to_path_buf());
+    let mut control = RecorderBuilder::new();
+    control.max_cycles(1_000).max_spans_per_cycle(2).ring(shm());
+    let act = control.stage("act").unwrap();
+    let mut reg = Registry::new(control);
+    let mut stages = Vec::new();
+    for (name, implicit) in [
+        ("camera_reader", false),
+        ("viewer_transport", false),
+        ("policy_worker", true),
+    ] {
+        let mut b = RecorderBuilder::new();
+        b.max_cycles(500)
+            .max_spans_per_cycle(2)
+            .ring(shm())
+            .implicit_cycles(implicit);
+        stages.push((b.stage("work").unwrap(), implicit));
+        reg.thread(name, b).unwrap();
+    }
+    let mut set = reg.build().unwrap();
+    let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let workers: Vec<_> = set
+        .threads
+        .drain(..)
+        .zip(stages)
+        .map(|(mut rec, (stage, implicit))| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                let counts = counted(|| {
+                    let p = rec.default_phase();
+                    for _ in 0..CYCLES {
+                        if !implicit {
+                            rec.begin_cycle(p, Release::NONE);
+                        }
+                        {
+                            // Three spans into two slots: one dropped (or,
+                            // implicit, three cycles of one span each).
+                            let _a = rec.span(stage);
+                        }
+                        let _b = rec.span(stage);
+                        drop(_b);
+                        let _c = rec.span(stage);
+                        drop(_c);
+                        if !implicit {
+                            rec.end_cycle();
+                        }
+                    }
+                });
+                (rec, counts)
+            })
+        })
+        .collect();
+    start.wait();
+    let p = set.control.default_phase();
+    let control_counts = counted(|| {
+        for i in 0..CYCLES {
+            set.control.begin_cycle(p, Release::at(i));
+            let _s = set.control.span(act);
+            drop(_s);
+            set.control.end_cycle();
+        }
+    });
+    assert_eq!(control_counts, (0, 0, 0), "control thread");
+    for w in workers {
+        let (rec, counts) = w.join().unwrap();
+        assert_eq!(counts, (0, 0, 0), "{}", rec.thread_name());
+        let per = if rec.thread_name() == "policy_worker" {
+            3
+        } else {
+            1
+        };
+        assert_eq!(rec.total_cycles(), CYCLES * per, "{}", rec.thread_name());
+        assert_eq!(rec.spans_dropped(), if per == 1 { CYCLES } else { 0 });
+    }
+}
