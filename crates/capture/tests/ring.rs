@@ -481,12 +481,12 @@ fn a_killed_writer_with_a_background_thread_recovers_both_threads_files() {
         assert_eq!(dir, episode);
     }
     assert!(!control_ring.exists());
-    let (control, ccycles) = EvidenceReader::open(&episode.join("control_timing.jsonl"))
+    let (control, ccycles) = EvidenceReader::open(episode.join("control_timing.jsonl"))
         .unwrap()
         .read_all()
         .unwrap();
     let (thread, tcycles) =
-        EvidenceReader::open(&episode.join("control_timing.camera_reader.jsonl"))
+        EvidenceReader::open(episode.join("control_timing.camera_reader.jsonl"))
             .unwrap()
             .read_all()
             .unwrap();
