@@ -92,7 +92,7 @@ fn three_threads_record_at_once_and_finish_into_one_episode() {
         assert_eq!(c[0].spans[0].stage, "work");
         tids.push(h.thread.unwrap().tid.unwrap());
         let s = read_summary(
-            &dir.path()
+            dir.path()
                 .join(format!("control_timing_summary.{name}.json")),
         )
         .unwrap();
