@@ -208,6 +208,122 @@ mod fixtures {
     }
 
     #[test]
+    fn v2_serve_episode_reports_its_threads_and_cross_checks_clean() {
+        let r = analyze_json(&fixture("v2/serve-episode"), &[]);
+        assert_eq!(r["state"], "complete");
+        assert!(
+            r["caveats"].as_array().unwrap().is_empty(),
+            "{}",
+            r["caveats"]
+        );
+        assert_eq!(phase(&r, "running")["cycles"], 50);
+        let threads: Vec<_> = r["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["thread"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            threads,
+            ["camera_reader", "viewer_transport", "policy_worker"]
+        );
+        for t in r["threads"].as_array().unwrap() {
+            assert_eq!(t["state"], "complete");
+            assert!(!t["stages"].as_array().unwrap().is_empty());
+        }
+        // Every control stage of every phase has an overlap row per thread.
+        let overlap = r["overlap"].as_array().unwrap();
+        assert!(!overlap.is_empty());
+        for o in overlap {
+            let share = o["share"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&share), "{o}");
+            assert!(o["overlap_ns"].as_i64().unwrap() <= o["wall_ns"].as_i64().unwrap());
+        }
+        assert_eq!(r["crosscheck"]["mismatches"].as_array().unwrap().len(), 0);
+        // The text report has the per-thread stage tables and the overlap.
+        let text = analyze(&["--episode", fixture("v2/serve-episode").to_str().unwrap()]);
+        assert_eq!(text.code, 0, "{}", text.stderr);
+        for needle in [
+            "background threads",
+            "camera_grab",
+            "policy_infer",
+            "overlap: share",
+        ] {
+            assert!(text.stdout.contains(needle), "{needle} missing");
+        }
+    }
+
+    #[test]
+    fn synthetic_threads_overlap_matches_hand_computed() {
+        // Every expected value is derived in fixtures/v2/synthetic-threads/EXPECTED.md.
+        let r = analyze_json(&fixture("v2/synthetic-threads"), &[]);
+        let t = &r["threads"][0];
+        assert_eq!(t["thread"], "worker");
+        assert_eq!(t["tid"], 101);
+        assert_eq!(t["implicit_cycles"], true);
+        assert_eq!(t["capture"]["retained_cycles"], 3);
+        let job = &t["stages"][0];
+        assert_eq!(job["stage"], "job");
+        assert_eq!(job["count"], 3);
+        assert_eq!(job["wall"]["p50_ns"], 1_250_000);
+        assert_eq!(job["wall"]["max_ns"], 5_000_000);
+        let row = |stage: &str| {
+            r["overlap"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["stage"] == stage && o["thread"] == "worker")
+                .unwrap_or_else(|| panic!("no overlap row for {stage}"))
+                .clone()
+        };
+        let sense = row("sense");
+        assert_eq!(sense["spans"], 3);
+        assert_eq!(sense["wall_ns"], 3_000_000);
+        assert_eq!(sense["overlap_ns"], 1_250_000);
+        assert_eq!(sense["share"], 0.4167);
+        let act = row("act");
+        assert_eq!(act["overlap_ns"], 1_500_000);
+        assert_eq!(act["share"], 0.5);
+    }
+
+    #[test]
+    fn a_declared_thread_whose_file_is_missing_is_a_caveat() {
+        let tmp = damaged("v2/synthetic-threads", joined);
+        std::fs::remove_file(tmp.path().join("control_timing.worker.jsonl")).unwrap();
+        let r = analyze_json(tmp.path(), &[]);
+        let caveats = r["caveats"].to_string();
+        assert!(
+            caveats.contains("thread worker") && caveats.contains("looptime recover"),
+            "{caveats}"
+        );
+        assert!(r.get("threads").is_none() || r["threads"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn compare_covers_per_thread_metrics() {
+        let ep = fixture("v2/serve-episode");
+        let run = analyze(&[
+            "compare",
+            ep.to_str().unwrap(),
+            ep.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let c: Value = serde_json::from_str(&run.stdout).unwrap();
+        let metrics = c["metrics"].as_array().unwrap();
+        let has = |phase: &str, metric: &str| {
+            metrics
+                .iter()
+                .any(|m| m["phase"].as_str().unwrap().starts_with(phase) && m["metric"] == metric)
+        };
+        assert!(
+            has("camera_reader/", "stage_wall"),
+            "no thread stage metric"
+        );
+        assert!(has("running", "overlap:policy_worker"), "no overlap metric");
+    }
+
+    #[test]
     fn a_doctored_summary_figure_is_flagged() {
         let tmp = damaged("v1/serve-episode", joined);
         let path = tmp.path().join("control_timing_summary.json");

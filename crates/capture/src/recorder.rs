@@ -1465,6 +1465,9 @@ impl Registry {
     pub fn build(mut self) -> Result<Recorders> {
         self.control.thread = CONTROL_THREAD.to_string();
         self.control.threads = self.threads.iter().map(|t| t.thread.clone()).collect();
+        // The control thread's first: when memory is short, its refusal is
+        // the one to report.
+        let control = self.control.build()?;
         let mut threads = Vec::with_capacity(self.threads.len());
         for t in &mut self.threads {
             if t.episode_dir.is_none() {
@@ -1472,10 +1475,7 @@ impl Registry {
             }
             threads.push(t.build()?);
         }
-        Ok(Recorders {
-            control: self.control.build()?,
-            threads,
-        })
+        Ok(Recorders { control, threads })
     }
 }
 

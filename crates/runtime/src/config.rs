@@ -50,14 +50,16 @@ pub enum ConfigError {
         expected: String,
     },
     /// The recorder these settings ask for is larger than the budget.
-    #[error("config keys `run.timing_max_cycles` = {cycles} and `run.timing_max_spans_per_cycle` = {spans} need a recorder of {footprint_bytes} bytes ({:.1} MiB), over the budget `run.timing_memory_budget_mb` = {budget_mb} MiB: lower either key, or raise the budget if the host has the memory", *footprint_bytes as f64 / 1048576.0)]
+    #[error("config keys `run.timing_max_cycles` = {cycles} and `run.timing_max_spans_per_cycle` = {spans} need a recorder of {footprint_bytes} bytes ({:.1} MiB) for the control thread and {threads_bytes} bytes for the background threads (`run.timing_threads`), over the budget `run.timing_memory_budget_mb` = {budget_mb} MiB: lower either key, or raise the budget if the host has the memory", *footprint_bytes as f64 / 1048576.0)]
     OverBudget {
         /// `run.timing_max_cycles`.
         cycles: u64,
         /// `run.timing_max_spans_per_cycle`.
         spans: u32,
-        /// Bytes the recorder would preallocate.
+        /// Bytes the control thread's recorder would preallocate.
         footprint_bytes: u64,
+        /// Bytes the background threads' recorders would preallocate.
+        threads_bytes: u64,
         /// `run.timing_memory_budget_mb`.
         budget_mb: u64,
     },
@@ -114,6 +116,9 @@ pub struct RunConfig {
     pub timing_ring: RingKind,
     /// Directory of the ring files (a tmpfs: `/dev/shm`).
     pub timing_ring_dir: String,
+    /// Also record the background threads (camera reader, viewer
+    /// transport, policy worker), each into its own file of the episode.
+    pub timing_threads: bool,
 }
 
 /// `run.timing_ring`.
@@ -145,6 +150,7 @@ impl Default for RunConfig {
             runs_dir: "runs".into(),
             timing_ring: RingKind::Shm,
             timing_ring_dir: looptime_capture::ring::DEFAULT_RING_DIR.into(),
+            timing_threads: true,
         }
     }
 }
@@ -522,11 +528,13 @@ impl Config {
             "1 to 1048576 MB",
         )?;
         let footprint = self.recorder_footprint_bytes();
-        if r.control_timing && footprint > r.timing_memory_budget_mb << 20 {
+        let threads_bytes = self.thread_recorders_footprint_bytes();
+        if r.control_timing && footprint + threads_bytes > r.timing_memory_budget_mb << 20 {
             return Err(ConfigError::OverBudget {
                 cycles: r.timing_max_cycles,
                 spans: r.timing_max_spans_per_cycle,
                 footprint_bytes: footprint,
+                threads_bytes,
                 budget_mb: r.timing_memory_budget_mb,
             });
         }
@@ -656,6 +664,26 @@ impl Config {
             self.run.timing_max_cycles,
             self.run.timing_max_spans_per_cycle as u64,
             crate::control::SIM_VALUE_COUNT,
+        )
+    }
+
+    /// Bytes the background threads' recorders preallocate (0 without
+    /// `run.timing_threads`): the viewer transport, the policy worker and,
+    /// in background camera mode, the camera reader, each with
+    /// `run.timing_max_cycles` cycles of 4 span slots.
+    pub fn thread_recorders_footprint_bytes(&self) -> u64 {
+        if !self.run.timing_threads {
+            return 0;
+        }
+        let n = if self.stages.camera_read.mode == CameraMode::Background {
+            3
+        } else {
+            2
+        };
+        n * looptime_capture::footprint_bytes(
+            self.run.timing_max_cycles,
+            crate::control::THREAD_SPANS_PER_CYCLE,
+            0,
         )
     }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::path::Path;
 
 use looptime_capture::{
-    ClockDomain, PhaseId, Recorder, RecorderBuilder, Release, RingStorage, StageId, ValueId,
-    ValueKind,
+    ClockDomain, PhaseId, Recorder, RecorderBuilder, Registry, Release, RingStorage, StageId,
+    ValueId, ValueKind,
 };
 
 use crate::clock::LoopClock;
@@ -18,7 +18,7 @@ use crate::config::{CameraMode, Config, RingKind};
 use crate::error::ServeError;
 use crate::rt::{self, RealtimeObtained, RealtimeRequest};
 use crate::scheduler::Scheduler;
-use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot};
+use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot, ThreadRecorder};
 use crate::stats::{CycleStat, Event, EventKind, LiveChannel};
 
 /// Caller values the simulated runtime registers (see `build_recorder`).
@@ -44,16 +44,73 @@ pub(crate) struct Ids {
     dt: ValueId,
 }
 
-/// Register the simulated runtime's names and build its recorder (or a
-/// disabled one when `run.control_timing` is off). With `run.timing_ring =
-/// "shm"` the ring is a file in `run.timing_ring_dir` naming `episode` (for
-/// `looptime recover`); when that file cannot be made the ring goes on the
-/// heap and the third value says why.
+/// The background threads' recorders of one episode (absent when the
+/// thread does not run, or `run.timing_threads` is off).
+#[derive(Debug, Default)]
+pub(crate) struct ThreadRecorders {
+    pub(crate) camera: Option<ThreadRecorder>,
+    pub(crate) viewer: Option<ThreadRecorder>,
+    pub(crate) policy: Option<ThreadRecorder>,
+}
+
+/// Span slots per cycle of a background thread (it records two spans).
+pub const THREAD_SPANS_PER_CYCLE: u64 = 4;
+
+/// What [`build_recorder`] returns.
+pub(crate) struct Built {
+    pub(crate) rec: Recorder,
+    pub(crate) ids: Ids,
+    pub(crate) threads: ThreadRecorders,
+    /// Why the rings are on the heap although `shm` was asked for.
+    pub(crate) ring_note: Option<String>,
+}
+
+/// Register the simulated runtime's names and build its recorders (or a
+/// disabled one when `run.control_timing` is off): the control thread's,
+/// and with `run.timing_threads` one per background thread (camera reader
+/// in background mode, viewer transport, policy worker), all from one
+/// registry. With `run.timing_ring = "shm"` the rings are files in
+/// `run.timing_ring_dir` naming `episode` (for `looptime recover`); when
+/// one cannot be made every ring goes on the heap and `ring_note` says why.
 pub(crate) fn build_recorder(
     cfg: &Config,
     domain: ClockDomain,
     episode: &Path,
-) -> Result<(Recorder, Ids, Option<String>), ServeError> {
+) -> Result<Built, ServeError> {
+    if !cfg.run.control_timing {
+        let (_, ids) = control_builder(cfg, domain, episode)?;
+        return Ok(Built {
+            rec: Recorder::disabled(),
+            ids,
+            threads: ThreadRecorders::default(),
+            ring_note: None,
+        });
+    }
+    let shm = RingStorage::SharedMemory(cfg.run.timing_ring_dir.clone().into());
+    if cfg.run.timing_ring == RingKind::Heap {
+        return build_all(cfg, domain, episode, RingStorage::Heap);
+    }
+    match build_all(cfg, domain, episode, shm) {
+        Ok(built) => Ok(built),
+        Err(ServeError::Capture(e @ looptime_capture::CaptureError::OutOfMemory { .. })) => {
+            Err(e.into())
+        }
+        Err(ServeError::Capture(e)) => {
+            let why = looptime_capture::error_chain(&e);
+            let mut built = build_all(cfg, domain, episode, RingStorage::Heap)?;
+            built.ring_note = Some(format!("{why}; the ring is on the heap (run.timing_ring = \"heap\"), so a kill -9 loses this rollout's evidence"));
+            Ok(built)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The control thread's builder and ids.
+fn control_builder(
+    cfg: &Config,
+    domain: ClockDomain,
+    episode: &Path,
+) -> Result<(RecorderBuilder, Ids), ServeError> {
     let mut b = RecorderBuilder::new();
     b.episode_dir(episode);
     b.max_cycles(cfg.run.timing_max_cycles as usize)
@@ -93,26 +150,86 @@ pub(crate) fn build_recorder(
         dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
     };
     debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
-    if !cfg.run.control_timing {
-        return Ok((Recorder::disabled(), ids, None));
+    Ok((b, ids))
+}
+
+/// A background thread's builder: `work` (and `publish`) as stages, the
+/// control thread's capacity in cycles, [`THREAD_SPANS_PER_CYCLE`] slots.
+fn thread_builder(
+    cfg: &Config,
+    storage: &RingStorage,
+    work: &str,
+    publish: Option<&str>,
+    implicit: bool,
+) -> Result<(RecorderBuilder, StageId, Option<StageId>), ServeError> {
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(cfg.run.timing_max_cycles as usize)
+        .max_spans_per_cycle(THREAD_SPANS_PER_CYCLE as usize)
+        .thread_cpu_time(cfg.run.timing_thread_cpu)
+        .measure_overhead(false)
+        .ring(storage.clone())
+        .implicit_cycles(implicit);
+    if !implicit {
+        b.phase("poll")?;
     }
-    if cfg.run.timing_ring == RingKind::Heap {
-        b.ring(RingStorage::Heap);
-        return Ok((b.build()?, ids, None));
-    }
-    b.ring(RingStorage::SharedMemory(
-        cfg.run.timing_ring_dir.clone().into(),
-    ));
-    match b.build() {
-        Ok(rec) => Ok((rec, ids, None)),
-        Err(e @ looptime_capture::CaptureError::OutOfMemory { .. }) => Err(e.into()),
-        Err(e) => {
-            let why = looptime_capture::error_chain(&e);
-            b.ring(RingStorage::Heap);
-            let rec = b.build()?;
-            Ok((rec, ids, Some(format!("{why}; the ring is on the heap (run.timing_ring = \"heap\"), so a kill -9 loses this rollout's evidence"))))
+    let w = b.stage(work)?;
+    let p = publish.map(|name| b.stage(name)).transpose()?;
+    Ok((b, w, p))
+}
+
+fn build_all(
+    cfg: &Config,
+    domain: ClockDomain,
+    episode: &Path,
+    storage: RingStorage,
+) -> Result<Built, ServeError> {
+    let (mut control, ids) = control_builder(cfg, domain, episode)?;
+    control.ring(storage.clone());
+    let mut reg = Registry::new(control);
+    let mut plan: Vec<(&str, StageId, Option<StageId>)> = Vec::new();
+    if cfg.run.timing_threads {
+        let mut threads = vec![
+            (
+                "viewer_transport",
+                "viewer_receive",
+                Some("viewer_publish"),
+                false,
+            ),
+            ("policy_worker", "policy_infer", None, true),
+        ];
+        if cfg.stages.camera_read.mode == CameraMode::Background {
+            threads.insert(
+                0,
+                (
+                    "camera_reader",
+                    "camera_grab",
+                    Some("camera_publish"),
+                    false,
+                ),
+            );
+        }
+        for (name, work, publish, implicit) in threads {
+            let (b, w, p) = thread_builder(cfg, &storage, work, publish, implicit)?;
+            reg.thread(name, b)?;
+            plan.push((name, w, p));
         }
     }
+    let mut set = reg.build()?;
+    let mut threads = ThreadRecorders::default();
+    for ((name, work, publish), rec) in plan.into_iter().zip(set.threads.drain(..)) {
+        let t = Some(ThreadRecorder { rec, work, publish });
+        match name {
+            "camera_reader" => threads.camera = t,
+            "viewer_transport" => threads.viewer = t,
+            _ => threads.policy = t,
+        }
+    }
+    Ok(Built {
+        rec: set.control,
+        ids,
+        threads,
+        ring_note: None,
+    })
 }
 
 pub(crate) struct Shared {

@@ -14,16 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use looptime_capture::{CaptureStatus, ClockDomain, FinishReport};
+use looptime_capture::{CaptureStatus, ClockDomain, FinishReport, Recorder};
 
 use crate::clock::{MonotonicClock, SimulationClock};
 use crate::config::{CameraMode, Config};
-use crate::control::{build_recorder, control_loop, Shared};
+use crate::control::{build_recorder, control_loop, Shared, ThreadRecorders};
 pub use crate::episode::*;
 use crate::error::io_err;
 pub use crate::error::ServeError;
 use crate::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained};
-use crate::sim::{self, Mailbox};
+use crate::sim::{self, Mailbox, ThreadRecorder};
 use crate::stats::{Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
 
 /// What one episode did.
@@ -256,7 +256,8 @@ fn run_episode(
     // Prepare: every allocation and thread before the first cycle. The
     // recorder comes first, so a refused allocation leaves no directory.
     let dir = ctx.session.join(rollout);
-    let (rec, ids, ring_note) = build_recorder(cfg, domain, &dir)?;
+    let built = build_recorder(cfg, domain, &dir)?;
+    let (rec, ids, ring_note) = (built.rec, built.ids, built.ring_note);
     fs::create_dir(&dir).map_err(io_err(&dir))?;
     let dir = dir.as_path();
     if let Some(note) = &ring_note {
@@ -278,7 +279,7 @@ fn run_episode(
     update_latest(ctx.runs, dir)?;
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
-    let helpers = Helpers::spawn(cfg, &live, live_out())?;
+    let helpers = Helpers::spawn(cfg, &live, live_out(), built.threads)?;
     let dma_hold = hold_dma_latency(cfg, out);
     let shared = Shared {
         camera: helpers.camera.clone(),
@@ -293,7 +294,7 @@ fn run_episode(
     for w in &outcome.realtime.warnings {
         let _ = writeln!(out, "[warn] {w}");
     }
-    let maintenance = helpers.stop();
+    let (maintenance, thread_recs) = helpers.stop();
     let status = if outcome.aborted {
         EpisodeStatus::Aborted
     } else {
@@ -318,7 +319,8 @@ fn run_episode(
             EpisodeStatus::Complete => CaptureStatus::Complete,
             EpisodeStatus::Aborted => CaptureStatus::Aborted,
         };
-        Some(outcome.rec.finish(dir, capture_status)?)
+        let threads: Vec<&Recorder> = thread_recs.iter().map(|t| &t.rec).collect();
+        Some(outcome.rec.finish_threads(dir, capture_status, &threads)?)
     } else {
         None
     };
@@ -422,9 +424,9 @@ struct Helpers {
     camera: Arc<Mailbox>,
     viewer: Arc<Mailbox>,
     policy: Arc<sim::PolicyQueues>,
-    camera_worker: Option<sim::Worker>,
-    viewer_worker: sim::Worker,
-    policy_worker: sim::Worker,
+    camera_worker: Option<sim::Worker<Option<ThreadRecorder>>>,
+    viewer_worker: sim::Worker<Option<ThreadRecorder>>,
+    policy_worker: sim::Worker<Option<ThreadRecorder>>,
     maintenance: Maintenance,
 }
 
@@ -433,6 +435,7 @@ impl Helpers {
         cfg: &Config,
         live: &Arc<LiveChannel>,
         live_out: Box<dyn Write + Send>,
+        recs: ThreadRecorders,
     ) -> Result<Helpers, ServeError> {
         let camera = Arc::new(Mailbox::default());
         let viewer = Arc::new(Mailbox::default());
@@ -444,6 +447,7 @@ impl Helpers {
                     st.camera_read.cost,
                     st.camera_read.reader_rate_hz,
                     cfg.run.seed ^ 0xC0FFEE,
+                    recs.camera,
                 )
                 .map_err(|source| ServeError::Thread {
                     thread: "camera-reader",
@@ -453,15 +457,19 @@ impl Helpers {
             CameraMode::Inline => None,
         };
         let viewer_worker =
-            sim::spawn_viewer_transport(viewer.clone()).map_err(|source| ServeError::Thread {
-                thread: "viewer-transport",
-                source,
+            sim::spawn_viewer_transport(viewer.clone(), recs.viewer).map_err(|source| {
+                ServeError::Thread {
+                    thread: "viewer-transport",
+                    source,
+                }
             })?;
-        let (policy, policy_worker) = sim::spawn_policy_worker(&st.policy, cfg.run.seed ^ 0xBEEF)
-            .map_err(|source| ServeError::Thread {
-            thread: "policy-worker",
-            source,
-        })?;
+        let (policy, policy_worker) =
+            sim::spawn_policy_worker(&st.policy, cfg.run.seed ^ 0xBEEF, recs.policy).map_err(
+                |source| ServeError::Thread {
+                    thread: "policy-worker",
+                    source,
+                },
+            )?;
         let maintenance = Maintenance::spawn(
             live.clone(),
             MaintenanceConfig {
@@ -485,15 +493,17 @@ impl Helpers {
         })
     }
 
-    /// Stop the robot's threads; the maintenance thread goes on until the
-    /// events are collected, so it is handed back.
-    fn stop(self) -> Maintenance {
+    /// Stop the robot's threads and take back their recorders; the
+    /// maintenance thread goes on until the events are collected, so it is
+    /// handed back too.
+    fn stop(self) -> (Maintenance, Vec<ThreadRecorder>) {
+        let mut recs = Vec::new();
         if let Some(w) = self.camera_worker {
-            w.stop();
+            recs.extend(w.stop().flatten());
         }
-        self.viewer_worker.stop();
-        self.policy_worker.stop();
-        self.maintenance
+        recs.extend(self.viewer_worker.stop().flatten());
+        recs.extend(self.policy_worker.stop().flatten());
+        (self.maintenance, recs)
     }
 }
 

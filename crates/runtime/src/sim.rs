@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_queue::ArrayQueue;
+use looptime_capture::{Recorder, Release, StageId};
 
 use crate::config::{Cost, CostKind, PolicySection};
 
@@ -120,17 +121,18 @@ impl Mailbox {
     }
 }
 
-/// A background thread with a stop flag.
+/// A background thread with a stop flag. It hands back what its body
+/// returns (its recorder, when it records) at [`stop`](Worker::stop).
 #[derive(Debug)]
-pub struct Worker {
+pub struct Worker<T: Send + 'static = ()> {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    handle: Option<JoinHandle<T>>,
 }
 
-impl Worker {
+impl<T: Send + 'static> Worker<T> {
     fn spawn(
         name: &str,
-        f: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
+        f: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -143,16 +145,14 @@ impl Worker {
         })
     }
 
-    /// Signal the thread and join it.
-    pub fn stop(mut self) {
+    /// Signal the thread and join it; `None` if it panicked.
+    pub fn stop(mut self) -> Option<T> {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.handle.take().and_then(|h| h.join().ok())
     }
 }
 
-impl Drop for Worker {
+impl<T: Send + 'static> Drop for Worker<T> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
@@ -161,8 +161,55 @@ impl Drop for Worker {
     }
 }
 
+/// A background thread's recorder and the stages it records: the first
+/// around its work, the second (when there is one) around its hand-over to
+/// the control thread.
+#[derive(Debug)]
+pub struct ThreadRecorder {
+    /// The recorder, from the episode's registry.
+    pub rec: Recorder,
+    /// The thread's work (`camera_grab`, `viewer_receive`, `policy_infer`).
+    pub work: StageId,
+    /// Its hand-over (`camera_publish`, `viewer_publish`), when it has one.
+    pub publish: Option<StageId>,
+}
+
+impl ThreadRecorder {
+    /// One iteration of a thread's poll loop as a cycle: `work` in a span,
+    /// then `publish` in a span (skipped without a stage). Implicit-cycle
+    /// recorders (the policy worker) get a cycle from the work span itself.
+    fn iteration<W: FnOnce(), P: FnOnce()>(this: &mut Option<Self>, work: W, publish: P) {
+        let Some(t) = this else {
+            work();
+            publish();
+            return;
+        };
+        let explicit = t.publish.is_some();
+        if explicit {
+            let p = t.rec.default_phase();
+            t.rec.begin_cycle(p, Release::NONE);
+        }
+        {
+            let _s = t.rec.span(t.work);
+            work();
+        }
+        match t.publish {
+            Some(stage) => {
+                let _s = t.rec.span(stage);
+                publish();
+            }
+            None => publish(),
+        }
+        if explicit {
+            t.rec.end_cycle();
+        }
+    }
+}
+
 /// Start the background camera reader: reads a frame (spending `cost`) at
 /// most `rate_hz` times a second and publishes `(frame_seq, capture_ns)`.
+/// With a recorder, each frame is a cycle with `camera_grab` and
+/// `camera_publish` spans.
 ///
 /// # Errors
 /// When the thread cannot be spawned.
@@ -171,16 +218,24 @@ pub fn spawn_camera_reader(
     cost: Cost,
     rate_hz: f64,
     seed: u64,
-) -> std::io::Result<Worker> {
+    mut rec: Option<ThreadRecorder>,
+) -> std::io::Result<Worker<Option<ThreadRecorder>>> {
     Worker::spawn("camera-reader", move |stop| {
         let mut rng = Rng::new(seed);
         let period = (1e9 / rate_hz) as u64;
         let mut next = looptime_capture::clock::monotonic_ns();
         let mut seq = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            spend(&cost, &mut rng);
-            seq += 1;
-            mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+            ThreadRecorder::iteration(
+                &mut rec,
+                || {
+                    spend(&cost, &mut rng);
+                },
+                || {
+                    seq += 1;
+                    mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+                },
+            );
             next += period;
             let now = looptime_capture::clock::monotonic_ns();
             if next < now {
@@ -188,22 +243,38 @@ pub fn spawn_camera_reader(
             }
             crate::sys::sleep_until_monotonic_ns(next);
         }
+        rec
     })
 }
 
 /// Start the viewer transport: owns the (simulated) connection and
-/// publishes `(command_seq, received_ns)` at about 30 Hz.
+/// publishes `(command_seq, received_ns)` at about 30 Hz. With a recorder,
+/// each iteration is a cycle with `viewer_receive` and `viewer_publish`
+/// spans.
 ///
 /// # Errors
 /// When the thread cannot be spawned.
-pub fn spawn_viewer_transport(mailbox: Arc<Mailbox>) -> std::io::Result<Worker> {
+pub fn spawn_viewer_transport(
+    mailbox: Arc<Mailbox>,
+    mut rec: Option<ThreadRecorder>,
+) -> std::io::Result<Worker<Option<ThreadRecorder>>> {
     Worker::spawn("viewer-transport", move |stop| {
         let mut seq = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            seq += 1;
-            mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+            ThreadRecorder::iteration(
+                &mut rec,
+                || {
+                    // Decoding the viewer's message: a few µs of work.
+                    spend_ns(20_000, CostKind::Busy);
+                },
+                || {
+                    seq += 1;
+                    mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+                },
+            );
             std::thread::sleep(std::time::Duration::from_millis(33));
         }
+        rec
     })
 }
 
@@ -217,14 +288,17 @@ pub struct PolicyQueues {
 }
 
 /// Start the policy worker: pops observations, spends `worker_cost`, pushes
-/// actions (dropping the oldest action if the queue is full).
+/// actions (dropping the oldest action if the queue is full). With a
+/// recorder (implicit cycles), each inference is a `policy_infer` span.
 ///
 /// # Errors
 /// When the thread cannot be spawned.
+#[allow(clippy::type_complexity)]
 pub fn spawn_policy_worker(
     cfg: &PolicySection,
     seed: u64,
-) -> std::io::Result<(Arc<PolicyQueues>, Worker)> {
+    mut rec: Option<ThreadRecorder>,
+) -> std::io::Result<(Arc<PolicyQueues>, Worker<Option<ThreadRecorder>>)> {
     let cap = cfg.queue_capacity as usize;
     let queues = Arc::new(PolicyQueues {
         observations: ArrayQueue::new(cap),
@@ -236,13 +310,19 @@ pub fn spawn_policy_worker(
         let mut rng = Rng::new(seed);
         while !stop.load(Ordering::Relaxed) {
             match q.observations.pop() {
-                Some(obs) => {
-                    spend(&cost, &mut rng);
-                    q.actions.force_push(obs);
-                }
+                Some(obs) => ThreadRecorder::iteration(
+                    &mut rec,
+                    || {
+                        spend(&cost, &mut rng);
+                    },
+                    || {
+                        q.actions.force_push(obs);
+                    },
+                ),
                 None => std::thread::sleep(std::time::Duration::from_micros(200)),
             }
         }
+        rec
     })?;
     Ok((queues, worker))
 }

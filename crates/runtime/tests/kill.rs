@@ -169,13 +169,16 @@ fn moments() -> Vec<(&'static str, Moment)> {
     out
 }
 
-/// The ring of the serve just started (it appears once the recorder is built).
+/// The control thread's ring of the serve just started (it appears once
+/// the recorders are built; the background threads have rings of their own).
 fn wait_for_ring(dir: &Path, child: &mut Child) -> RingReader {
     let t0 = Instant::now();
     loop {
-        if let Some(p) = ring::list_rings(dir).pop() {
+        for p in ring::list_rings(dir) {
             if let Ok(r) = RingReader::open(&p) {
-                return r;
+                if r.meta().is_ok_and(|m| m.header.thread_name() == "control") {
+                    return r;
+                }
             }
         }
         assert!(
@@ -263,6 +266,26 @@ fn kill_9_at_22_moments_then_recover_gives_the_uninterrupted_cycles() {
 
         let dir = std::fs::canonicalize(s.runs.join("latest")).unwrap();
         let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
+        // The background threads' rings were recovered too, each into its
+        // own file of the same episode.
+        let declared = looptime_capture::EvidenceReader::open(dir.join("control_timing.jsonl"))
+            .unwrap()
+            .header()
+            .threads
+            .clone();
+        assert_eq!(
+            declared,
+            ["viewer_transport", "policy_worker"],
+            "{name} {moment:?}"
+        );
+        for t in &declared {
+            let f = dir.join(looptime_capture::thread_files(t).0);
+            assert!(
+                f.exists(),
+                "{name} {moment:?}: {} missing\n{text}",
+                f.display()
+            );
+        }
         let got = read_episode(&dir);
         // No cycle invented: every recovered cycle is the reference's.
         for c in &got {

@@ -395,6 +395,30 @@ fn samples(ev: &Evidence) -> Samples {
     }
     // Stages by (phase, path), attributes pooled: an A/B of `mode` compares
     // the same stage under both modes.
+    stage_samples(ev, &|p| phase_name(p), &mut out);
+    // Background threads: their stages under `<thread>/<phase>`, and per
+    // control span the time it overlapped each thread's work.
+    for t in &ev.threads {
+        let name = t.header.thread_name();
+        let tphase = |i: u32| {
+            format!(
+                "{name}/{}",
+                t.header.phases.get(i as usize).cloned().unwrap_or_default()
+            )
+        };
+        stage_samples(t, &tphase, &mut out);
+    }
+    for ((phase, path, thread), v) in crate::metrics::threads::overlap_samples(ev) {
+        out.entry((phase, format!("overlap:{thread}"), Some(path)))
+            .or_insert_with(|| ("value".to_string(), Vec::new()))
+            .1
+            .extend(v);
+    }
+    out
+}
+
+/// Push every span's wall (and CPU) time of `ev` under its (phase, path).
+fn stage_samples(ev: &Evidence, phase_name: &dyn Fn(u32) -> String, out: &mut Samples) {
     let groups: HashMap<u64, &crate::evidence::GroupDecode> =
         ev.groups.iter().map(|g| (g.key, g)).collect();
     let col = |name: &str| {
@@ -403,6 +427,16 @@ fn samples(ev: &Evidence) -> Samples {
             .ok()
             .map(|c| c.as_materialized_series().clone())
     };
+    let mut push = |phase: u32, metric: &str, path: &str, v: i64| {
+        out.entry((
+            phase_name(phase),
+            metric.to_string(),
+            Some(path.to_string()),
+        ))
+        .or_insert_with(|| ("value".to_string(), Vec::new()))
+        .1
+        .push(v);
+    };
     if let (Some(k), Some(w), Some(c)) = (col("key"), col("wall_ns"), col("cpu_ns")) {
         // The loader rechunks the span table and never writes nulls.
         let (k, w, c) = (k.rechunk(), w.rechunk(), c.rechunk());
@@ -410,15 +444,14 @@ fn samples(ev: &Evidence) -> Samples {
             if let (Ok(k), Ok(w), Ok(c)) = (k.cont_slice(), w.cont_slice(), c.cont_slice()) {
                 for ((&k, &w), &c) in k.iter().zip(w).zip(c) {
                     let Some(g) = groups.get(&k) else { continue };
-                    push(g.phase, "stage_wall", Some(g.path.clone()), "value", w);
+                    push(g.phase, "stage_wall", &g.path, w);
                     if c >= 0 {
-                        push(g.phase, "stage_cpu", Some(g.path.clone()), "value", c);
+                        push(g.phase, "stage_cpu", &g.path, c);
                     }
                 }
             }
         }
     }
-    out
 }
 
 /// The rate the report gives for period and command interval.
@@ -470,7 +503,7 @@ pub fn compare(
         ]
         .iter()
         .position(|x| *x == m)
-        .unwrap_or(99)
+        .unwrap_or(if m.starts_with("overlap:") { 50 } else { 99 })
     };
     let mut keys: Vec<&(String, String, Option<String>)> =
         sa.keys().filter(|k| sb.contains_key(*k)).collect();

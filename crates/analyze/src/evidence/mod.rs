@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
-use looptime_capture::format::{read_summary, CYCLES_FILE, SUMMARY_FILE};
+use looptime_capture::format::{read_summary, thread_files, CYCLES_FILE, SUMMARY_FILE};
 use looptime_capture::{CaptureError, EvidenceReader, Header, HeaderNotes, Summary};
 use polars::prelude::{Column, DataFrame};
 use rayon::prelude::*;
@@ -165,8 +165,8 @@ pub struct Evidence {
     /// Caller values, `cycles.len() × header.values.len()`, row-major.
     pub values: Vec<Cell>,
     /// The span table: `key` (u64, see [`GroupDecode`]), `stage` (u32),
-    /// `wall_ns` (i64), `cpu_ns` (i64, −1 when not measured); one chunk per
-    /// parsed piece, never copied.
+    /// `wall_ns` (i64), `cpu_ns` (i64, −1 when not measured), `start_ns`
+    /// (i64); one chunk per parsed piece, never copied.
     pub spans: DataFrame,
     /// Stage-report groups in order of first appearance.
     pub groups: Vec<GroupDecode>,
@@ -186,6 +186,11 @@ pub struct Evidence {
     pub leftover_temps: Vec<LeftoverTemp>,
     /// Size of the JSONL.
     pub bytes: u64,
+    /// The background threads' evidence (schema 2), in the order the
+    /// control header declares them; each read from its own files.
+    pub threads: Vec<Evidence>,
+    /// Background threads the header declares whose JSONL is missing.
+    pub missing_threads: Vec<String>,
 }
 
 /// Read an episode directory.
@@ -213,7 +218,43 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
             path,
         });
     }
-    let reader = EvidenceReader::open(&path)?;
+    let mut ev = load_jsonl(dir, &path, &opts)?;
+    ev.leftover_temps = leftover_temps;
+    read_sidecars(&mut ev, dir)?;
+    for name in ev.header.threads.clone() {
+        let (cycles_file, summary_file) = thread_files(&name);
+        let tpath = dir.join(&cycles_file);
+        if !tpath.exists() {
+            ev.missing_threads.push(name);
+            continue;
+        }
+        let mut t = load_jsonl(dir, &tpath, &opts)?;
+        let spath = dir.join(&summary_file);
+        if spath.exists() {
+            match read_summary(&spath) {
+                Ok(s) => t.summary = Some(s),
+                Err(e) => t.summary_problem = Some(looptime_capture::error_chain(&e)),
+            }
+        }
+        if t.header.thread_name() != name {
+            return Err(AnalyzeError::BadLine {
+                path: tpath,
+                line: 1,
+                message: format!(
+                    "the header names thread `{}`, but the control header declares this file for `{name}`",
+                    t.header.thread_name()
+                ),
+            });
+        }
+        ev.threads.push(t);
+    }
+    Ok(ev)
+}
+
+/// Read one JSONL (the control thread's or a background thread's) of the
+/// episode directory `dir`, without its summary or manifest.
+fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
+    let reader = EvidenceReader::open(path)?;
     let header = reader.header().clone();
     let header_notes = reader.notes();
     drop(reader);
@@ -227,8 +268,8 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         comparable: header.clocks.schedule_comparable(),
     };
 
-    let file = File::open(&path).map_err(|source| CaptureError::Open {
-        path: path.clone(),
+    let file = File::open(path).map_err(|source| CaptureError::Open {
+        path: path.to_path_buf(),
         source,
     })?;
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -248,11 +289,12 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
         truncated_last_line: false,
         blank_lines: 0,
         header_notes,
-        leftover_temps,
+        leftover_temps: Vec::new(),
         bytes,
+        threads: Vec::new(),
+        missing_threads: Vec::new(),
     };
-    read_cycles(&mut ev, file, &tables, &opts, &path)?;
-    read_sidecars(&mut ev, dir)?;
+    read_cycles(&mut ev, file, &tables, opts, path)?;
     Ok(ev)
 }
 
@@ -407,21 +449,24 @@ fn read_sidecars(ev: &mut Evidence, dir: &Path) -> Result<()> {
 
 /// The span columns of the kept cycles: the whole piece as one chunk, or
 /// (after a lenient rejection, rare) only the spans of the kept cycles.
-fn kept_spans(piece: Piece, kept: &[bool]) -> (Vec<u64>, Vec<u32>, Vec<i64>, Vec<i64>) {
+type SpanColumns = (Vec<u64>, Vec<u32>, Vec<i64>, Vec<i64>, Vec<i64>);
+
+fn kept_spans(piece: Piece, kept: &[bool]) -> SpanColumns {
     if kept.iter().all(|&k| k) {
-        return (piece.key, piece.stage, piece.wall, piece.cpu);
+        return (piece.key, piece.stage, piece.wall, piece.cpu, piece.start);
     }
-    let (mut a, mut b, mut c, mut d) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut out: SpanColumns = Default::default();
     for (row, keep) in piece.cycles.iter().zip(kept) {
         if *keep {
             let r = row.span_start as usize..(row.span_start + row.n_spans) as usize;
-            a.extend_from_slice(&piece.key[r.clone()]);
-            b.extend_from_slice(&piece.stage[r.clone()]);
-            c.extend_from_slice(&piece.wall[r.clone()]);
-            d.extend_from_slice(&piece.cpu[r]);
+            out.0.extend_from_slice(&piece.key[r.clone()]);
+            out.1.extend_from_slice(&piece.stage[r.clone()]);
+            out.2.extend_from_slice(&piece.wall[r.clone()]);
+            out.3.extend_from_slice(&piece.cpu[r.clone()]);
+            out.4.extend_from_slice(&piece.start[r]);
         }
     }
-    (a, b, c, d)
+    out
 }
 
 fn empty_spans() -> Result<DataFrame> {
@@ -430,6 +475,7 @@ fn empty_spans() -> Result<DataFrame> {
         Column::new("stage".into(), Vec::<u32>::new()),
         Column::new("wall_ns".into(), Vec::<i64>::new()),
         Column::new("cpu_ns".into(), Vec::<i64>::new()),
+        Column::new("start_ns".into(), Vec::<i64>::new()),
     ])?)
 }
 
@@ -520,13 +566,14 @@ fn append(
             ev.groups.push(g);
         }
     }
-    let (key, stage, wall, cpu) = kept_spans(piece, &kept);
+    let (key, stage, wall, cpu, start) = kept_spans(piece, &kept);
     if !key.is_empty() {
         let df = DataFrame::new_infer_height(vec![
             Column::new("key".into(), key),
             Column::new("stage".into(), stage),
             Column::new("wall_ns".into(), wall),
             Column::new("cpu_ns".into(), cpu),
+            Column::new("start_ns".into(), start),
         ])?;
         ev.spans.vstack_mut_owned(df)?;
     }

@@ -102,6 +102,7 @@ pub(super) struct Piece {
     pub(super) stage: Vec<u32>,
     pub(super) wall: Vec<i64>,
     pub(super) cpu: Vec<i64>,
+    pub(super) start: Vec<i64>,
     pub(super) groups: Vec<GroupDecode>,
     pub(super) seen: KeySet,
     pub(super) last_keys: Vec<u64>,
@@ -119,6 +120,7 @@ impl Piece {
         self.stage.truncate(n);
         self.wall.truncate(n);
         self.cpu.truncate(n);
+        self.start.truncate(n);
         for g in self.groups.drain(groups..) {
             self.seen.remove(&g.key);
         }
@@ -307,15 +309,15 @@ fn convert_span(
     } else {
         p.last_keys.push(key);
     }
+    let start = ns("start_ns", s.start_ns)?;
     if t.command_stage == Some(stage) {
-        p.commands.push((row, ns("start_ns", s.start_ns)?));
-    } else {
-        ns("start_ns", s.start_ns)?;
+        p.commands.push((row, start));
     }
     p.key.push(key);
     p.stage.push(stage);
     p.wall.push(wall);
     p.cpu.push(cpu.unwrap_or(-1));
+    p.start.push(start);
     Ok(())
 }
 

@@ -115,6 +115,25 @@ pub fn caveats(
     if n == 0 {
         out.push("no cycles: the file has a header only".to_string());
     }
+    for name in &ev.missing_threads {
+        out.push(format!(
+            "thread {name}: the header declares it, but {} is missing (its finish did not run; `looptime recover` writes it from the thread's ring), so it is left out of the threads and the overlap",
+            looptime_capture::thread_files(name).0
+        ));
+    }
+    for t in &ev.threads {
+        if let Some(d) = t
+            .summary
+            .as_ref()
+            .map(|s| s.capture.dropped_cycles)
+            .filter(|d| *d > 0)
+        {
+            out.push(format!(
+                "thread {}: its ring dropped {d} earlier cycles; its overlap counts only the control spans inside the window it kept",
+                t.header.thread_name()
+            ));
+        }
+    }
     out.extend(file_caveats(ev));
     out
 }

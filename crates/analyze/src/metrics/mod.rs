@@ -9,6 +9,8 @@
 //! * [`stages`]: per stage, tree path and attributes;
 //! * [`values`]: caller values;
 //! * [`capture`]: state, capture counts and caveats;
+//! * [`threads`]: background threads' own reports, and the overlap of the
+//!   control stages with their work;
 //! * [`diagnosis`]: pace, per-cycle attribution and the verdict;
 //! * [`report`]: the types, assembled into a [`Report`].
 //!
@@ -24,6 +26,7 @@ pub mod rates;
 pub mod report;
 pub mod stages;
 pub(crate) mod table;
+pub mod threads;
 pub mod values;
 
 pub use columns::{
@@ -32,6 +35,7 @@ pub use columns::{
 };
 pub use diagnosis::{Lateness, Pace, StageBlame, LATE_START_SHARE};
 pub use report::*;
+pub use threads::{OverlapReport, ThreadReport};
 
 use polars::prelude::DataFrame;
 
@@ -65,6 +69,8 @@ pub fn compute(ev: &Evidence) -> Result<(Report, Tables)> {
         Some(phase) => diagnosis::attribute_lateness(ev, &cc, phase, pace)?,
         None => None,
     };
+    let threads = threads::thread_reports(ev, &|t| compute(t).map(|(r, _)| r))?;
+    let overlap = threads::overlap(ev, &stages)?;
     let state = capture::episode_state(ev);
     let capture = capture::capture_report(ev);
     let absent = capture::schedule_absent_reason(h);
@@ -80,6 +86,8 @@ pub fn compute(ev: &Evidence) -> Result<(Report, Tables)> {
         segments,
         stages,
         values: values::value_reports(ev, &cc.segment),
+        threads,
+        overlap,
         pace,
         late_cycles,
         crosscheck: CrossCheck {

@@ -273,6 +273,12 @@ pub struct Report {
     pub stages: Vec<StageReport>,
     /// Caller values.
     pub values: Vec<ValueReport>,
+    /// Background threads recorded into the episode (schema 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<super::ThreadReport>,
+    /// Overlap of each control stage with each background thread's work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlap: Vec<super::OverlapReport>,
     /// The schedule the run was judged against.
     pub pace: Pace,
     /// Per-cycle attribution of the judged phase's late cycles.

@@ -8,7 +8,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::compare::{Comparison, Verdict};
-use crate::metrics::{Dist, Number, Report};
+use crate::metrics::{Dist, Number, Report, StageReport};
 use crate::render::plots::Plot;
 use crate::render::text::{stage_cells, value_number};
 
@@ -125,12 +125,54 @@ fn stages_table(r: &Report) -> Markup {
     html! {
         h2 { "Stages" }
         p { "Nested rows are included in their parent: never add them." }
+        (stage_rows(&r.stages))
+    }
+}
+
+fn stage_rows(stages: &[StageReport]) -> Markup {
+    html! {
         table {
             tr { th.l { "phase" } th.l { "stage" } th { "n" } th { "wall mean" } th { "p50" } th { "p99" } th { "max" } th { "cpu mean" } th { "cpu p99" } th { "% period" } }
-            @for s in &r.stages {
+            @for s in stages {
                 tr {
                     td.l { (s.phase) } td.l { (s.label("\u{2003}")) }
                     @for cell in stage_cells(s) { td { (cell) } }
+                }
+            }
+        }
+    }
+}
+
+/// Background threads (schema 2): one stage table each, then the overlap.
+fn threads_section(r: &Report) -> Markup {
+    html! {
+        @if !r.threads.is_empty() {
+            h2 { "Background threads" }
+            @for t in &r.threads {
+                h3 { (t.thread) }
+                p {
+                    (format!(
+                        "tid {}, {}, state {}, {} cycles retained{}",
+                        t.tid.map_or("?".into(), |x| x.to_string()),
+                        t.file,
+                        format!("{:?}", t.state).to_lowercase(),
+                        t.capture.retained_cycles,
+                        if t.implicit_cycles { " (one per top-level span)" } else { "" }
+                    ))
+                }
+                (stage_rows(&t.stages))
+            }
+            @if !r.overlap.is_empty() {
+                h3 { "Overlap with the control stages" }
+                p { "Share of each control stage's wall time during which the thread had a span open." }
+                table {
+                    tr { th.l { "phase" } th.l { "control stage" } th.l { "thread" } th { "spans" } th { "overlap %" } }
+                    @for x in &r.overlap {
+                        tr {
+                            td.l { (x.phase) } td.l { (x.path) } td.l { (x.thread) } td { (x.spans) }
+                            td { (x.share.map_or("-".into(), |s| format!("{:.1}", s * 100.0))) }
+                        }
+                    }
                 }
             }
         }
@@ -173,6 +215,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         (distributions_table(r))
         (stages_table(r))
         (values_table(r))
+        (threads_section(r))
         h2 { "Plots" }
         (figures(plots))
         h2 { "Capture" }

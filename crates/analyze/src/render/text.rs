@@ -92,8 +92,64 @@ pub fn render(r: &Report) -> String {
     distributions(&mut o, r);
     stages(&mut o, r);
     values(&mut o, r);
+    threads(&mut o, r);
     verdicts(&mut o, r);
     o
+}
+
+/// Background threads (schema 2): each one's rate and stages, then the
+/// overlap of the control stages with their work.
+fn threads(o: &mut String, r: &Report) {
+    if r.threads.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nbackground threads (each from its own file)");
+    for t in &r.threads {
+        let rates: Vec<String> = t
+            .phases
+            .iter()
+            .map(|p| {
+                let hz = p.loop_hz.map_or("-".into(), |h| format!("{h:.2} Hz"));
+                if t.implicit_cycles {
+                    format!("{} spans", p.cycles)
+                } else {
+                    format!("{} {} cycles at {hz}", p.phase, p.cycles)
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  {} (tid {}, {}, {:?}): {}",
+            terminal_safe(&t.thread),
+            t.tid.map_or("?".into(), |x| x.to_string()),
+            t.file,
+            t.state,
+            rates.join("; ")
+        );
+        stage_table(o, &t.stages);
+    }
+    if !r.overlap.is_empty() {
+        let _ = writeln!(
+            o,
+            "\noverlap: share of each control stage's wall time while a background thread had a span open"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<10} {:<32} {:<20} {:>7} {:>9}",
+            "phase", "control stage", "thread", "spans", "overlap %"
+        );
+        for x in &r.overlap {
+            let _ = writeln!(
+                o,
+                "  {:<10} {:<32} {:<20} {:>7} {:>9}",
+                terminal_safe(&x.phase),
+                terminal_safe(&x.path),
+                terminal_safe(&x.thread),
+                x.spans,
+                x.share.map_or("-".into(), |s| format!("{:.1}", s * 100.0))
+            );
+        }
+    }
 }
 
 /// The episode, its state and the caveats.
@@ -240,8 +296,13 @@ fn stages(o: &mut String, r: &Report) {
         o,
         "\nstages (nested: a parent's time includes its children's; never add them)"
     );
+    stage_table(o, &r.stages);
+}
+
+/// Rows of stages, a heading line per phase.
+fn stage_table(o: &mut String, stages: &[StageReport]) {
     let mut last_phase = "";
-    for s in &r.stages {
+    for s in stages {
         if s.phase != last_phase {
             let _ = writeln!(
                 o,

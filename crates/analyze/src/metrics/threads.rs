@@ -1,0 +1,255 @@
+//! Background threads (schema 2): each thread's own report, and the
+//! overlap of the control loop's stages with each thread's work
+//! (docs/metrics.md, Threads).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::report::{CaptureReport, EpisodeState, PhaseReport, StageReport};
+use crate::error::Result;
+use crate::evidence::{Evidence, GroupDecode};
+
+/// One background thread, analyzed from its own file like an episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    /// The thread's name.
+    pub thread: String,
+    /// Its OS thread id, when it recorded a cycle.
+    pub tid: Option<u64>,
+    /// Its JSONL, relative to the episode.
+    pub file: String,
+    /// Complete, aborted, recovered or incomplete (from its own summary).
+    pub state: EpisodeState,
+    /// True when it marks no cycles: each top-level span is a cycle, so
+    /// its phases' rates are span rates.
+    pub implicit_cycles: bool,
+    /// What was kept and lost.
+    pub capture: CaptureReport,
+    /// Its phases (for a poll loop, its rate and period).
+    pub phases: Vec<PhaseReport>,
+    /// Its stages.
+    pub stages: Vec<StageReport>,
+}
+
+/// How much of one control-loop stage's wall time a background thread was
+/// busy: the contention question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverlapReport {
+    /// Phase of the control thread.
+    pub phase: String,
+    /// Control-loop stage.
+    pub stage: String,
+    /// Its tree path.
+    pub path: String,
+    /// The background thread.
+    pub thread: String,
+    /// Control spans counted: those inside the thread's recorded window.
+    pub spans: u64,
+    /// Their summed wall time (ns).
+    pub wall_ns: i64,
+    /// Of that, the time (ns) during which the thread had a span open.
+    pub overlap_ns: i64,
+    /// `overlap_ns / wall_ns`, rounded to 10⁻⁴; absent when `wall_ns` is 0.
+    pub share: Option<f64>,
+}
+
+/// Per-thread reports of `ev`'s background threads, each computed by
+/// `compute_one` (the same metrics as the control thread's report).
+///
+/// # Errors
+/// On an internal aggregation failure.
+pub fn thread_reports(
+    ev: &Evidence,
+    compute_one: &dyn Fn(&Evidence) -> Result<super::Report>,
+) -> Result<Vec<ThreadReport>> {
+    ev.threads
+        .iter()
+        .map(|t| {
+            let r = compute_one(t)?;
+            let name = t.header.thread_name().to_string();
+            Ok(ThreadReport {
+                file: looptime_capture::thread_files(&name).0,
+                thread: name,
+                tid: t.header.thread.as_ref().and_then(|x| x.tid),
+                state: r.state,
+                implicit_cycles: t.header.implicit_cycles,
+                capture: r.capture,
+                phases: r.phases,
+                stages: r.stages,
+            })
+        })
+        .collect()
+}
+
+/// The spans of `ev` as (group key, start, end), in file order.
+fn spans_of(ev: &Evidence) -> Result<Vec<(u64, i64, i64)>> {
+    let key = ev.spans.column("key")?.u64()?;
+    let start = ev.spans.column("start_ns")?.i64()?;
+    let wall = ev.spans.column("wall_ns")?.i64()?;
+    Ok(key
+        .into_no_null_iter()
+        .zip(start.into_no_null_iter())
+        .zip(wall.into_no_null_iter())
+        .map(|((k, s), w)| (k, s, s.saturating_add(w.max(0))))
+        .collect())
+}
+
+/// The union of a thread's span intervals, sorted and merged.
+fn busy_intervals(ev: &Evidence) -> Result<Vec<(i64, i64)>> {
+    let mut iv: Vec<(i64, i64)> = spans_of(ev)?.into_iter().map(|(_, s, e)| (s, e)).collect();
+    iv.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(iv.len());
+    for (s, e) in iv {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    Ok(merged)
+}
+
+/// Length of `[a, b)` covered by the sorted, disjoint `busy`.
+fn covered(busy: &[(i64, i64)], a: i64, b: i64) -> i64 {
+    let mut i = busy.partition_point(|&(_, e)| e <= a);
+    let mut total = 0;
+    while let Some(&(s, e)) = busy.get(i) {
+        if s >= b {
+            break;
+        }
+        total += e.min(b) - s.max(a);
+        i += 1;
+    }
+    total
+}
+
+/// For each control-loop stage group (in `stages`' order) and each
+/// background thread: the share of the stage's wall time during which the
+/// thread had a span running. Only control spans inside the thread's
+/// recorded window (its first span start to its last span end) count, so
+/// a thread whose ring dropped early cycles is not read as idle then.
+///
+/// # Errors
+/// On an internal column failure.
+pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapReport>> {
+    if ev.threads.is_empty() {
+        return Ok(Vec::new());
+    }
+    let control = spans_of(ev)?;
+    let info: HashMap<u64, &GroupDecode> = ev.groups.iter().map(|g| (g.key, g)).collect();
+    let phase_name = |i: u32| {
+        ev.header
+            .phases
+            .get(i as usize)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let stage_name = |i: u32| {
+        ev.header
+            .stages
+            .get(i as usize)
+            .map(|s| s.name.clone())
+            .unwrap_or_default()
+    };
+    let mut rows = Vec::new();
+    for t in &ev.threads {
+        let busy = busy_intervals(t)?;
+        let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
+            continue;
+        };
+        let window = (first.0, last.1);
+        // (phase, path) -> (spans, wall, overlap); attributes are folded
+        // into their stage path here.
+        let mut acc: HashMap<(u32, String), (u64, i64, i64, u32)> = HashMap::new();
+        for &(key, s, e) in &control {
+            if s < window.0 || e > window.1 {
+                continue;
+            }
+            let Some(g) = info.get(&key) else { continue };
+            let a = acc
+                .entry((g.phase, g.path.clone()))
+                .or_insert((0, 0, 0, g.stage));
+            a.0 += 1;
+            a.1 += e - s;
+            a.2 += covered(&busy, s, e);
+        }
+        let name = t.header.thread_name().to_string();
+        let mut seen = std::collections::HashSet::new();
+        for st in stages {
+            let Some(p) = ev.header.phases.iter().position(|x| *x == st.phase) else {
+                continue;
+            };
+            let k = (p as u32, st.path.clone());
+            if !seen.insert(k.clone()) {
+                continue; // the same path with other attributes
+            }
+            if let Some(&(spans, wall, over, stage)) = acc.get(&k) {
+                rows.push(OverlapReport {
+                    phase: phase_name(k.0),
+                    stage: stage_name(stage),
+                    path: k.1,
+                    thread: name.clone(),
+                    spans,
+                    wall_ns: wall,
+                    overlap_ns: over,
+                    share: (wall > 0).then(|| (over as f64 / wall as f64 * 1e4).round() / 1e4),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Per control span, the time (ns) it overlapped each background thread's
+/// work, keyed (control phase, stage path, thread): the samples `compare`
+/// resamples for the overlap metrics. Spans outside the thread's recorded
+/// window are left out, as in [`overlap`].
+pub fn overlap_samples(ev: &Evidence) -> HashMap<(String, String, String), Vec<i64>> {
+    let mut out: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
+    let Ok(control) = spans_of(ev) else {
+        return out;
+    };
+    let info: HashMap<u64, &GroupDecode> = ev.groups.iter().map(|g| (g.key, g)).collect();
+    for t in &ev.threads {
+        let Ok(busy) = busy_intervals(t) else {
+            continue;
+        };
+        let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
+            continue;
+        };
+        let name = t.header.thread_name().to_string();
+        for &(key, s, e) in &control {
+            if s < first.0 || e > last.1 {
+                continue;
+            }
+            let Some(g) = info.get(&key) else { continue };
+            let phase = ev
+                .header
+                .phases
+                .get(g.phase as usize)
+                .cloned()
+                .unwrap_or_default();
+            out.entry((phase, g.path.clone(), name.clone()))
+                .or_default()
+                .push(covered(&busy, s, e));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covered;
+
+    #[test]
+    fn covered_counts_each_busy_nanosecond_once() {
+        // Busy [10,20) and [30,40).
+        let busy = [(10, 20), (30, 40)];
+        assert_eq!(covered(&busy, 0, 10), 0); // touches, does not overlap
+        assert_eq!(covered(&busy, 0, 15), 5); // [10,15)
+        assert_eq!(covered(&busy, 12, 35), 13); // [12,20) + [30,35) = 8 + 5
+        assert_eq!(covered(&busy, 0, 100), 20);
+        assert_eq!(covered(&busy, 20, 30), 0);
+        assert_eq!(covered(&[], 0, 100), 0);
+    }
+}
