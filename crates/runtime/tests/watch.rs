@@ -48,11 +48,16 @@ fn serving(rings: &Path) -> Serving {
         .spawn()
         .unwrap();
     let t0 = Instant::now();
+    // The control thread's ring: the background threads have their own.
     let ring = loop {
-        if let Some(p) = ring::list_rings(rings).pop() {
-            if RingReader::open(&p).is_ok_and(|r| r.total_cycles() > 150) {
-                break p;
-            }
+        let control = ring::list_rings(rings).into_iter().find(|p| {
+            RingReader::open(p).is_ok_and(|r| {
+                r.total_cycles() > 150
+                    && r.meta().is_ok_and(|m| m.header.thread_name() == "control")
+            })
+        });
+        if let Some(p) = control {
+            break p;
         }
         assert!(child.try_wait().unwrap().is_none(), "serve exited early");
         assert!(t0.elapsed() < Duration::from_secs(60), "no ring filled");
