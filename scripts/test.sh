@@ -74,7 +74,7 @@ python_tests() {
         python3 -m pytest -q crates/python/tests
 }
 suite "Python: pip install ./crates/python and pytest" python_tests
-suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode
+suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 
 step "summary"
