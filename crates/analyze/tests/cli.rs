@@ -867,6 +867,41 @@ mod plots_and_html {
     }
 
     #[test]
+    fn html_report_has_a_stage_table_per_thread_and_the_overlap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("html");
+        let r = analyze(&[
+            "--episode",
+            fixture("v2/synthetic-threads").to_str().unwrap(),
+            "--html",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        let threads = page
+            .split("<h2>Background threads</h2>")
+            .nth(1)
+            .expect("threads section");
+        assert!(threads.contains("<h3>worker</h3>"));
+        // The worker's stage table: a header row and its one stage, `job`.
+        let worker = threads.split("</table>").next().unwrap();
+        assert_eq!(worker.matches("<tr>").count(), 2, "{worker}");
+        assert!(worker.contains(">job<"));
+        // The overlap table: header, sense and act (hand-computed in
+        // fixtures/v2/synthetic-threads/EXPECTED.md: 41.7 % and 50.0 %).
+        let overlap = threads
+            .split("<h3>Overlap with the control stages</h3>")
+            .nth(1)
+            .unwrap();
+        let overlap = overlap.split("</table>").next().unwrap();
+        assert_eq!(overlap.matches("<tr>").count(), 3, "{overlap}");
+        assert!(
+            overlap.contains("41.7") && overlap.contains("50.0"),
+            "{overlap}"
+        );
+    }
+
+    #[test]
     fn compare_html_holds_tables_and_overlaid_cdfs() {
         let tmp = tempfile::tempdir().unwrap();
         let ep = fixture("v1/serve-episode");
