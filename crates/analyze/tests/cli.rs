@@ -918,6 +918,90 @@ mod plots_and_html {
         assert!(page.contains("What differs") && page.contains("no clear change"));
         assert!(page.contains("CDF, A against B"));
         assert!(dir.join("compare_period_cdf.png").exists());
+        // The forest plot: one row per metric with a nonzero A median.
+        let c: Value = serde_json::from_str(
+            &analyze(&[
+                "compare",
+                ep.to_str().unwrap(),
+                ep.to_str().unwrap(),
+                "--json",
+            ])
+            .stdout,
+        )
+        .unwrap();
+        let rows = c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["a"]["median_ns"] != 0)
+            .count();
+        assert!(rows > 10);
+        let forest = page
+            .split("<h2>Forest plot</h2>")
+            .nth(1)
+            .expect("forest plot");
+        let forest = forest.split("</svg>").next().unwrap();
+        assert_eq!(
+            forest.matches("<g class=\"row\">").count(),
+            rows,
+            "{forest}"
+        );
+        assert!(page.contains("Holm-adjusted"));
+    }
+
+    #[test]
+    fn compare_counts_its_tests_and_judges_deadline_misses_with_holm() {
+        // B: every running cycle of the serve fixture marked overdue (50 of
+        // 50), so its deadline-miss rate is 1,000 per 1,000 against A's 0.
+        let b = damaged("v1/serve-episode", |lines| {
+            joined(
+                lines
+                    .into_iter()
+                    .map(|l| {
+                        if l.contains("\"phase\":\"running\"") {
+                            l.replace("\"overdue\":false", "\"overdue\":true")
+                        } else {
+                            l
+                        }
+                    })
+                    .collect(),
+            )
+        });
+        std::fs::remove_file(b.path().join("control_timing_summary.json")).unwrap();
+        let a = fixture("v1/serve-episode");
+        let run = analyze(&[
+            "compare",
+            a.to_str().unwrap(),
+            b.path().to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let c: Value = serde_json::from_str(&run.stdout).unwrap();
+        let mu = &c["multiplicity"];
+        assert_eq!(mu["method"], "holm");
+        // One median test per metric, one p99 test for metrics with at
+        // least 1,000 samples a side (none in this 70-cycle fixture), one
+        // test per rate: tests = metrics here.
+        assert_eq!(mu["tests"], mu["metrics"]);
+        let n_metrics =
+            c["metrics"].as_array().unwrap().len() + c["rates"].as_array().unwrap().len();
+        assert_eq!(mu["metrics"], n_metrics);
+        let miss = c["rates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["phase"] == "running" && r["metric"] == "deadline_miss")
+            .unwrap();
+        assert_eq!(miss["a_per_1000"], 0.0);
+        assert_eq!(miss["b_per_1000"], 1000.0);
+        assert_eq!(miss["verdict"], "worse");
+        assert!(miss["p_holm"].as_f64().unwrap() < 0.05);
+        // Every p-value is adjusted upwards, never down.
+        for m in c["metrics"].as_array().unwrap() {
+            assert!(m["p_median_holm"].as_f64().unwrap() >= m["p_median"].as_f64().unwrap());
+            // 50 running cycles: the p99.9 rests on no cycle beyond it.
+            assert_eq!(m["tail_warning"], "the tail rests on 0 cycles");
+        }
     }
 }
 

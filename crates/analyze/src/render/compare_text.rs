@@ -29,8 +29,18 @@ pub fn render(c: &Comparison) -> String {
     }
     let _ = writeln!(
         o,
-        "\nmetrics (ms; Δ = B − A; 95 % bootstrap CI, {} resamples, seed {:#x})",
+        "\nmetrics (ms; Δ = B − A; 95 % stationary block-bootstrap CI, {} resamples, seed {:#x})",
         c.bootstrap.resamples, c.bootstrap.seed
+    );
+    let mu = &c.multiplicity;
+    let _ = writeln!(
+        o,
+        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor",
+        mu.tests,
+        mu.metrics,
+        if mu.method == "holm" { "Holm-adjusted" } else { mu.method.as_str() },
+        mu.alpha * 100.0,
+        mu.alpha
     );
     let _ = writeln!(
         o,
@@ -57,6 +67,16 @@ pub fn render(c: &Comparison) -> String {
                 m.verdict.word()
             }
         );
+        if let Some(w) = &m.tail_warning {
+            let _ = writeln!(
+                o,
+                "  {:<9} {:<40} p99.9 {} -> {} ({w})",
+                "",
+                "",
+                ms(m.a.p999_ns),
+                ms(m.b.p999_ns)
+            );
+        }
         if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
             let _ = writeln!(
                 o,
@@ -68,6 +88,33 @@ pub fn render(c: &Comparison) -> String {
                     "  command Hz"
                 },
                 m.rel_diff_hz.unwrap_or(0.0) * 100.0
+            );
+        }
+    }
+    if !c.rates.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nrates (per 1,000 cycles; Δ = B − A; 95 % block-bootstrap CI)"
+        );
+        for r in &c.rates {
+            let what = match r.threshold_ns {
+                Some(t) => format!("{} (lag > {:.3} ms)", r.metric, t as f64 / 1e6),
+                None => r.metric.clone(),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<9} {:<40} {:>9.3} {:>9.3} {:>+9.3} {:>21}  {}",
+                r.phase,
+                what,
+                r.a_per_1000,
+                r.b_per_1000,
+                r.diff_per_1000,
+                format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1]),
+                if r.verdict == Verdict::Worse {
+                    "WORSE"
+                } else {
+                    r.verdict.word()
+                }
             );
         }
     }

@@ -237,7 +237,8 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
 fn metrics_table(c: &Comparison) -> Markup {
     let f = |ns: i64| ms(ns as f64);
     html! {
-        h2 { (format!("Metrics (ms, Δ = B − A, 95 % bootstrap CI, {} resamples)", c.bootstrap.resamples)) }
+        h2 { (format!("Metrics (ms, Δ = B − A, 95 % stationary block-bootstrap CI, {} resamples)", c.bootstrap.resamples)) }
+        p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
         table {
             tr { th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" } }
             @for m in &c.metrics {
@@ -274,8 +275,76 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
             @for x in &c.caveats { div.caveat { (x) } }
         }
         (metrics_table(c))
+        (rates_table(c))
+        (forest(c))
         h2 { "Plots" }
         (figures(plots))
     };
     page(&format!("looptime comparison: {} vs {}", c.a, c.b), body)
+}
+
+fn rates_table(c: &Comparison) -> Markup {
+    html! {
+        @if !c.rates.is_empty() {
+            h2 { "Rates (per 1,000 cycles)" }
+            table {
+                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "Holm p" } th.l { "verdict" } }
+                @for r in &c.rates {
+                    tr {
+                        td.l { (r.phase) }
+                        td.l { (match r.threshold_ns { Some(t) => format!("{} (lag > {:.3} ms)", r.metric, t as f64 / 1e6), None => r.metric.clone() }) }
+                        td { (format!("{:.3}", r.a_per_1000)) } td { (format!("{:.3}", r.b_per_1000)) }
+                        td { (format!("{:+.3}", r.diff_per_1000)) }
+                        td { (format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1])) }
+                        td { (format!("{:.3}", r.p_holm)) }
+                        td.l { (r.verdict.word()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The forest plot: one row per metric, its median difference and 95 %
+/// interval relative to A's median (percent), the noise band (the median
+/// noise floor, ± max(5 %, 20 µs / A's median)) shaded, zero marked. The
+/// axis is clipped to ±100 %; a row beyond it ends in an arrow.
+fn forest(c: &Comparison) -> Markup {
+    const W: f64 = 760.0;
+    const LABEL: f64 = 330.0;
+    const ROW: f64 = 16.0;
+    const LIMIT: f64 = 100.0;
+    let rows: Vec<(&crate::compare::MetricComparison, f64)> = c
+        .metrics
+        .iter()
+        .filter(|m| m.a.median_ns != 0)
+        .map(|m| (m, m.a.median_ns.unsigned_abs() as f64))
+        .collect();
+    let h = ROW * (rows.len() as f64 + 2.0);
+    let x =
+        |pct: f64| LABEL + (pct.clamp(-LIMIT, LIMIT) + LIMIT) / (2.0 * LIMIT) * (W - LABEL - 10.0);
+    let pct = |ns: i64, base: f64| ns as f64 / base * 100.0;
+    html! {
+        @if !rows.is_empty() {
+            h2 { "Forest plot" }
+            p { "Median difference B − A and its 95 % interval, in percent of A's median; the shaded band is the noise floor, the line is zero. Clipped to ±100 %." }
+            svg.forest xmlns="http://www.w3.org/2000/svg" width=(W) height=(h) viewBox=(format!("0 0 {W} {h}")) role="img" {
+                line x1=(x(0.0)) x2=(x(0.0)) y1="0" y2=(h) stroke="#444" stroke-width="1" {}
+                @for (i, (m, base)) in rows.iter().enumerate() {
+                    @let y = ROW * (i as f64 + 1.0);
+                    @let floor = (0.05 * base).max(20_000.0) / base * 100.0;
+                    @let lo = pct(m.ci_median_ns[0], *base);
+                    @let hi = pct(m.ci_median_ns[1], *base);
+                    @let mid = pct(m.diff_median_ns, *base);
+                    @let color = match m.verdict { crate::compare::Verdict::Worse => "#b00020", crate::compare::Verdict::Better => "#1b7f3b", _ => "#333" };
+                    g.row {
+                        text x="4" y=(y + 4.0) font-size="11" font-family="DejaVu Sans, sans-serif" { (format!("{} {}", m.phase, m.display_name())) }
+                        rect x=(x(-floor)) y=(y - 6.0) width=(x(floor) - x(-floor)) height="12" fill="#e8e8e8" {}
+                        line x1=(x(lo)) x2=(x(hi)) y1=(y) y2=(y) stroke=(color) stroke-width="2" {}
+                        circle cx=(x(mid)) cy=(y) r="3" fill=(color) {}
+                    }
+                }
+            }
+        }
+    }
 }
