@@ -1095,6 +1095,12 @@ impl Recorder {
         &self.spec.thread
     }
 
+    /// Whether each top-level span outside a cycle is a cycle of its own
+    /// ([`RecorderBuilder::implicit_cycles`]).
+    pub fn implicit_cycles(&self) -> bool {
+        self.spec.implicit_cycles
+    }
+
     /// The background threads declared in this (control) recorder's header.
     pub(crate) fn spec_threads(&self) -> &[String] {
         &self.spec.threads

@@ -883,6 +883,13 @@ impl RingReader {
         }
     }
 
+    /// The thread whose recorder writes this ring (`control`, or a
+    /// background thread's name), from its meta; `None` when the meta
+    /// cannot be read.
+    pub fn thread_name(&self) -> Option<String> {
+        self.meta().ok().map(|m| m.header.thread_name().to_string())
+    }
+
     /// Read the newest `last` cycles (all retained ones with `None`).
     ///
     /// # Errors

@@ -377,10 +377,6 @@ pub struct Recorder {
     finished: Option<String>,
 }
 
-fn names_of(list: Option<Vec<String>>) -> Vec<String> {
-    list.unwrap_or_default()
-}
-
 #[pymethods]
 impl Recorder {
     #[new]
@@ -433,7 +429,7 @@ impl Recorder {
             });
         }
         let mut ph = Vec::new();
-        for p in names_of(phases) {
+        for p in phases.unwrap_or_default() {
             ph.push(Named {
                 name: name(&p),
                 id: b.phase(&p).map_err(capture_err)?,

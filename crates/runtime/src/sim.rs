@@ -184,7 +184,7 @@ impl ThreadRecorder {
             publish();
             return;
         };
-        let explicit = t.publish.is_some();
+        let explicit = !t.rec.implicit_cycles();
         if explicit {
             let p = t.rec.default_phase();
             t.rec.begin_cycle(p, Release::NONE);

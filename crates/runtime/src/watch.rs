@@ -211,9 +211,7 @@ pub fn pick_ring(args: &WatchArgs) -> Result<PathBuf> {
             let r = RingReader::open(&p).ok()?;
             // A loop's background threads have rings of their own; watch
             // shows the control thread's (name another with --ring).
-            let control = r
-                .meta()
-                .is_ok_and(|m| m.header.thread_name() == looptime_capture::CONTROL_THREAD);
+            let control = r.thread_name().as_deref() == Some(looptime_capture::CONTROL_THREAD);
             let ok = control && r.writer_alive() && args.pid.is_none_or(|pid| r.pid() == pid);
             ok.then(|| (r.created_unix_ns(), p))
         })

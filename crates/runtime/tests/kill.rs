@@ -176,7 +176,7 @@ fn wait_for_ring(dir: &Path, child: &mut Child) -> RingReader {
     loop {
         for p in ring::list_rings(dir) {
             if let Ok(r) = RingReader::open(&p) {
-                if r.meta().is_ok_and(|m| m.header.thread_name() == "control") {
+                if r.thread_name().as_deref() == Some("control") {
                     return r;
                 }
             }

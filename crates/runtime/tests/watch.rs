@@ -52,8 +52,7 @@ fn serving(rings: &Path) -> Serving {
     let ring = loop {
         let control = ring::list_rings(rings).into_iter().find(|p| {
             RingReader::open(p).is_ok_and(|r| {
-                r.total_cycles() > 150
-                    && r.meta().is_ok_and(|m| m.header.thread_name() == "control")
+                r.total_cycles() > 150 && r.thread_name().as_deref() == Some("control")
             })
         });
         if let Some(p) = control {

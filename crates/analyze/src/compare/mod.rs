@@ -374,11 +374,7 @@ fn bootstrap(a: &[i64], b: &[i64], cfg: BootstrapConfig, name: &str) -> Boot {
         dm.push(mb - ma);
         dp.push(pb - pa);
     }
-    let sd = |d: &[i64]| {
-        let n = d.len() as f64;
-        let mean = d.iter().map(|&x| x as f64).sum::<f64>() / n;
-        (d.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt()
-    };
+    let sd = |d: &[i64]| std_dev(&d.iter().map(|&x| x as f64).collect::<Vec<_>>());
     let (se_median, se_p99) = (sd(&dm), sd(&dp));
     let ci = |d: &mut Vec<i64>| [rank(d, 0.025), rank(d, 0.975)];
     Boot {
@@ -394,14 +390,21 @@ fn bootstrap(a: &[i64], b: &[i64], cfg: BootstrapConfig, name: &str) -> Boot {
 /// Two-sided p-value of a difference `d` with bootstrap standard error
 /// `se` (normal approximation): 1 for no difference, 0 for a difference
 /// with no spread at all.
-fn p_value(d: i64, se: f64) -> f64 {
-    if d == 0 {
+fn p_value(d: f64, se: f64) -> f64 {
+    if d == 0.0 {
         1.0
     } else if se <= 0.0 {
         0.0
     } else {
-        two_sided_p(d as f64 / se)
+        two_sided_p(d / se)
     }
+}
+
+/// Standard deviation (divisor `n − 1`) of the resampled differences.
+fn std_dev(d: &[f64]) -> f64 {
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt()
 }
 
 /// The direction of a shift that counts: Holm-adjusted p below
@@ -714,19 +717,12 @@ fn compare_rate(
         stationary(vb, lb, &mut rng, &mut rb);
         d.push(mean(&rb) - mean(&ra));
     }
-    let n = d.len() as f64;
-    let dm = d.iter().sum::<f64>() / n;
-    let se = (d.iter().map(|x| (x - dm).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    let se = std_dev(&d);
     d.sort_by(f64::total_cmp);
+    let n = d.len() as f64;
     let at = |q: f64| d[((q * n).ceil() as usize).clamp(1, d.len()) - 1];
     let diff = mb - ma;
-    let p = if diff == 0.0 {
-        1.0
-    } else if se <= 0.0 {
-        0.0
-    } else {
-        two_sided_p(diff / se)
-    };
+    let p = p_value(diff, se);
     let r4 = |x: f64| (x * 1e4).round() / 1e4;
     Some(RateComparison {
         phase: key.0.clone(),
@@ -838,9 +834,9 @@ fn compare_metric(
             (boot.block_a * 100.0).round() / 100.0,
             (boot.block_b * 100.0).round() / 100.0,
         ],
-        p_median: p_value(dm, boot.se_median),
+        p_median: p_value(dm as f64, boot.se_median),
         p_median_holm: 1.0,
-        p_p99: p99_tested.then(|| p_value(dp, boot.se_p99)),
+        p_p99: p99_tested.then(|| p_value(dp as f64, boot.se_p99)),
         p_p99_holm: None,
         // Set by `judge`, once the whole family's p-values are known.
         verdict: Verdict::NoClearChange,

@@ -123,27 +123,56 @@ fn covered(busy: &[(i64, i64)], a: i64, b: i64) -> i64 {
     total
 }
 
-/// For each control-loop stage group (in `stages`' order) and each
-/// background thread: the share of the stage's wall time during which the
-/// thread had a span running. Only control spans inside the thread's
-/// recorded window (its first span start to its last span end) count, so
-/// a thread whose ring dropped early cycles is not read as idle then.
-///
-/// # Errors
-/// On an internal column failure.
-pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapReport>> {
+/// One control span inside a background thread's recorded window: its
+/// group, its wall time and the part of it the thread was busy (ns).
+struct SpanOverlap<'a> {
+    group: &'a GroupDecode,
+    wall: i64,
+    overlap: i64,
+}
+
+/// Per background thread (its name), every control span inside the
+/// thread's recorded window (its first span start to its last span end),
+/// with its overlap: what both [`overlap`] and [`overlap_samples`] sum.
+/// Spans outside the window are left out, so a thread whose ring dropped
+/// early cycles is not read as idle then. Threads with no span are skipped.
+fn span_overlaps(ev: &Evidence) -> Result<Vec<(String, Vec<SpanOverlap<'_>>)>> {
     if ev.threads.is_empty() {
         return Ok(Vec::new());
     }
     let control = spans_of(ev)?;
     let info: HashMap<u64, &GroupDecode> = ev.groups.iter().map(|g| (g.key, g)).collect();
-    let phase_name = |i: u32| {
-        ev.header
-            .phases
-            .get(i as usize)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let mut out = Vec::with_capacity(ev.threads.len());
+    for t in &ev.threads {
+        let busy = busy_intervals(t)?;
+        let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
+            continue;
+        };
+        let window = (first.0, last.1);
+        let spans = control
+            .iter()
+            .filter(|&&(_, s, e)| s >= window.0 && e <= window.1)
+            .filter_map(|&(key, s, e)| {
+                Some(SpanOverlap {
+                    group: info.get(&key)?,
+                    wall: e - s,
+                    overlap: covered(&busy, s, e),
+                })
+            })
+            .collect();
+        out.push((t.header.thread_name().to_string(), spans));
+    }
+    Ok(out)
+}
+
+/// For each control-loop stage group (in `stages`' order, attribute sets
+/// pooled into their path) and each background thread: the share of the
+/// stage's wall time during which the thread had a span running, over the
+/// control spans inside the thread's recorded window ([`span_overlaps`]).
+///
+/// # Errors
+/// On an internal column failure.
+pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapReport>> {
     let stage_name = |i: u32| {
         ev.header
             .stages
@@ -152,44 +181,35 @@ pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapRepor
             .unwrap_or_default()
     };
     let mut rows = Vec::new();
-    for t in &ev.threads {
-        let busy = busy_intervals(t)?;
-        let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
-            continue;
-        };
-        let window = (first.0, last.1);
-        // (phase, path) -> (spans, wall, overlap); attributes are folded
-        // into their stage path here.
-        let mut acc: HashMap<(u32, String), (u64, i64, i64, u32)> = HashMap::new();
-        for &(key, s, e) in &control {
-            if s < window.0 || e > window.1 {
-                continue;
-            }
-            let Some(g) = info.get(&key) else { continue };
+    for (name, spans) in span_overlaps(ev)? {
+        // (phase, path) -> (spans, wall, overlap, stage).
+        let mut acc: HashMap<(&str, &str), (u64, i64, i64, u32)> = HashMap::new();
+        for o in &spans {
+            let phase = ev
+                .header
+                .phases
+                .get(o.group.phase as usize)
+                .map_or("", String::as_str);
             let a = acc
-                .entry((g.phase, g.path.clone()))
-                .or_insert((0, 0, 0, g.stage));
+                .entry((phase, o.group.path.as_str()))
+                .or_insert((0, 0, 0, o.group.stage));
             a.0 += 1;
-            a.1 += e - s;
-            a.2 += covered(&busy, s, e);
+            a.1 += o.wall;
+            a.2 += o.overlap;
         }
-        let name = t.header.thread_name().to_string();
         let mut seen = std::collections::HashSet::new();
         for st in stages {
-            let Some(p) = ev.header.phases.iter().position(|x| *x == st.phase) else {
-                continue;
-            };
-            let k = (p as u32, st.path.clone());
-            if !seen.insert(k.clone()) {
+            let k = (st.phase.as_str(), st.path.as_str());
+            if !seen.insert(k) {
                 continue; // the same path with other attributes
             }
-            if let Some(&(spans, wall, over, stage)) = acc.get(&k) {
+            if let Some(&(n, wall, over, stage)) = acc.get(&k) {
                 rows.push(OverlapReport {
-                    phase: phase_name(k.0),
+                    phase: st.phase.clone(),
                     stage: stage_name(stage),
-                    path: k.1,
+                    path: st.path.clone(),
                     thread: name.clone(),
-                    spans,
+                    spans: n,
                     wall_ns: wall,
                     overlap_ns: over,
                     share: (wall > 0).then(|| (over as f64 / wall as f64 * 1e4).round() / 1e4),
@@ -202,36 +222,20 @@ pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapRepor
 
 /// Per control span, the time (ns) it overlapped each background thread's
 /// work, keyed (control phase, stage path, thread): the samples `compare`
-/// resamples for the overlap metrics. Spans outside the thread's recorded
-/// window are left out, as in [`overlap`].
+/// resamples for the overlap metrics, over the same spans as [`overlap`].
 pub fn overlap_samples(ev: &Evidence) -> HashMap<(String, String, String), Vec<i64>> {
     let mut out: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
-    let Ok(control) = spans_of(ev) else {
-        return out;
-    };
-    let info: HashMap<u64, &GroupDecode> = ev.groups.iter().map(|g| (g.key, g)).collect();
-    for t in &ev.threads {
-        let Ok(busy) = busy_intervals(t) else {
-            continue;
-        };
-        let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
-            continue;
-        };
-        let name = t.header.thread_name().to_string();
-        for &(key, s, e) in &control {
-            if s < first.0 || e > last.1 {
-                continue;
-            }
-            let Some(g) = info.get(&key) else { continue };
+    for (name, spans) in span_overlaps(ev).unwrap_or_default() {
+        for o in spans {
             let phase = ev
                 .header
                 .phases
-                .get(g.phase as usize)
+                .get(o.group.phase as usize)
                 .cloned()
                 .unwrap_or_default();
-            out.entry((phase, g.path.clone(), name.clone()))
+            out.entry((phase, o.group.path.clone(), name.clone()))
                 .or_default()
-                .push(covered(&busy, s, e));
+                .push(o.overlap);
         }
     }
     out
