@@ -168,7 +168,7 @@ fn span_overlaps(ev: &Evidence) -> Result<Vec<(String, Vec<SpanOverlap<'_>>)>> {
 /// For each control-loop stage group (in `stages`' order, attribute sets
 /// pooled into their path) and each background thread: the share of the
 /// stage's wall time during which the thread had a span running, over the
-/// control spans inside the thread's recorded window ([`span_overlaps`]).
+/// control spans inside the thread's recorded window (`span_overlaps`).
 ///
 /// # Errors
 /// On an internal column failure.
