@@ -12,7 +12,11 @@
 # 3. Python: pip install ./crates/python (maturin builds the abi3 wheel),
 #    then pytest crates/python/tests;
 # 4. the evidence JSONL loads in stock pandas and polars (tests/interop.py);
-# 5. the HTML report renders in headless Chromium (tests/html_render.sh).
+# 5. the HTML report renders in headless Chromium (tests/html_render.sh);
+# 6. the HdrHistogram export decodes in the Python hdrhistogram package
+#    and agrees with the analyzer (tests/hdr_check.py);
+# 7. DuckDB runs docs/sql over a Parquet dataset of 24 episodes and
+#    reproduces the analyzer's figures (tests/dataset_check.py).
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
@@ -53,7 +57,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars
+    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars duckdb hdrhistogram
 fi
 
 # Rust first: the other suites use the analyzer it builds.
@@ -76,6 +80,11 @@ python_tests() {
 suite "Python: pip install ./crates/python and pytest" python_tests
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
+cargo build -q -p looptime-runtime --bin looptime
+suite "HdrHistogram export decodes in Python's hdrhistogram" \
+    python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
+suite "Parquet dataset: DuckDB reproduces the analyzer's figures" \
+    python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime
 
 step "summary"
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -103,12 +103,38 @@ pub enum Sub {
         #[command(flatten)]
         input: InputArgs,
     },
-    /// Compare two episodes that differ in one setting.
+    /// Export evidence for other tools: a Chrome/Perfetto trace or an
+    /// HdrHistogram log of one episode, or a Parquet dataset of many.
+    Export {
+        /// Episode directories (or, for parquet, session directories too).
+        #[arg(required = true)]
+        episodes: Vec<PathBuf>,
+        /// What to write.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The output file (chrome, hdr) or dataset directory (parquet).
+        #[arg(long)]
+        out: PathBuf,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+    },
+    /// Compare two runs that differ in one setting. Each side is an episode
+    /// directory or a session directory (all its rollouts); --a and --b add
+    /// further episodes or sessions to a side.
     Compare {
-        /// Episode A (the baseline).
-        a: PathBuf,
-        /// Episode B (the change).
-        b: PathBuf,
+        /// Side A (the baseline): an episode or a session directory.
+        #[arg(value_name = "A", required_unless_present = "more_a")]
+        a_path: Option<PathBuf>,
+        /// Side B (the change): an episode or a session directory.
+        #[arg(value_name = "B", required_unless_present = "more_b")]
+        b_path: Option<PathBuf>,
+        /// Another episode or session of side A (repeatable).
+        #[arg(long = "a", value_name = "DIR")]
+        more_a: Vec<PathBuf>,
+        /// Another episode or session of side B (repeatable).
+        #[arg(long = "b", value_name = "DIR")]
+        more_b: Vec<PathBuf>,
         /// How to read the evidence.
         #[command(flatten)]
         input: InputArgs,
@@ -124,13 +150,37 @@ pub enum Sub {
     },
 }
 
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Trace Event Format JSON (ui.perfetto.dev, chrome://tracing, Tracy's importer).
+    Chrome,
+    /// HdrHistogram interval log (V2 compressed histograms, base64).
+    Hdr,
+    /// A Hive-partitioned Parquet dataset (a directory; several episodes).
+    Parquet,
+}
+
+/// A validated export request.
+#[derive(Debug)]
+pub struct ExportRequest {
+    /// Episode or session directories (one for chrome and hdr).
+    pub episodes: Vec<PathBuf>,
+    /// What to write.
+    pub format: ExportFormat,
+    /// Where.
+    pub out: PathBuf,
+    /// Loader options.
+    pub load: LoadOptions,
+}
+
 /// A validated comparison request.
 #[derive(Debug)]
 pub struct CompareRequest {
-    /// Episode A.
-    pub a: PathBuf,
-    /// Episode B.
-    pub b: PathBuf,
+    /// Side A: episode or session directories, as given.
+    pub a: Vec<PathBuf>,
+    /// Side B.
+    pub b: Vec<PathBuf>,
     /// Loader options.
     pub load: LoadOptions,
     /// JSON, file and HTML outputs.
@@ -159,6 +209,8 @@ pub enum Command {
     Report(ReportRequest),
     /// Compare two episodes.
     Compare(CompareRequest),
+    /// Export one episode.
+    Export(ExportRequest),
 }
 
 /// Validation failure of the arguments.
@@ -197,8 +249,10 @@ impl Cli {
                 plots_only: Some(out),
             })),
             Some(Sub::Compare {
-                a,
-                b,
+                a_path,
+                b_path,
+                more_a,
+                more_b,
                 input,
                 output,
                 resamples,
@@ -207,12 +261,41 @@ impl Cli {
                 if resamples == 0 {
                     return Err(UsageError("--resamples must be at least 1".into()));
                 }
+                let side = |first: Option<PathBuf>, more: Vec<PathBuf>| -> Vec<PathBuf> {
+                    first.into_iter().chain(more).collect()
+                };
+                let (a, b) = (side(a_path, more_a), side(b_path, more_b));
+                if a.is_empty() || b.is_empty() {
+                    return Err(UsageError(
+                        "give both sides: analyze_control_timing compare A B (each an episode or a session directory)".into(),
+                    ));
+                }
                 Ok(Command::Compare(CompareRequest {
                     a,
                     b,
                     load: input.load(),
                     output,
                     bootstrap: crate::compare::BootstrapConfig { resamples, seed },
+                }))
+            }
+            Some(Sub::Export {
+                episodes,
+                format,
+                out,
+                input,
+            }) => {
+                if format != ExportFormat::Parquet && episodes.len() != 1 {
+                    return Err(UsageError(format!(
+                        "--format {} exports one episode; {} given (a Parquet dataset takes several: --format parquet)",
+                        if format == ExportFormat::Chrome { "chrome" } else { "hdr" },
+                        episodes.len()
+                    )));
+                }
+                Ok(Command::Export(ExportRequest {
+                    episodes,
+                    format,
+                    out,
+                    load: input.load(),
                 }))
             }
             None => {
@@ -302,6 +385,117 @@ fn emit(
         })
 }
 
+/// Export one episode to a file (written to a temporary beside it, then
+/// renamed, so a failed export leaves no partial file).
+///
+/// # Errors
+/// [`AnalyzeError`] for unusable input or a failed write.
+pub fn run_export(req: &ExportRequest) -> Result<()> {
+    type Writer = fn(&crate::Evidence, &std::path::Path, &std::path::Path) -> Result<String>;
+    let write: Writer = match req.format {
+        ExportFormat::Parquet => return run_dataset_export(req),
+        ExportFormat::Chrome => write_chrome,
+        ExportFormat::Hdr => write_hdr,
+    };
+    let ev = load_episode(&req.episodes[0], req.load.clone())?;
+    let out = &req.out;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        make_dir(dir)?;
+    }
+    let name = out
+        .file_name()
+        .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let what = write(&ev, &tmp, out).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    std::fs::rename(&tmp, out).map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        AnalyzeError::Write {
+            path: out.clone(),
+            source,
+        }
+    })?;
+    eprintln!("wrote {} ({what})", out.display());
+    Ok(())
+}
+
+/// The trace of `ev` into `tmp` (errors name `out`).
+fn write_chrome(
+    ev: &crate::Evidence,
+    tmp: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<String> {
+    let werr = |source| AnalyzeError::Write {
+        path: out.to_path_buf(),
+        source,
+    };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(tmp).map_err(werr)?);
+    let n = crate::export::chrome::write(ev, &mut w, out)?;
+    w.flush().map_err(werr)?;
+    Ok(format!("{n} trace events"))
+}
+
+/// The HdrHistogram log of `ev` into `tmp`.
+fn write_hdr(ev: &crate::Evidence, tmp: &std::path::Path, out: &std::path::Path) -> Result<String> {
+    let log = crate::export::hdr_log(ev);
+    let n = log.lines().filter(|l| l.starts_with("Tag=")).count();
+    std::fs::write(tmp, log).map_err(|source| AnalyzeError::Write {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    Ok(format!("{n} histograms"))
+}
+
+/// Export episodes (and sessions' rollouts) into a Parquet dataset. A bad
+/// episode is reported and skipped; the others are written; the result is
+/// an error naming the first bad one when any was bad.
+///
+/// # Errors
+/// The first unusable episode's error, after every usable one is written.
+pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
+    let dirs = crate::evidence::episode_dirs(&req.episodes)?;
+    make_dir(&req.out)?;
+    let mut load = req.load.clone();
+    load.progress = false;
+    let (mut bytes, mut rows, mut first_error) = (0u64, [0u64; 4], None);
+    let total = dirs.len();
+    for (i, dir) in dirs.iter().enumerate() {
+        let done = (|| -> Result<crate::export::parquet::Written> {
+            let ev = load_episode(dir, load.clone())?;
+            let report = analyze(&ev)?;
+            crate::export::parquet::write_episode(&req.out, &ev, &report)
+        })();
+        match done {
+            Ok(w) => {
+                bytes += w.bytes;
+                for (r, x) in rows.iter_mut().zip(w.rows) {
+                    *r += x;
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "\nerror: {}: {}",
+                    dir.display(),
+                    crate::render::text::terminal_safe(&looptime_capture::error_chain(&e))
+                );
+                first_error.get_or_insert(e);
+            }
+        }
+        eprint!("\rexported {}/{total} episodes", i + 1);
+    }
+    eprintln!(
+        "\nwrote {} ({} cycles, {} spans, {} values, {} episodes; {:.1} MB)",
+        req.out.display(),
+        rows[0],
+        rows[1],
+        rows[2],
+        rows[3],
+        bytes as f64 / 1e6
+    );
+    first_error.map_or(Ok(()), Err)
+}
+
 /// Compare two episodes.
 ///
 /// # Errors
@@ -310,14 +504,24 @@ pub fn run_compare(
     req: &CompareRequest,
     out: &mut dyn Write,
 ) -> Result<crate::compare::Comparison> {
-    let ea = load_episode(&req.a, req.load.clone())?;
-    let ra = analyze(&ea)?;
-    let eb = load_episode(&req.b, req.load.clone())?;
-    let rb = analyze(&eb)?;
-    let c = crate::compare::compare((&ea, &ra), (&eb, &rb), req.bootstrap);
+    let load_side = |paths: &[PathBuf]| -> Result<Vec<(crate::Evidence, Report)>> {
+        let mut out = Vec::new();
+        for dir in crate::evidence::episode_dirs(paths)? {
+            let ev = load_episode(&dir, req.load.clone())?;
+            let report = analyze(&ev)?;
+            out.push((ev, report));
+        }
+        Ok(out)
+    };
+    let (la, lb) = (load_side(&req.a)?, load_side(&req.b)?);
+    fn refs(v: &[(crate::Evidence, Report)]) -> Vec<(&crate::Evidence, &Report)> {
+        v.iter().map(|(e, r)| (e, r)).collect()
+    }
+    let (sa, sb) = (refs(&la), refs(&lb));
+    let c = crate::compare::compare(&sa, &sb, req.bootstrap);
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
-        let plots = crate::render::plots::compare_plots((&ea, &ra), (&eb, &rb), &c, Some(dir))?;
+        let plots = crate::render::plots::compare_plots(&sa, &sb, &c, Some(dir))?;
         write_text(
             dir.join("compare.html"),
             &crate::render::html::compare_page(&c, &plots),
@@ -347,6 +551,7 @@ pub fn run(cli: Cli) -> i32 {
     let result = match &cmd {
         Command::Report(req) => run_report(req, &mut stdout).map(|_| ()),
         Command::Compare(req) => run_compare(req, &mut stdout).map(|_| ()),
+        Command::Export(req) => run_export(req),
     };
     match result {
         Ok(()) => EXIT_OK,

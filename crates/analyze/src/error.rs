@@ -32,6 +32,14 @@ pub enum AnalyzeError {
         /// What the rest of the directory says about why.
         why: String,
     },
+    /// A session directory none of whose rollouts holds a JSONL.
+    #[error("{path} is a session directory, but none of its {rollouts} rollout directories holds control_timing.jsonl; run `looptime recover` if the session was killed, or pass episode directories")]
+    EmptySession {
+        /// The session directory.
+        path: PathBuf,
+        /// Its rollout directories.
+        rollouts: usize,
+    },
     /// A line of the JSONL is unusable.
     #[error(
         "{path}:{line}: {message}; fix or remove the line, or pass --lenient to skip bad lines"

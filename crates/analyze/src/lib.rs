@@ -13,6 +13,7 @@
 //! | [`cli`] (and `main`) | everything below |
 //! | [`render`]: text, JSON, HTML, plots | [`compare`], [`analysis`], [`metrics`] types, [`evidence`] |
 //! | [`compare`]: manifest differences, resampling, verdicts | [`metrics`], [`evidence`] |
+//! | [`export`]: Chrome trace, HdrHistogram log | [`metrics`], [`evidence`] |
 //! | [`analysis`]: assembles the report | [`crosscheck`], [`metrics`], [`evidence`] |
 //! | [`crosscheck`]: the summary against the recomputation | [`metrics`], [`evidence`] |
 //! | [`metrics`]: one file per metric family, and the `Report` type | [`evidence`] |
@@ -38,6 +39,7 @@ pub mod compare;
 pub mod crosscheck;
 mod error;
 pub mod evidence;
+pub mod export;
 pub mod metrics;
 pub mod render;
 

@@ -773,6 +773,101 @@ mod compare {
     }
 
     #[test]
+    fn sessions_compare_rollout_by_rollout_with_two_level_intervals() {
+        let _lock = serve_lock();
+        let tmp = tempfile::tempdir().unwrap();
+        let short =
+            "[run]\nwarmup_s = 0.2\nduration_s = 1.5\nepisodes = 3\n[stats]\ninterval_s = 0\n";
+        // `latest` is the last rollout; its parent is the session.
+        let a = record(short, &tmp.path().join("a"));
+        let a = a.parent().unwrap().to_path_buf();
+        let b = record(
+            &format!("{short}[stages.adapter_decode.cost]\nmean_us = 1300.0\njitter_us = 60.0\n"),
+            &tmp.path().join("b"),
+        );
+        let b = b.parent().unwrap().to_path_buf();
+        let c = compare_json(&a, &b);
+        assert_eq!(
+            c["a_episodes"].as_array().unwrap().len(),
+            3,
+            "{}",
+            c["a_episodes"]
+        );
+        assert!(
+            c["a"].as_str().unwrap().starts_with("3 rollouts in "),
+            "{}",
+            c["a"]
+        );
+        let d = metric(&c, "running", "stage_wall", Some("adapter_decode"));
+        assert_eq!(d["verdict"], "worse", "{d}");
+        // Each rollout's own median and p99, beside the pooled figure; the
+        // pooled median lies within the rollouts' range.
+        let per = d["b_rollouts"].as_array().unwrap();
+        assert_eq!(per.len(), 3, "{d}");
+        let medians: Vec<i64> = per
+            .iter()
+            .map(|r| r["median_ns"].as_i64().unwrap())
+            .collect();
+        let pooled = d["b"]["median_ns"].as_i64().unwrap();
+        assert!(
+            *medians.iter().min().unwrap() <= pooled && pooled <= *medians.iter().max().unwrap(),
+            "{medians:?} vs {pooled}"
+        );
+        assert_eq!(
+            d["b"]["count"].as_u64().unwrap(),
+            per.iter()
+                .map(|r| r["count"].as_u64().unwrap())
+                .sum::<u64>()
+        );
+        // The same side twice, once as a session and once rollout by
+        // rollout with --a: the same comparison of A with itself.
+        let rollouts: Vec<String> = c["a_episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap().to_string())
+            .collect();
+        let r = analyze(&[
+            "compare",
+            a.to_str().unwrap(),
+            "--b",
+            &rollouts[0],
+            "--b",
+            &rollouts[1],
+            "--b",
+            &rollouts[2],
+            "--json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let same: Value = serde_json::from_str(&r.stdout).unwrap();
+        for m in same["metrics"].as_array().unwrap() {
+            assert_eq!(m["diff_median_ns"], 0, "{m}");
+            assert_eq!(m["verdict"], "no_clear_change", "{m}");
+        }
+        // The text shows each rollout's figures.
+        let t = analyze(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert!(
+            t.stdout.contains("per rollout, p50/p99: A "),
+            "{}",
+            t.stdout
+        );
+        assert!(t.stdout.contains("two-level"), "{}", t.stdout);
+    }
+
+    #[test]
+    fn a_session_without_evidence_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let session = tmp.path().join("session-x");
+        std::fs::create_dir_all(session.join("rollout-000")).unwrap();
+        std::fs::create_dir_all(session.join("rollout-001")).unwrap();
+        let a = fixture("v1/serve-episode");
+        let r = analyze(&["compare", a.to_str().unwrap(), session.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains("session-x"), "{}", r.stderr);
+        assert!(r.stderr.contains("none of its 2 rollout"), "{}", r.stderr);
+    }
+
+    #[test]
     fn compare_with_a_bad_side_names_it() {
         let a = fixture("v1/serve-episode");
         let r = analyze(&["compare", a.to_str().unwrap(), "/nonexistent/b"]);
@@ -1038,5 +1133,164 @@ mod end_to_end {
             .contains("simulation"));
         assert!(phase(&r, "running")["sleep_overshoot"].is_null());
         assert!(r["caveats"].to_string().contains("clocks not comparable"));
+    }
+}
+
+mod export {
+    use super::*;
+    use std::collections::{BTreeMap, HashMap, HashSet};
+
+    /// µs with three decimals back to integer ns (exact by construction).
+    fn ns(v: &Value) -> i64 {
+        (v.as_f64().unwrap() * 1000.0).round() as i64
+    }
+
+    /// The Trace Event Format rules the export promises (docs/export.md),
+    /// checked on the v2 fixture (control thread and three background
+    /// threads): the shape of every event; names for every thread used;
+    /// complete events strictly nested per thread; one span event per
+    /// recorded span (counted from the JSONL files here); balanced phase
+    /// events; counters with numeric values.
+    #[test]
+    fn chrome_trace_follows_the_format_rules() {
+        let ep = fixture("v2/serve-episode");
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("trace.json");
+        let r = analyze(&[
+            "export",
+            ep.to_str().unwrap(),
+            "--format",
+            "chrome",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let mut thread_names: HashMap<i64, String> = HashMap::new();
+        let mut complete: BTreeMap<i64, Vec<(i64, i64, String)>> = BTreeMap::new();
+        let mut open_phases: HashMap<i64, i64> = HashMap::new();
+        let mut counters: HashSet<String> = HashSet::new();
+        let mut spans_per_thread: HashMap<String, usize> = HashMap::new();
+        for e in events {
+            let ph = e["ph"].as_str().unwrap();
+            assert_eq!(e["pid"], 1, "{e}");
+            assert!(e["name"].is_string(), "{e}");
+            match ph {
+                "M" => {
+                    let name = e["args"]["name"].as_str().unwrap().to_string();
+                    if e["name"] == "thread_name" {
+                        thread_names.insert(e["tid"].as_i64().unwrap(), name);
+                    } else {
+                        assert_eq!(e["name"], "process_name", "{e}");
+                    }
+                }
+                "X" => {
+                    let (ts, dur) = (ns(&e["ts"]), ns(&e["dur"]));
+                    assert!(ts >= 0 && dur >= 0, "{e}");
+                    let tid = e["tid"].as_i64().unwrap();
+                    complete.entry(tid).or_default().push((
+                        ts,
+                        ts + dur,
+                        e["name"].as_str().unwrap().into(),
+                    ));
+                    if e["cat"] == "stage" {
+                        assert!(e["args"]["path"].is_string(), "{e}");
+                        if let Some(t) = e.get("tdur") {
+                            assert!(t.as_f64().unwrap() >= 0.0, "{e}");
+                        }
+                        *spans_per_thread.entry(tid.to_string()).or_default() += 1;
+                    }
+                }
+                "C" => {
+                    assert!(e["args"]["value"].is_number(), "{e}");
+                    counters.insert(e["name"].as_str().unwrap().into());
+                }
+                "b" => {
+                    assert_eq!(e["cat"], "phase");
+                    assert!(open_phases
+                        .insert(e["id"].as_i64().unwrap(), ns(&e["ts"]))
+                        .is_none());
+                }
+                "e" => {
+                    let start = open_phases.remove(&e["id"].as_i64().unwrap()).unwrap();
+                    assert!(ns(&e["ts"]) >= start, "{e}");
+                }
+                other => panic!("unexpected ph {other}: {e}"),
+            }
+        }
+        assert!(open_phases.is_empty(), "unclosed phases {open_phases:?}");
+        for c in ["period_ms", "sleep_overshoot_us", "deadline_lag_us"] {
+            assert!(counters.contains(c), "no counter {c}");
+        }
+        // Strict nesting per thread: sorted by start (longest first), each
+        // event ends before its enclosing one does, or starts after it.
+        for (tid, evs) in &mut complete {
+            assert!(
+                thread_names.contains_key(tid),
+                "tid {tid} has no thread_name"
+            );
+            evs.sort_by_key(|&(s, e, _)| (s, -e));
+            let mut stack: Vec<(i64, i64, String)> = Vec::new();
+            for ev in evs.iter() {
+                while stack.last().is_some_and(|top| ev.0 >= top.1) {
+                    stack.pop();
+                }
+                if let Some(top) = stack.last() {
+                    assert!(ev.1 <= top.1, "tid {tid}: {ev:?} overlaps {top:?}");
+                }
+                stack.push(ev.clone());
+            }
+        }
+        // One span event per span in each JSONL, counted here from the files.
+        let count_spans = |file: &str| -> usize {
+            std::fs::read_to_string(ep.join(file))
+                .unwrap()
+                .lines()
+                .skip(1)
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .map(|v| v["spans"].as_array().map_or(0, |s| s.len()))
+                .sum()
+        };
+        let by_name: HashMap<&str, i64> =
+            thread_names.iter().map(|(t, n)| (n.as_str(), *t)).collect();
+        let threads = [
+            ("control", "control_timing.jsonl"),
+            ("camera_reader", "control_timing.camera_reader.jsonl"),
+            ("policy_worker", "control_timing.policy_worker.jsonl"),
+            ("viewer_transport", "control_timing.viewer_transport.jsonl"),
+        ];
+        for (name, file) in threads {
+            let tid = by_name[name];
+            assert_eq!(
+                spans_per_thread.get(&tid.to_string()).copied().unwrap_or(0),
+                count_spans(file),
+                "{name}"
+            );
+        }
+        // 70 cycles in the control JSONL (71 lines less the header): as
+        // many cycle events on the cycles track.
+        let cycles = complete[&by_name["cycles"]]
+            .iter()
+            .filter(|e| e.2 == "cycle")
+            .count();
+        assert_eq!(cycles, 70);
+    }
+
+    #[test]
+    fn export_of_a_bad_episode_names_it_and_leaves_no_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("x.hlog");
+        let r = analyze(&[
+            "export",
+            "/nonexistent/ep",
+            "--format",
+            "hdr",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 2);
+        assert!(r.stderr.contains("/nonexistent/ep"), "{}", r.stderr);
+        assert!(!out.exists());
     }
 }

@@ -146,7 +146,7 @@ fn exercise(dir: &Path, lenient: bool) -> Result<(), String> {
         resamples: 20,
         ..BootstrapConfig::default()
     };
-    let c = compare((&ev, &report), (&ev, &report), cfg);
+    let c = compare(&[(&ev, &report)], &[(&ev, &report)], cfg);
     let _ = looptime_analyze::render::compare_text::render(&c);
     Ok(())
 }
@@ -203,7 +203,7 @@ proptest! {
                 let intact = load_episode(&fixture(), LoadOptions::default()).unwrap();
                 let (rd, ri) = (analyze(&damaged).unwrap(), analyze(&intact).unwrap());
                 let cfg = BootstrapConfig { resamples: 20, ..BootstrapConfig::default() };
-                let c = compare((&intact, &ri), (&damaged, &rd), cfg);
+                let c = compare(&[(&intact, &ri)], &[(&damaged, &rd)], cfg);
                 let _ = looptime_analyze::render::compare_text::render(&c);
             }
         }

@@ -1,7 +1,9 @@
-//! Paired A/B comparison of two episodes: what differs between their
-//! manifests, which metrics moved, and whether each move is larger than
-//! noise (a seeded bootstrap of the difference of medians and of p99).
-//! Definitions and thresholds are in `docs/compare.md`.
+//! Paired A/B comparison of two sides, each one episode or several
+//! rollouts: what differs between their manifests, which metrics moved,
+//! and whether each move is larger than noise (a seeded two-level block
+//! bootstrap of the difference of medians and of p99, over rollouts and
+//! then blocks of cycles). Definitions and thresholds are in
+//! `docs/compare.md`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,13 +15,18 @@ use crate::metrics::{command_columns, cycle_columns, schedule_comparable, Report
 
 pub(crate) mod resample;
 
-use resample::{block_length, holm, rank, stationary, two_sided_p, Rng};
+use resample::{bootstrap_diffs, holm, rank, two_sided_p, Rng, Rollouts};
+
+/// One side of a comparison: its episodes (the rollouts of a session, or
+/// episode directories given one by one), each with its report.
+pub type SideInput<'a> = [(&'a Evidence, &'a Report)];
 
 /// Comparison format identifier.
-pub const COMPARISON_FORMAT: &str = "looptime-comparison/1";
+pub const COMPARISON_FORMAT: &str = "looptime-comparison/2";
 /// Config keys that cannot explain a timing difference (where files go).
 pub const IGNORED_CONFIG_KEYS: &[&str] = &["run.runs_dir"];
-/// Samples per side used by the bootstrap (a seeded subsample beyond it).
+/// Values per side one resample draws (each rollout's share of it beyond
+/// it: an m-out-of-n bootstrap).
 pub const MAX_BOOTSTRAP_SAMPLES: usize = 20_000;
 /// Samples each side needs before its p99 counts towards a verdict (so at
 /// least 10 values lie above the p99).
@@ -82,6 +89,20 @@ pub struct Side {
     pub mean_ns: f64,
 }
 
+/// One rollout's own median and p99 of a metric, shown beside the pooled
+/// figures.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RolloutFigures {
+    /// Index into the side's `episodes` list.
+    pub rollout: usize,
+    /// Samples.
+    pub count: u64,
+    /// Nearest-rank median (ns).
+    pub median_ns: i64,
+    /// Nearest-rank p99 (ns).
+    pub p99_ns: i64,
+}
+
 /// better / worse / no clear change / mixed.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -108,11 +129,17 @@ pub struct MetricComparison {
     pub stage: Option<String>,
     /// What the verdict is judged on (`value` or `|value − nominal|`).
     pub judged_on: String,
-    /// A's figures (of the judged quantity).
+    /// A's figures (of the judged quantity), its rollouts pooled.
     pub a: Side,
-    /// B's figures.
+    /// B's figures, pooled.
     pub b: Side,
-    /// Rate implied by A's mean (period, command interval), Hz.
+    /// Each of A's rollouts that has samples of the metric, its own
+    /// median and p99.
+    pub a_rollouts: Vec<RolloutFigures>,
+    /// Each of B's rollouts, likewise.
+    pub b_rollouts: Vec<RolloutFigures>,
+    /// Loop Hz (period) or command Hz (command interval) of A: its
+    /// report's, or the mean of its rollouts' reports.
     pub a_hz: Option<f64>,
     /// Rate implied by B's mean, Hz.
     pub b_hz: Option<f64>,
@@ -124,7 +151,7 @@ pub struct MetricComparison {
     pub diff_median_ns: i64,
     /// diff / |A median| (null when A median is 0).
     pub rel_diff_median: Option<f64>,
-    /// 95 % bootstrap interval of the median difference (ns).
+    /// 95 % two-level bootstrap interval of the median difference (ns).
     pub ci_median_ns: [i64; 2],
     /// B p99 − A p99 (ns).
     pub diff_p99_ns: i64,
@@ -138,10 +165,11 @@ pub struct MetricComparison {
     /// [`MIN_TAIL_SAMPLES`] samples above its p99.9.
     pub tail_warning: Option<String>,
     /// Expected block lengths of the stationary bootstrap (A, B), in
-    /// samples (1 = the iid bootstrap), rounded to 0.01.
+    /// samples (1 = the iid bootstrap), rounded to 0.01; with several
+    /// rollouts, their mean weighted by the rollouts' sample counts.
     pub block_length: [f64; 2],
     /// Two-sided p-value of the median difference (normal approximation
-    /// with the bootstrap standard error), before adjustment.
+    /// with the widened bootstrap standard error), before adjustment.
     pub p_median: f64,
     /// `p_median` after Holm's adjustment over the comparison's family.
     pub p_median_holm: f64,
@@ -165,9 +193,10 @@ pub struct RateComparison {
     pub metric: String,
     /// For `late_start`: the threshold (ns), 10 % of the effective period.
     pub threshold_ns: Option<i64>,
-    /// Cycles of the phase on each side (A, B).
+    /// Cycles of the phase on each side (A, B), rollouts pooled.
     pub cycles: [u64; 2],
-    /// A's rate per 1,000 cycles.
+    /// A's rate per 1,000 cycles: its events over its cycles, rollouts
+    /// pooled.
     pub a_per_1000: f64,
     /// B's rate per 1,000 cycles.
     pub b_per_1000: f64,
@@ -230,10 +259,16 @@ impl Verdict {
 pub struct Comparison {
     /// [`COMPARISON_FORMAT`].
     pub format: String,
-    /// Episode A.
+    /// Side A: its episode directory, or with several rollouts
+    /// `N rollouts in <their common directory>` (`N episodes` when they
+    /// share none).
     pub a: String,
-    /// Episode B.
+    /// Side B, likewise.
     pub b: String,
+    /// A's episode directories, in the order `a_rollouts` indexes.
+    pub a_episodes: Vec<String>,
+    /// B's episode directories.
+    pub b_episodes: Vec<String>,
     /// Config keys that differ (the settings under test).
     pub settings_differing: Vec<String>,
     /// Every manifest difference.
@@ -342,9 +377,9 @@ fn side(v: &[i64]) -> Side {
     }
 }
 
-/// What one metric's bootstrap gives: the 95 % percentile intervals of
-/// (median B − median A) and (p99 B − p99 A), their bootstrap standard
-/// errors, and the block lengths used.
+/// What one metric's bootstrap gives: the 95 % intervals of
+/// (median B − median A) and (p99 B − p99 A), their standard errors, and
+/// each side's (weighted mean) block length.
 struct Boot {
     ci_median: [i64; 2],
     ci_p99: [i64; 2],
@@ -354,36 +389,47 @@ struct Boot {
     block_b: f64,
 }
 
-/// The stationary block bootstrap of one metric (see [`resample`]): each
-/// side's expected block length comes from its own series; each resample
-/// draws A's values, then B's, `min(n, MAX_BOOTSTRAP_SAMPLES)` of each (an
-/// m-out-of-n bootstrap above the cap, so intervals of large sides are
-/// conservative, never too narrow).
-fn bootstrap(a: &[i64], b: &[i64], cfg: BootstrapConfig, name: &str) -> Boot {
+/// The mean block length of a side's rollouts, weighted by their sizes.
+fn mean_block(rollouts: &[&[i64]], r: &Rollouts) -> f64 {
+    let n: f64 = rollouts.iter().map(|v| v.len() as f64).sum();
+    rollouts
+        .iter()
+        .zip(r.blocks())
+        .map(|(v, b)| v.len() as f64 * b.length)
+        .sum::<f64>()
+        / n.max(1.0)
+}
+
+/// The two-level stationary block bootstrap of one metric (see
+/// [`resample::bootstrap_diffs`]): rollouts with replacement, then blocks
+/// of each drawn rollout, the block length from each rollout's own
+/// series; A's resample, then B's, each round.
+fn bootstrap(
+    a: &[&[i64]],
+    b: &[&[i64]],
+    observed: [i64; 2],
+    cfg: BootstrapConfig,
+    name: &str,
+) -> Boot {
     let mut rng = Rng::new(name_seed(cfg.seed, name));
-    let (block_a, block_b) = (block_length(a), block_length(b));
-    let mut ra = vec![0i64; a.len().min(MAX_BOOTSTRAP_SAMPLES)];
-    let mut rb = vec![0i64; b.len().min(MAX_BOOTSTRAP_SAMPLES)];
-    let mut dm = Vec::with_capacity(cfg.resamples as usize);
-    let mut dp = Vec::with_capacity(cfg.resamples as usize);
-    for _ in 0..cfg.resamples.max(1) {
-        stationary(a, block_a, &mut rng, &mut ra);
-        stationary(b, block_b, &mut rng, &mut rb);
-        let (ma, pa) = (rank(&mut ra, 0.5), rank(&mut ra, 0.99));
-        let (mb, pb) = (rank(&mut rb, 0.5), rank(&mut rb, 0.99));
-        dm.push(mb - ma);
-        dp.push(pb - pa);
-    }
-    let sd = |d: &[i64]| std_dev(&d.iter().map(|&x| x as f64).collect::<Vec<_>>());
-    let (se_median, se_p99) = (sd(&dm), sd(&dp));
-    let ci = |d: &mut Vec<i64>| [rank(d, 0.025), rank(d, 0.975)];
+    let mut ra = Rollouts::new(a.to_vec(), MAX_BOOTSTRAP_SAMPLES);
+    let mut rb = Rollouts::new(b.to_vec(), MAX_BOOTSTRAP_SAMPLES);
+    let [m, p] = bootstrap_diffs(
+        &mut ra,
+        &mut rb,
+        observed.map(|x| x as f64),
+        |v| [rank(v, 0.5) as f64, rank(v, 0.99) as f64],
+        cfg.resamples,
+        &mut rng,
+    );
+    let ci = |i: [f64; 2]| i.map(|x| x.round() as i64);
     Boot {
-        ci_median: ci(&mut dm),
-        ci_p99: ci(&mut dp),
-        se_median,
-        se_p99,
-        block_a,
-        block_b,
+        ci_median: ci(m.interval),
+        ci_p99: ci(p.interval),
+        se_median: m.se,
+        se_p99: p.se,
+        block_a: mean_block(a, &ra),
+        block_b: mean_block(b, &rb),
     }
 }
 
@@ -398,13 +444,6 @@ fn p_value(d: f64, se: f64) -> f64 {
     } else {
         two_sided_p(d / se)
     }
-}
-
-/// Standard deviation (divisor `n − 1`) of the resampled differences.
-fn std_dev(d: &[f64]) -> f64 {
-    let n = d.len() as f64;
-    let mean = d.iter().sum::<f64>() / n;
-    (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt()
 }
 
 /// The direction of a shift that counts: Holm-adjusted p below
@@ -536,41 +575,132 @@ fn stage_samples(ev: &Evidence, phase_name: &dyn Fn(u32) -> String, out: &mut Sa
     }
 }
 
-/// The rate the report gives for period and command interval.
-fn implied_hz(phase: &str, metric: &str, report: &Report) -> Option<f64> {
-    let p = report.phases.iter().find(|p| p.phase == phase)?;
-    match metric {
-        "period" => p.loop_hz,
-        "command_interval" => p.command_hz,
-        _ => None,
+/// The rate the reports give for period and command interval: one
+/// report's, or the mean over the side's reports that have it.
+fn implied_hz(phase: &str, metric: &str, side: &SideInput) -> Option<f64> {
+    let hz: Vec<f64> = side
+        .iter()
+        .filter_map(|(_, report)| {
+            let p = report.phases.iter().find(|p| p.phase == phase)?;
+            match metric {
+                "period" => p.loop_hz,
+                "command_interval" => p.command_hz,
+                _ => None,
+            }
+        })
+        .collect();
+    match hz.len() {
+        0 => None,
+        1 => Some(hz[0]),
+        n => Some(hz.iter().sum::<f64>() / n as f64),
     }
 }
 
-/// Compare two loaded episodes (with their reports).
-pub fn compare(
-    a: (&Evidence, &Report),
-    b: (&Evidence, &Report),
-    cfg: BootstrapConfig,
-) -> Comparison {
-    let differences = manifest_differences(a.0.manifest.as_ref(), b.0.manifest.as_ref());
+/// A side's samples per metric, rollout by rollout: the judged quantity,
+/// and (rollout index, samples) for each rollout that has the metric.
+type SideSamples<K> = BTreeMap<K, (Option<i64>, String, Vec<(usize, Vec<i64>)>)>;
+
+fn side_samples(side: &SideInput) -> SideSamples<(String, String, Option<String>)> {
+    let mut out: SideSamples<_> = BTreeMap::new();
+    for (i, (ev, _)) in side.iter().enumerate() {
+        for (key, (judged, v)) in samples(ev) {
+            out.entry(key)
+                .or_insert_with(|| (None, judged, Vec::new()))
+                .2
+                .push((i, v));
+        }
+    }
+    out
+}
+
+fn side_rates(side: &SideInput) -> SideSamples<(String, String)> {
+    let mut out: SideSamples<_> = BTreeMap::new();
+    for (i, (ev, _)) in side.iter().enumerate() {
+        for (key, (threshold, v)) in rate_samples(ev) {
+            let e = out
+                .entry(key)
+                .or_insert_with(|| (threshold, String::new(), Vec::new()));
+            // Rollouts of one config share the threshold; keep the first.
+            e.0 = e.0.or(threshold);
+            e.2.push((i, v));
+        }
+    }
+    out
+}
+
+/// How a side is named: its one directory, or `N rollouts in <dir>` when
+/// its episodes share a parent directory, else `N episodes`.
+fn side_name(side: &SideInput) -> String {
+    match side {
+        [] => String::new(),
+        [(ev, _)] => ev.dir.display().to_string(),
+        many => {
+            let parent = many[0].0.dir.parent();
+            if parent.is_some() && many.iter().all(|(ev, _)| ev.dir.parent() == parent) {
+                format!(
+                    "{} rollouts in {}",
+                    many.len(),
+                    parent.map(|p| p.display().to_string()).unwrap_or_default()
+                )
+            } else {
+                format!("{} episodes", many.len())
+            }
+        }
+    }
+}
+
+/// How one episode of a side is named in caveats and warnings: `A` for a
+/// side of one, else `A (<directory name>)`.
+fn episode_label(side_label: &str, side: &SideInput, i: usize) -> String {
+    if side.len() == 1 {
+        side_label.to_string()
+    } else {
+        let dir = &side[i].0.dir;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string());
+        format!("{side_label} ({name})")
+    }
+}
+
+/// Compare two sides, each one or more loaded episodes (with their
+/// reports). The manifests compared are each side's first episode's;
+/// rollouts of one side that differ among themselves are warned about.
+///
+/// # Panics
+/// Never for a side of at least one episode; an empty side gives a
+/// comparison with no metrics.
+pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison {
+    fn manifest<'s>(side: &'s SideInput) -> Option<&'s Value> {
+        side.first().and_then(|(ev, _)| ev.manifest.as_ref())
+    }
+    let differences = manifest_differences(manifest(a), manifest(b));
     let settings: Vec<String> = differences
         .iter()
         .filter(|d| d.kind == "config")
         .map(|d| d.key.clone())
         .collect();
-    let warnings = warnings(a.0, b.0, &differences, &settings);
+    let mut warnings = match (a.first(), b.first()) {
+        (Some(x), Some(y)) => warnings(x.0, y.0, &differences, &settings),
+        _ => Vec::new(),
+    };
+    for (label, side) in [("A", a), ("B", b)] {
+        warnings.extend(within_side(label, side));
+    }
     let mut caveats = Vec::new();
-    for (side, r) in [("A", a.1), ("B", b.1)] {
-        for c in &r.caveats {
-            caveats.push(format!("{side}: {c}"));
+    for (label, side) in [("A", a), ("B", b)] {
+        for (i, (_, r)) in side.iter().enumerate() {
+            for c in &r.caveats {
+                caveats.push(format!("{}: {c}", episode_label(label, side, i)));
+            }
         }
     }
-    let sa = samples(a.0);
-    let sb = samples(b.0);
+    let sa = side_samples(a);
+    let sb = side_samples(b);
     let phase_rank = |p: &str| {
-        a.1.phases
-            .iter()
-            .position(|x| x.phase == p)
+        a.first()
+            .and_then(|(_, r)| r.phases.iter().position(|x| x.phase == p))
             .unwrap_or(usize::MAX)
     };
     let metric_rank = |m: &str| {
@@ -592,22 +722,29 @@ pub fn compare(
     keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
     let mut metrics: Vec<MetricComparison> = keys
         .into_iter()
-        .filter_map(|key| compare_metric(key, &sa[key].1, &sb[key].1, &sa[key].0, (a.1, b.1), cfg))
+        .filter_map(|key| compare_metric(key, &sa[key].2, &sb[key].2, &sa[key].1, (a, b), cfg))
         .collect();
-    let (ra, rb) = (rate_samples(a.0), rate_samples(b.0));
+    let (ra, rb) = (side_rates(a), side_rates(b));
     let mut rates: Vec<RateComparison> = ra
         .iter()
-        .filter_map(|(key, (thr, va))| {
-            let (_, vb) = rb.get(key)?;
+        .filter_map(|(key, (thr, _, va))| {
+            let (_, _, vb) = rb.get(key)?;
             compare_rate(key, *thr, va, vb, cfg)
         })
         .collect();
     rates.sort_by_key(|r| (phase_rank(&r.phase), r.metric.clone()));
     let multiplicity = judge(&mut metrics, &mut rates);
+    let dirs = |side: &SideInput| {
+        side.iter()
+            .map(|(ev, _)| ev.dir.display().to_string())
+            .collect()
+    };
     Comparison {
         format: COMPARISON_FORMAT.into(),
-        a: a.0.dir.display().to_string(),
-        b: b.0.dir.display().to_string(),
+        a: side_name(a),
+        b: side_name(b),
+        a_episodes: dirs(a),
+        b_episodes: dirs(b),
         settings_differing: settings,
         differences,
         warnings,
@@ -617,6 +754,43 @@ pub fn compare(
         multiplicity,
         bootstrap: cfg,
     }
+}
+
+/// Warnings about one side of several episodes: a rollout whose config,
+/// source or host differs from the side's first (its variance would then
+/// be more than run-to-run noise), and a side of two rollouts (too few to
+/// resample between runs).
+fn within_side(label: &str, side: &SideInput) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(first) = side.first() else {
+        return out;
+    };
+    for (i, (ev, _)) in side.iter().enumerate().skip(1) {
+        let keys: Vec<String> =
+            manifest_differences(first.0.manifest.as_ref(), ev.manifest.as_ref())
+                .into_iter()
+                .filter(|d| {
+                    matches!(d.kind.as_str(), "config" | "source" | "host")
+                    // Each rollout of a session gets its own seed.
+                    && d.key != "run.seed"
+                })
+                .map(|d| d.key)
+                .collect();
+        if !keys.is_empty() {
+            out.push(format!(
+                "{} differs from {} in {}: the side's spread is more than run-to-run noise",
+                episode_label(label, side, i),
+                episode_label(label, side, 0),
+                keys.join(", ")
+            ));
+        }
+    }
+    if side.len() == 2 {
+        out.push(format!(
+            "{label} has 2 rollouts: the variance between runs rests on two; record at least 3 (looptime serve --episodes 3)"
+        ));
+    }
+    out
 }
 
 /// Holm's adjustment over every test of the comparison (each metric's
@@ -693,51 +867,55 @@ fn rate_samples(ev: &Evidence) -> RateSamples {
     out
 }
 
-/// One rate, by the block bootstrap of the difference of means of the
-/// indicator series. `None` with fewer than two cycles on a side.
+/// One rate, by the two-level block bootstrap of the difference of
+/// means of the indicator series. `None` with fewer than two cycles on a
+/// side.
 fn compare_rate(
     key: &(String, String),
     threshold: Option<i64>,
-    va: &[i64],
-    vb: &[i64],
+    va: &[(usize, Vec<i64>)],
+    vb: &[(usize, Vec<i64>)],
     cfg: BootstrapConfig,
 ) -> Option<RateComparison> {
-    if va.len() < 2 || vb.len() < 2 {
+    let (a, b) = (series(va), series(vb));
+    let count = |s: &[&[i64]]| s.iter().map(|v| v.len()).sum::<usize>();
+    if count(&a) < 2 || count(&b) < 2 {
         return None;
     }
-    let mean = |v: &[i64]| v.iter().sum::<i64>() as f64 / v.len() as f64;
-    let (ma, mb) = (mean(va), mean(vb));
+    let pooled_mean =
+        |s: &[&[i64]]| s.iter().flat_map(|v| v.iter()).sum::<i64>() as f64 / count(s) as f64;
+    let (ma, mb) = (pooled_mean(&a), pooled_mean(&b));
     let mut rng = Rng::new(name_seed(cfg.seed, &format!("{}/{}/", key.0, key.1)));
-    let (la, lb) = (block_length(va), block_length(vb));
-    let mut ra = vec![0i64; va.len().min(MAX_BOOTSTRAP_SAMPLES)];
-    let mut rb = vec![0i64; vb.len().min(MAX_BOOTSTRAP_SAMPLES)];
-    let mut d: Vec<f64> = Vec::with_capacity(cfg.resamples as usize);
-    for _ in 0..cfg.resamples.max(1) {
-        stationary(va, la, &mut rng, &mut ra);
-        stationary(vb, lb, &mut rng, &mut rb);
-        d.push(mean(&rb) - mean(&ra));
-    }
-    let se = std_dev(&d);
-    d.sort_by(f64::total_cmp);
-    let n = d.len() as f64;
-    let at = |q: f64| d[((q * n).ceil() as usize).clamp(1, d.len()) - 1];
+    let mut ra = Rollouts::new(a.clone(), MAX_BOOTSTRAP_SAMPLES);
+    let mut rb = Rollouts::new(b.clone(), MAX_BOOTSTRAP_SAMPLES);
     let diff = mb - ma;
-    let p = p_value(diff, se);
+    let mean = |v: &mut [i64]| [v.iter().sum::<i64>() as f64 / v.len().max(1) as f64];
+    let [e] = bootstrap_diffs(&mut ra, &mut rb, [diff], mean, cfg.resamples, &mut rng);
+    let p = p_value(diff, e.se);
     let r4 = |x: f64| (x * 1e4).round() / 1e4;
+    let r2 = |x: f64| (x * 100.0).round() / 100.0;
     Some(RateComparison {
         phase: key.0.clone(),
         metric: key.1.clone(),
         threshold_ns: threshold,
-        cycles: [va.len() as u64, vb.len() as u64],
+        cycles: [count(&a) as u64, count(&b) as u64],
         a_per_1000: r4(ma),
         b_per_1000: r4(mb),
         diff_per_1000: r4(diff),
-        ci_per_1000: [r4(at(0.025)), r4(at(0.975))],
-        block_length: [(la * 100.0).round() / 100.0, (lb * 100.0).round() / 100.0],
+        ci_per_1000: e.interval.map(r4),
+        block_length: [r2(mean_block(&a, &ra)), r2(mean_block(&b, &rb))],
         p,
         p_holm: 1.0,
         verdict: Verdict::NoClearChange,
     })
+}
+
+/// The non-empty series of a side's rollouts.
+fn series(v: &[(usize, Vec<i64>)]) -> Vec<&[i64]> {
+    v.iter()
+        .map(|(_, s)| s.as_slice())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// The warnings that come before any figure: a missing manifest, more than
@@ -777,39 +955,55 @@ fn warnings(
     warnings
 }
 
-/// One metric of one phase (and stage): both sides' figures, the seeded
-/// bootstrap intervals and the verdict. `None` with fewer than two samples
-/// on a side.
+/// One metric of one phase (and stage): both sides' figures (pooled and
+/// per rollout), the seeded bootstrap intervals and the verdict. `None`
+/// with fewer than two samples on a side.
 fn compare_metric(
     key: &(String, String, Option<String>),
-    va: &[i64],
-    vb: &[i64],
+    va: &[(usize, Vec<i64>)],
+    vb: &[(usize, Vec<i64>)],
     judged: &str,
-    reports: (&Report, &Report),
+    sides: (&SideInput, &SideInput),
     cfg: BootstrapConfig,
 ) -> Option<MetricComparison> {
-    let (ra, rb) = reports;
-    if va.len() < 2 || vb.len() < 2 {
+    let (a, b) = (series(va), series(vb));
+    let pooled = |s: &[&[i64]]| s.concat();
+    let (pa, pb) = (pooled(&a), pooled(&b));
+    if pa.len() < 2 || pb.len() < 2 {
         return None;
     }
-    let (a_side, b_side) = (side(va), side(vb));
+    let (a_side, b_side) = (side(&pa), side(&pb));
     let name = format!("{}/{}/{}", key.0, key.1, key.2.as_deref().unwrap_or(""));
-    let boot = bootstrap(va, vb, cfg, &name);
     let dm = b_side.median_ns - a_side.median_ns;
     let dp = b_side.p99_ns - a_side.p99_ns;
-    let p99_tested = va.len().min(vb.len()) >= MIN_SAMPLES_FOR_P99_VERDICT;
+    let boot = bootstrap(&a, &b, [dm, dp], cfg, &name);
+    let p99_tested = pa.len().min(pb.len()) >= MIN_SAMPLES_FOR_P99_VERDICT;
     let rel = |d: i64, base: i64| {
         (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
     };
     let (a_hz, b_hz) = (
-        implied_hz(&key.0, &key.1, ra),
-        implied_hz(&key.0, &key.1, rb),
+        implied_hz(&key.0, &key.1, sides.0),
+        implied_hz(&key.0, &key.1, sides.1),
     );
     let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
     let rel_diff_hz = a_hz
         .zip(diff_hz)
         .filter(|(x, _)| *x != 0.0)
         .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
+    let per_rollout = |v: &[(usize, Vec<i64>)]| {
+        v.iter()
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(i, s)| {
+                let mut s = s.clone();
+                RolloutFigures {
+                    rollout: *i,
+                    count: s.len() as u64,
+                    median_ns: rank(&mut s, 0.5),
+                    p99_ns: rank(&mut s, 0.99),
+                }
+            })
+            .collect()
+    };
     Some(MetricComparison {
         phase: key.0.clone(),
         diff_hz,
@@ -840,6 +1034,8 @@ fn compare_metric(
         p_p99_holm: None,
         // Set by `judge`, once the whole family's p-values are known.
         verdict: Verdict::NoClearChange,
+        a_rollouts: per_rollout(va),
+        b_rollouts: per_rollout(vb),
         a: a_side,
         b: b_side,
     })

@@ -193,6 +193,115 @@ pub struct Evidence {
     pub missing_threads: Vec<String>,
 }
 
+/// One span, read back from [`Evidence::spans`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpanRow {
+    /// Group key ([`GroupDecode::key`]).
+    pub key: u64,
+    /// Index into `Header::stages`.
+    pub stage: u32,
+    /// Start (ns, the cycle clock).
+    pub start_ns: i64,
+    /// Wall time (ns).
+    pub wall_ns: i64,
+    /// Thread CPU time (ns); −1 when not measured.
+    pub cpu_ns: i64,
+}
+
+impl Evidence {
+    /// The name of phase index `i` (empty for an index the header lacks).
+    pub fn phase_name(&self, i: u32) -> String {
+        self.header
+            .phases
+            .get(i as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every span in file order (the order of [`CycleRow::span_row`]).
+    ///
+    /// # Errors
+    /// A span table without the loader's columns (a bug).
+    pub fn span_rows(&self) -> Result<Vec<SpanRow>> {
+        let col = |name: &str| self.spans.column(name);
+        let (key, stage) = (col("key")?.u64()?, col("stage")?.u32()?);
+        let (start, wall, cpu) = (
+            col("start_ns")?.i64()?,
+            col("wall_ns")?.i64()?,
+            col("cpu_ns")?.i64()?,
+        );
+        Ok(key
+            .into_no_null_iter()
+            .zip(stage.into_no_null_iter())
+            .zip(start.into_no_null_iter())
+            .zip(wall.into_no_null_iter())
+            .zip(cpu.into_no_null_iter())
+            .map(|((((key, stage), start_ns), wall_ns), cpu_ns)| SpanRow {
+                key,
+                stage,
+                start_ns,
+                wall_ns,
+                cpu_ns,
+            })
+            .collect())
+    }
+}
+
+/// The episode directories that `paths` stand for, in order: a
+/// directory holding `control_timing.jsonl` (or no `rollout-*`
+/// subdirectory) is one episode; a session directory stands for its
+/// `rollout-NNN` subdirectories, by name, each of which holds a JSONL
+/// (rollouts that do not, such as ones the session never ran, are left
+/// out and named on stderr).
+///
+/// # Errors
+/// [`AnalyzeError::EmptySession`] for a session none of whose rollouts
+/// holds a JSONL.
+pub fn episode_dirs(paths: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.join(CYCLES_FILE).exists() {
+            out.push(path.clone());
+            continue;
+        }
+        let mut rollouts: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("rollout-"))
+                    && e.path().is_dir()
+            })
+            .map(|e| e.path())
+            .collect();
+        if rollouts.is_empty() {
+            // Not a session: load_episode says what is wrong with it.
+            out.push(path.clone());
+            continue;
+        }
+        rollouts.sort();
+        let (usable, skipped): (Vec<_>, Vec<_>) = rollouts
+            .into_iter()
+            .partition(|r| r.join(CYCLES_FILE).exists());
+        for r in &skipped {
+            eprintln!(
+                "note: {} has no {CYCLES_FILE}; left out of the comparison",
+                r.display()
+            );
+        }
+        if usable.is_empty() {
+            return Err(AnalyzeError::EmptySession {
+                path: path.clone(),
+                rollouts: skipped.len(),
+            });
+        }
+        out.extend(usable);
+    }
+    Ok(out)
+}
+
 /// Read an episode directory.
 ///
 /// # Errors

@@ -4,10 +4,33 @@ use std::fmt::Write;
 
 use crate::compare::*;
 
+/// One side's per-rollout figures: `median/p99` in ms for each rollout,
+/// space separated.
+pub fn per_rollout(r: &[RolloutFigures]) -> String {
+    r.iter()
+        .map(|x| {
+            format!(
+                "{:.3}/{:.3}",
+                x.median_ns as f64 / 1e6,
+                x.p99_ns as f64 / 1e6
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Render a comparison as text.
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "looptime comparison\n  A: {}\n  B: {}", c.a, c.b);
+    let sessions = c.a_episodes.len() > 1 || c.b_episodes.len() > 1;
+    if sessions {
+        for (side, eps) in [("A", &c.a_episodes), ("B", &c.b_episodes)] {
+            for (i, e) in eps.iter().enumerate() {
+                let _ = writeln!(o, "    {side}[{i}] {e}");
+            }
+        }
+    }
     if !c.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings");
         for w in &c.warnings {
@@ -27,10 +50,13 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(o, "  ! {x}");
         }
     }
-    let _ = writeln!(
+    let _ =
+        writeln!(
         o,
-        "\nmetrics (ms; Δ = B − A; 95 % stationary block-bootstrap CI, {} resamples, seed {:#x})",
-        c.bootstrap.resamples, c.bootstrap.seed
+        "\nmetrics (ms; Δ = B − A; 95 % {}stationary block-bootstrap CI, {} resamples, seed {:#x})",
+        if sessions { "two-level (rollouts, then blocks) " } else { "" },
+        c.bootstrap.resamples,
+        c.bootstrap.seed
     );
     let mu = &c.multiplicity;
     let _ = writeln!(
@@ -67,6 +93,16 @@ pub fn render(c: &Comparison) -> String {
                 m.verdict.word()
             }
         );
+        if sessions {
+            let _ = writeln!(
+                o,
+                "  {:<9} {:<40} per rollout, p50/p99: A {}  B {}",
+                "",
+                "",
+                per_rollout(&m.a_rollouts),
+                per_rollout(&m.b_rollouts)
+            );
+        }
         if let Some(w) = &m.tail_warning {
             let _ = writeln!(
                 o,

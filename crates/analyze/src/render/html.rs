@@ -239,8 +239,15 @@ fn metrics_table(c: &Comparison) -> Markup {
     html! {
         h2 { (format!("Metrics (ms, Δ = B − A, 95 % stationary block-bootstrap CI, {} resamples)", c.bootstrap.resamples)) }
         p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
+        @let sessions = c.a_episodes.len() > 1 || c.b_episodes.len() > 1;
+        @if sessions {
+            p { (format!("A: {} rollouts, B: {} rollouts; the figures pool each side's rollouts, the intervals resample rollouts, then blocks within each (two-level bootstrap). Per rollout: median / p99.", c.a_episodes.len(), c.b_episodes.len())) }
+        }
         table {
-            tr { th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" } }
+            tr {
+                th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" }
+                @if sessions { th.l { "A per rollout" } th.l { "B per rollout" } }
+            }
             @for m in &c.metrics {
                 @let word = m.verdict.word();
                 @let class = if m.verdict == Verdict::NoClearChange { "l".to_string() } else { format!("l {word}") };
@@ -251,6 +258,10 @@ fn metrics_table(c: &Comparison) -> Markup {
                     td { (f(m.diff_p99_ns)) }
                     td { "[" (f(m.ci_p99_ns[0])) ", " (f(m.ci_p99_ns[1])) "]" }
                     td class=(class) { (word) }
+                    @if sessions {
+                        td.l { (crate::render::compare_text::per_rollout(&m.a_rollouts)) }
+                        td.l { (crate::render::compare_text::per_rollout(&m.b_rollouts)) }
+                    }
                 }
             }
         }

@@ -600,22 +600,37 @@ pub fn episode_plots(
     Ok(out)
 }
 
-/// The comparison plots: A and B CDFs of period, work and overshoot.
+/// The running-phase (or largest-phase) distributions of a side, its
+/// episodes pooled.
+fn side_dists(side: &crate::compare::SideInput) -> Vec<(String, String, Vec<f64>)> {
+    let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
+    for (ev, report) in side {
+        for (i, d) in episode_data(ev, report).dists.into_iter().enumerate() {
+            match out.get_mut(i) {
+                Some(o) => o.2.extend(d.2),
+                None => out.push(d),
+            }
+        }
+    }
+    out
+}
+
+/// The comparison plots: A and B CDFs of period, work and overshoot, each
+/// side's episodes pooled.
 ///
 /// # Errors
 /// As [`episode_plots`].
 pub fn compare_plots(
-    a: (&Evidence, &Report),
-    b: (&Evidence, &Report),
+    a: &crate::compare::SideInput,
+    b: &crate::compare::SideInput,
     _c: &Comparison,
     png_dir: Option<&Path>,
 ) -> Result<Vec<Plot>, PlotError> {
     font_ready()?;
-    let da = episode_data(a.0, a.1);
-    let db = episode_data(b.0, b.1);
+    let (da, db) = (side_dists(a), side_dists(b));
     let mut out = Vec::new();
-    for (i, (title, unit, va)) in da.dists.iter().enumerate() {
-        let Some((_, _, vb)) = db.dists.get(i) else {
+    for (i, (title, unit, va)) in da.iter().enumerate() {
+        let Some((_, _, vb)) = db.get(i) else {
             continue;
         };
         if va.is_empty() || vb.is_empty() {

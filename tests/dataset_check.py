@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Checks the Parquet dataset (docs/dataset.md) and the SQL of docs/fleet.md:
+DuckDB runs docs/sql/*.sql over a dataset of at least 20 episodes and
+reproduces, exactly, every episode's per-phase cycles, overruns, loop Hz and
+nearest-rank period p50/p99/p99.9, and its per-stage span counts and wall
+p50/p99, as `analyze_control_timing report --json` gives them.
+
+Usage: python3 tests/dataset_check.py ANALYZER LOOPTIME [--spark]
+
+With --spark, the same SQL files also run on PySpark in local mode
+(local[2]) over the same dataset, and must give the same rows.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import duckdb
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SQL = ROOT / "docs" / "sql"
+
+
+def run(*cmd):
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True)
+
+
+def record(looptime, runs, config, episodes):
+    """One serve session of `episodes` rollouts; returns its rollout dirs."""
+    cfg = runs / "config.toml"
+    runs.mkdir(parents=True)
+    cfg.write_text(config)
+    run(looptime, "serve", "--control-timing", "--config", cfg, "--episodes", episodes, "--runs-dir", runs)
+    session = (runs / "latest").resolve().parent
+    return sorted(p for p in session.iterdir() if p.name.startswith("rollout-"))
+
+
+def duckdb_rows(dataset, query):
+    con = duckdb.connect()
+    for table in ("cycles", "spans", "episodes"):
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{dataset}/{table}/**/*.parquet', "
+            "hive_partitioning = true, hive_types_autocast = false)")
+    con.execute((SQL / "periods.sql").read_text())
+    cur = con.execute((SQL / query).read_text())
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def spark_rows(dataset, query):
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").appName("looptime-dataset-check")
+             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    for table in ("cycles", "spans", "episodes"):
+        spark.read.parquet(f"{dataset}/{table}").createOrReplaceTempView(table)
+    spark.sql((SQL / "periods.sql").read_text())
+    return [r.asDict() for r in spark.sql((SQL / query).read_text()).collect()]
+
+
+def main():
+    analyzer, looptime = sys.argv[1], sys.argv[2]
+    spark = "--spark" in sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        base = "[stats]\ninterval_s = 0\n[run]\nwarmup_s = 0.1\nduration_s = 0.3\n"
+        eps = record(looptime, tmp / "paced", base, 10)
+        eps += record(looptime, tmp / "uncapped", base + "rtf = 0.0\n", 10)
+        eps += record(looptime, tmp / "spiky", base.replace("duration_s = 0.3", "duration_s = 0.5") +
+                      "[stages.adapter_decode.cost]\nspike_probability = 0.2\nspike_us = 12000.0\n", 2)
+        eps += [ROOT / "fixtures/v1/serve-episode", ROOT / "fixtures/v2/serve-episode"]
+        assert len(eps) >= 20, len(eps)
+        dataset = tmp / "dataset"
+        run(analyzer, "export", *eps, "--format", "parquet", "--out", dataset)
+
+        con = duckdb.connect()
+        dirs = {r[3]: r[:3] for r in con.execute(
+            f"SELECT robot, session, rollout, episode_dir FROM read_parquet('{dataset}/episodes/**/*.parquet', "
+            "hive_partitioning = true, hive_types_autocast = false)").fetchall()}
+        assert len(dirs) == len(eps), (len(dirs), len(eps))
+        phases = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "phase_figures.sql")}
+        stages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["path"], r["attrs"]): r
+                  for r in duckdb_rows(dataset, "stage_p99.sql")}
+        checked = 0
+        overruns = 0
+        for ep in eps:
+            rep = json.loads(run(analyzer, "report", ep, "--json").stdout)
+            key = dirs[str(ep)]
+            for p in rep["phases"]:
+                got = phases[key + (p["phase"],)]
+                want = {
+                    "cycles": p["cycles"], "overruns": p["overruns"],
+                    "loop_hz": p["loop_hz"], "period_p50_ns": p["period"]["p50_ns"] if p["period"]["count"] else None,
+                    "period_p99_ns": p["period"]["p99_ns"] if p["period"]["count"] else None,
+                    "period_p999_ns": p["period"]["p999_ns"] if p["period"]["count"] else None,
+                }
+                for k, v in want.items():
+                    assert got[k] == v, (str(ep), p["phase"], k, got[k], v)
+                    checked += 1
+                overruns += p["overruns"]
+            for s in rep["stages"]:
+                attrs = ";".join(f"{k}={v}" for k, v in sorted(s["attrs"].items()))
+                got = stages[key + (s["phase"], s["path"], attrs)]
+                for k, v in (("spans", s["count"]), ("wall_p50_ns", s["wall"]["p50_ns"]),
+                             ("wall_p99_ns", s["wall"]["p99_ns"])):
+                    assert got[k] == v, (str(ep), s["phase"], s["path"], k, got[k], v)
+                    checked += 1
+        assert overruns > 0, "the spiky session should overrun"
+        print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
+              f"{checked} figures equal to the analyzer's")
+        if spark:
+            for q in ("phase_figures.sql", "stage_p99.sql"):
+                a = duckdb_rows(dataset, q)
+                b = spark_rows(dataset, q)
+                norm = lambda rows: sorted(tuple(sorted((k, float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                                                        for k, v in r.items())) for r in rows)
+                assert norm(a) == norm(b), f"{q}: Spark and DuckDB differ"
+                print(f"spark: {q}: {len(b)} rows, equal to DuckDB's")
+
+
+if __name__ == "__main__":
+    main()
