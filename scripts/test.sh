@@ -16,7 +16,8 @@
 # 6. the HdrHistogram export decodes in the Python hdrhistogram package
 #    and agrees with the analyzer (tests/hdr_check.py);
 # 7. DuckDB runs docs/sql over a Parquet dataset of 24 episodes and
-#    reproduces the analyzer's figures (tests/dataset_check.py).
+#    reproduces the analyzer's figures, and PySpark in local[2] runs the
+#    same SQL files and gives DuckDB's rows (tests/dataset_check.py --spark).
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
@@ -44,7 +45,7 @@ suite() {
 if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
     step "install what the suites need"
     need=()
-    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium; do
+    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless; do
         command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
     done
     [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need+=(fonts-dejavu-core)
@@ -57,7 +58,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars duckdb hdrhistogram
+    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars duckdb hdrhistogram pyspark
 fi
 
 # Rust first: the other suites use the analyzer it builds.
@@ -83,8 +84,8 @@ suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-runtime --bin looptime
 suite "HdrHistogram export decodes in Python's hdrhistogram" \
     python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
-suite "Parquet dataset: DuckDB reproduces the analyzer's figures" \
-    python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime
+suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \
+    python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime --spark
 
 step "summary"
 if [[ ${#failed[@]} -gt 0 ]]; then
