@@ -389,17 +389,6 @@ struct Boot {
     block_b: f64,
 }
 
-/// The mean block length of a side's rollouts, weighted by their sizes.
-fn mean_block(rollouts: &[&[i64]], r: &Rollouts) -> f64 {
-    let n: f64 = rollouts.iter().map(|v| v.len() as f64).sum();
-    rollouts
-        .iter()
-        .zip(r.blocks())
-        .map(|(v, b)| v.len() as f64 * b.length)
-        .sum::<f64>()
-        / n.max(1.0)
-}
-
 /// The two-level stationary block bootstrap of one metric (see
 /// [`resample::bootstrap_diffs`]): rollouts with replacement, then blocks
 /// of each drawn rollout, the block length from each rollout's own
@@ -428,8 +417,8 @@ fn bootstrap(
         ci_p99: ci(p.interval),
         se_median: m.se,
         se_p99: p.se,
-        block_a: mean_block(a, &ra),
-        block_b: mean_block(b, &rb),
+        block_a: ra.mean_length(),
+        block_b: rb.mean_length(),
     }
 }
 
@@ -886,8 +875,9 @@ fn compare_rate(
         |s: &[&[i64]]| s.iter().flat_map(|v| v.iter()).sum::<i64>() as f64 / count(s) as f64;
     let (ma, mb) = (pooled_mean(&a), pooled_mean(&b));
     let mut rng = Rng::new(name_seed(cfg.seed, &format!("{}/{}/", key.0, key.1)));
-    let mut ra = Rollouts::new(a.clone(), MAX_BOOTSTRAP_SAMPLES);
-    let mut rb = Rollouts::new(b.clone(), MAX_BOOTSTRAP_SAMPLES);
+    let (na, nb) = (count(&a), count(&b));
+    let mut ra = Rollouts::new(a, MAX_BOOTSTRAP_SAMPLES);
+    let mut rb = Rollouts::new(b, MAX_BOOTSTRAP_SAMPLES);
     let diff = mb - ma;
     let mean = |v: &mut [i64]| [v.iter().sum::<i64>() as f64 / v.len().max(1) as f64];
     let [e] = bootstrap_diffs(&mut ra, &mut rb, [diff], mean, cfg.resamples, &mut rng);
@@ -898,12 +888,12 @@ fn compare_rate(
         phase: key.0.clone(),
         metric: key.1.clone(),
         threshold_ns: threshold,
-        cycles: [count(&a) as u64, count(&b) as u64],
+        cycles: [na as u64, nb as u64],
         a_per_1000: r4(ma),
         b_per_1000: r4(mb),
         diff_per_1000: r4(diff),
         ci_per_1000: e.interval.map(r4),
-        block_length: [r2(mean_block(&a, &ra)), r2(mean_block(&b, &rb))],
+        block_length: [r2(ra.mean_length()), r2(rb.mean_length())],
         p,
         p_holm: 1.0,
         verdict: Verdict::NoClearChange,

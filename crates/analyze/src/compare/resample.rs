@@ -202,9 +202,25 @@ impl<'a> Rollouts<'a> {
         }
     }
 
-    /// Each rollout's block.
-    pub(crate) fn blocks(&self) -> &[Block] {
-        &self.blocks
+    /// A mean over the side's rollouts of `f(block)`, weighted by the
+    /// rollouts' sample counts; `empty` for a side without samples.
+    fn weighted(&self, f: impl Fn(&Block) -> f64, empty: f64) -> f64 {
+        let n: f64 = self.series.iter().map(|s| s.len() as f64).sum();
+        if n == 0.0 {
+            return empty;
+        }
+        self.series
+            .iter()
+            .zip(&self.blocks)
+            .map(|(s, b)| s.len() as f64 * f(b))
+            .sum::<f64>()
+            / n
+    }
+
+    /// The side's expected block length: its rollouts', weighted by their
+    /// sizes.
+    pub(crate) fn mean_length(&self) -> f64 {
+        self.weighted(|b| b.length, 1.0)
     }
 
     /// The side's degrees of freedom: its blocks, `Σ n_r / b_r`, less one
@@ -222,16 +238,7 @@ impl<'a> Rollouts<'a> {
     /// The side's variance inflation: its rollouts' inflations weighted by
     /// their sizes.
     pub(crate) fn inflation(&self) -> f64 {
-        let n: f64 = self.series.iter().map(|s| s.len() as f64).sum();
-        if n == 0.0 {
-            return 1.0;
-        }
-        self.series
-            .iter()
-            .zip(&self.blocks)
-            .map(|(s, b)| s.len() as f64 * b.inflation)
-            .sum::<f64>()
-            / n
+        self.weighted(|b| b.inflation, 1.0)
     }
 
     /// One two-level resample into `out` (cleared first). With `R > 1`
