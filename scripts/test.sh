@@ -17,7 +17,9 @@
 #    and agrees with the analyzer (tests/hdr_check.py);
 # 7. DuckDB runs docs/sql over a Parquet dataset of 24 episodes and
 #    reproduces the analyzer's figures, and PySpark in local[2] runs the
-#    same SQL files and gives DuckDB's rows (tests/dataset_check.py --spark).
+#    same SQL files and gives DuckDB's rows, and `fleet` over the same
+#    episodes gives those figures in its Parquet table, read with pyarrow
+#    (tests/dataset_check.py --spark).
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
@@ -58,7 +60,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars duckdb hdrhistogram pyspark
+    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars pyarrow duckdb hdrhistogram pyspark
 fi
 
 # Rust first: the other suites use the analyzer it builds.

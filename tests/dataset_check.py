@@ -7,6 +7,11 @@ p50/p99, as `analyze_control_timing report --json` gives them.
 
 Usage: python3 tests/dataset_check.py ANALYZER LOOPTIME [--spark]
 
+It also runs `analyze_control_timing fleet` over the same episodes and
+checks its table (fleet.parquet read with pyarrow: the column types, and
+every row equal to the SQL's figures) and its summary (the spiky session's
+rollouts are the overrun outliers).
+
 With --spark, the same SQL files also run on PySpark in local mode
 (local[2]) over the same dataset, and must give the same rows.
 """
@@ -60,6 +65,43 @@ def spark_rows(dataset, query):
     return [r.asDict() for r in spark.sql((SQL / query).read_text()).collect()]
 
 
+def check_fleet(analyzer, tmp, eps, phases, dirs):
+    """`fleet` over the recorded runs and the fixtures: the table's types
+    (pyarrow), its rows against the SQL's per-phase figures, and the
+    outlier rule naming the two spiky rollouts on overruns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    out = tmp / "fleet"
+    roots = [tmp / "paced", tmp / "uncapped", tmp / "spiky", ROOT / "fixtures/v1/serve-episode",
+             ROOT / "fixtures/v2/serve-episode"]
+    res = run(analyzer, "fleet", *roots, "--out", out, "--jobs", "2")
+    table = pq.read_table(out / "fleet.parquet")
+    types = {f.name: f.type for f in table.schema}
+    for col in ("cycles", "segments", "overruns", "nominal_period_ns"):
+        assert types[col] == pa.uint64(), (col, types[col])
+    for col in ("period_p50_ns", "period_p99_ns", "period_p999_ns", "work_p99_ns", "top_stage_p99_ns"):
+        assert types[col] == pa.int64(), (col, types[col])
+    assert types["loop_hz"] == pa.float64(), types["loop_hz"]
+    assert pa.types.is_list(types["caveats"]) or pa.types.is_large_list(types["caveats"]), types["caveats"]
+    rows = table.to_pylist()
+    assert len({r["episode_dir"] for r in rows}) == len(eps), "every episode once"
+    assert len(rows) == len(phases), (len(rows), len(phases))
+    for r in rows:
+        sql = phases[(r["robot"], r["session"], r["rollout"], r["phase"])]
+        for k in ("cycles", "overruns", "loop_hz", "period_p50_ns", "period_p99_ns", "period_p999_ns"):
+            assert r[k] == sql[k], (r["episode_dir"], r["phase"], k, r[k], sql[k])
+    # The spiky session's two rollouts overrun (spikes of 12 ms in a 10 ms
+    # period with probability 0.2); the 22 others almost never do, so the
+    # phase median of overruns per 1000 is 0 and the two stand out.
+    spiky = sorted(str(p.resolve()) for p in (tmp / "spiky").glob("session-*/rollout-*"))
+    flagged = [line for line in res.stdout.splitlines() if "overruns per 1000 =" in line]
+    for ep in spiky:
+        key = "/".join(dirs[ep])
+        assert any(line.strip().startswith(key + " `running`") for line in flagged), (key, res.stdout)
+    print(f"fleet: {len(rows)} rows, types and figures equal to the SQL's; "
+          f"{len(flagged)} overrun outliers, the spiky rollouts among them")
+
+
 def main():
     analyzer, looptime = sys.argv[1], sys.argv[2]
     spark = "--spark" in sys.argv
@@ -110,6 +152,7 @@ def main():
         assert overruns > 0, "the spiky session should overrun"
         print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
               f"{checked} figures equal to the analyzer's")
+        check_fleet(analyzer, tmp, eps, phases, dirs)
         if spark:
             for q in ("phase_figures.sql", "stage_p99.sql"):
                 a = duckdb_rows(dataset, q)

@@ -19,6 +19,10 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_WRITE: i32 = 3;
 /// Exit code: command-line usage error (clap's own).
 pub const EXIT_USAGE: i32 = 2;
+/// Partial input: a multi-episode command (`compare`, `export --format
+/// parquet`, `fleet`) wrote its output from some episodes and left others
+/// out, listed in its output and on stderr.
+pub const EXIT_PARTIAL: i32 = 4;
 
 /// Recompute control-loop timing from saved looptime evidence.
 #[derive(Debug, Parser)]
@@ -119,6 +123,31 @@ pub enum Sub {
         #[command(flatten)]
         input: InputArgs,
     },
+    /// Analyze every episode under some roots in parallel into one table
+    /// (Parquet and CSV), and name the worst episodes and the outliers.
+    Fleet {
+        /// Directories to search for episodes (runs dirs, sessions, episodes).
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+        /// Output directory for fleet.parquet, fleet.csv, errors.csv and
+        /// fleet_summary.txt (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Episodes analyzed at once (default: the number of CPUs). Memory
+        /// is bounded by this many episodes.
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Rows in each phase's worst list.
+        #[arg(long, default_value_t = 5)]
+        worst: usize,
+        /// Print the summary as JSON (format looptime-fleet/1) instead of
+        /// text.
+        #[arg(long)]
+        json: bool,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+    },
     /// Compare two runs that differ in one setting. Each side is an episode
     /// directory or a session directory (all its rollouts); --a and --b add
     /// further episodes or sessions to a side.
@@ -174,6 +203,23 @@ pub struct ExportRequest {
     pub load: LoadOptions,
 }
 
+/// A validated fleet request.
+#[derive(Debug)]
+pub struct FleetRequest {
+    /// Directories to search.
+    pub roots: Vec<PathBuf>,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Workers (at least 1).
+    pub jobs: usize,
+    /// Rows per worst list.
+    pub worst: usize,
+    /// Print JSON.
+    pub json: bool,
+    /// Loader options.
+    pub load: LoadOptions,
+}
+
 /// A validated comparison request.
 #[derive(Debug)]
 pub struct CompareRequest {
@@ -211,6 +257,8 @@ pub enum Command {
     Compare(CompareRequest),
     /// Export one episode.
     Export(ExportRequest),
+    /// Analyze a fleet.
+    Fleet(FleetRequest),
 }
 
 /// Validation failure of the arguments.
@@ -295,6 +343,29 @@ impl Cli {
                     episodes,
                     format,
                     out,
+                    load: input.load(),
+                }))
+            }
+            Some(Sub::Fleet {
+                roots,
+                out,
+                jobs,
+                worst,
+                json,
+                input,
+            }) => {
+                if jobs == Some(0) {
+                    return Err(UsageError("--jobs must be at least 1".into()));
+                }
+                let jobs = jobs.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+                });
+                Ok(Command::Fleet(FleetRequest {
+                    roots,
+                    out,
+                    jobs,
+                    worst,
+                    json,
                     load: input.load(),
                 }))
             }
@@ -448,19 +519,27 @@ fn write_hdr(ev: &crate::Evidence, tmp: &std::path::Path, out: &std::path::Path)
 }
 
 /// Export episodes (and sessions' rollouts) into a Parquet dataset. A bad
-/// episode is reported and skipped; the others are written; the result is
-/// an error naming the first bad one when any was bad.
+/// episode is reported and skipped; the others are written.
 ///
 /// # Errors
-/// The first unusable episode's error, after every usable one is written.
+/// The only episode's error when none could be written;
+/// [`AnalyzeError::Partial`] (after writing the others) when some were
+/// left out, bad or without evidence.
 pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
-    let dirs = crate::evidence::episode_dirs(&req.episodes)?;
+    let found = crate::evidence::find_episodes(&req.episodes, crate::evidence::Search::Sessions)?;
     make_dir(&req.out)?;
     let mut load = req.load.clone();
     load.progress = false;
-    let (mut bytes, mut rows, mut first_error) = (0u64, [0u64; 4], None);
-    let total = dirs.len();
-    for (i, dir) in dirs.iter().enumerate() {
+    for d in &found.without_evidence {
+        eprintln!(
+            "note: {} has no {}; left out of the dataset (`looptime recover` may rebuild it)",
+            d.display(),
+            looptime_capture::format::CYCLES_FILE
+        );
+    }
+    let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 4], 0usize, None);
+    let total = found.episodes.len();
+    for (i, dir) in found.episodes.iter().enumerate() {
         let done = (|| -> Result<crate::export::parquet::Written> {
             let ev = load_episode(dir, load.clone())?;
             let report = analyze(&ev)?;
@@ -468,6 +547,7 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
         })();
         match done {
             Ok(w) => {
+                written += 1;
                 bytes += w.bytes;
                 for (r, x) in rows.iter_mut().zip(w.rows) {
                     *r += x;
@@ -485,16 +565,115 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
         eprint!("\rexported {}/{total} episodes", i + 1);
     }
     eprintln!(
-        "\nwrote {} ({} cycles, {} spans, {} values, {} episodes; {:.1} MB)",
+        "\nwrote {} ({} cycles, {} spans, {} values, {written} episodes; {:.1} MB)",
         req.out.display(),
         rows[0],
         rows[1],
         rows[2],
-        rows[3],
         bytes as f64 / 1e6
     );
-    first_error.map_or(Ok(()), Err)
+    let left_out = total - written + found.without_evidence.len();
+    match first_error {
+        Some(e) if written == 0 && found.without_evidence.is_empty() => Err(e),
+        _ if left_out > 0 => Err(AnalyzeError::Partial {
+            used: written,
+            found: total + found.without_evidence.len(),
+            left_out,
+            where_listed: "named above".into(),
+            hint: if found.without_evidence.is_empty() {
+                String::new()
+            } else {
+                RECOVER_HINT.into()
+            },
+        }),
+        _ => Ok(()),
+    }
 }
+
+/// Analyze every episode under the roots into the fleet table, print the
+/// summary, and return the fleet.
+///
+/// # Errors
+/// A root that is not a directory or no episode found
+/// ([`AnalyzeError::NoEpisodes`]); a failed write;
+/// [`AnalyzeError::FleetFailed`] when no episode could be analyzed;
+/// [`AnalyzeError::Partial`] (after writing everything) when some failed.
+pub fn run_fleet(req: &FleetRequest, out: &mut dyn Write) -> Result<crate::fleet::Fleet> {
+    use crate::fleet::table;
+    let dirs = crate::fleet::discover(&req.roots)?;
+    if dirs.is_empty() {
+        return Err(AnalyzeError::NoEpisodes {
+            roots: req.roots.clone(),
+        });
+    }
+    let bar = indicatif::ProgressBar::new(dirs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} episodes, {per_sec}, eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    let started = std::time::Instant::now();
+    let fleet = crate::fleet::analyze_all(&dirs, req.jobs, &req.load, &|_, bad| {
+        if bad {
+            let n = failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            bar.set_message(format!("({n} failed)"));
+        }
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let summary = fleet.summary(req.worst);
+    let text = crate::render::fleet_text::render(&summary, elapsed, req.jobs);
+    table::write(&req.out, &fleet, &text)?;
+    let shown = if req.json {
+        crate::render::json(&summary)
+    } else {
+        crate::render::text::terminal_safe(&text).into_owned()
+    };
+    out.write_all(shown.as_bytes())
+        .map_err(|source| AnalyzeError::Write {
+            path: PathBuf::from("<stdout>"),
+            source,
+        })?;
+    eprintln!(
+        "wrote {} ({} rows; {}, {}, {}, {})",
+        req.out.display(),
+        fleet.rows.len(),
+        table::TABLE_PARQUET,
+        table::TABLE_CSV,
+        table::ERRORS_CSV,
+        table::SUMMARY_TXT
+    );
+    let errors = req.out.join(table::ERRORS_CSV);
+    if fleet.analyzed == 0 {
+        return Err(AnalyzeError::FleetFailed {
+            found: fleet.found,
+            errors,
+        });
+    }
+    if !fleet.failures.is_empty() {
+        let no_evidence = fleet.failures.iter().any(|f| f.kind == "no_evidence");
+        return Err(AnalyzeError::Partial {
+            used: fleet.analyzed,
+            found: fleet.found,
+            left_out: fleet.failures.len(),
+            where_listed: format!("listed with their errors in {}", errors.display()),
+            hint: if no_evidence {
+                RECOVER_HINT.into()
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok(fleet)
+}
+
+/// The advice for rollouts without evidence.
+const RECOVER_HINT: &str =
+    "; a rollout without control_timing.jsonl may need `looptime recover` (docs/durability.md)";
 
 /// Compare two episodes.
 ///
@@ -504,21 +683,34 @@ pub fn run_compare(
     req: &CompareRequest,
     out: &mut dyn Write,
 ) -> Result<crate::compare::Comparison> {
-    let load_side = |paths: &[PathBuf]| -> Result<Vec<(crate::Evidence, Report)>> {
+    let mut left_out = Vec::new();
+    let mut load_side = |label: &str,
+                         paths: &[PathBuf]|
+     -> Result<Vec<(crate::Evidence, Report)>> {
+        let found = crate::evidence::find_episodes(paths, crate::evidence::Search::Sessions)?;
+        for d in &found.without_evidence {
+            eprintln!(
+                "note: {} has no {}; left out of the comparison (`looptime recover` may rebuild it)",
+                d.display(),
+                looptime_capture::format::CYCLES_FILE
+            );
+            left_out.push(format!("{label}: {}", d.display()));
+        }
         let mut out = Vec::new();
-        for dir in crate::evidence::episode_dirs(paths)? {
+        for dir in found.episodes {
             let ev = load_episode(&dir, req.load.clone())?;
             let report = analyze(&ev)?;
             out.push((ev, report));
         }
         Ok(out)
     };
-    let (la, lb) = (load_side(&req.a)?, load_side(&req.b)?);
+    let (la, lb) = (load_side("A", &req.a)?, load_side("B", &req.b)?);
     fn refs(v: &[(crate::Evidence, Report)]) -> Vec<(&crate::Evidence, &Report)> {
         v.iter().map(|(e, r)| (e, r)).collect()
     }
     let (sa, sb) = (refs(&la), refs(&lb));
-    let c = crate::compare::compare(&sa, &sb, req.bootstrap);
+    let mut c = crate::compare::compare(&sa, &sb, req.bootstrap);
+    c.left_out = left_out;
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
         let plots = crate::render::plots::compare_plots(&sa, &sb, &c, Some(dir))?;
@@ -535,6 +727,16 @@ pub fn run_compare(
         req.output.json,
         req.output.output.as_deref(),
     )?;
+    if !c.left_out.is_empty() {
+        let used = c.a_episodes.len() + c.b_episodes.len();
+        return Err(AnalyzeError::Partial {
+            used,
+            found: used + c.left_out.len(),
+            left_out: c.left_out.len(),
+            where_listed: "listed under `left out` in the comparison".into(),
+            hint: RECOVER_HINT.into(),
+        });
+    }
     Ok(c)
 }
 
@@ -552,6 +754,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Report(req) => run_report(req, &mut stdout).map(|_| ()),
         Command::Compare(req) => run_compare(req, &mut stdout).map(|_| ()),
         Command::Export(req) => run_export(req),
+        Command::Fleet(req) => run_fleet(req, &mut stdout).map(|_| ()),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -560,6 +763,7 @@ pub fn run(cli: Cli) -> i32 {
             eprintln!("error: {}", crate::render::text::terminal_safe(&message));
             match e {
                 AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
+                AnalyzeError::Partial { .. } => EXIT_PARTIAL,
                 _ => EXIT_BAD_INPUT,
             }
         }

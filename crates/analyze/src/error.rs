@@ -40,6 +40,35 @@ pub enum AnalyzeError {
         /// Its rollout directories.
         rollouts: usize,
     },
+    /// `fleet` found no episode under its roots.
+    #[error("no episode directory (one holding control_timing.jsonl, a summary or a manifest) under {}; pass runs directories, sessions or episodes", roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "))]
+    NoEpisodes {
+        /// The roots searched.
+        roots: Vec<PathBuf>,
+    },
+    /// A multi-episode command produced its output from some episodes and
+    /// left others out (exit code 4, docs/metrics.md).
+    #[error("partial input: {used} of {found} episodes used; {left_out} left out ({where_listed}){hint}")]
+    Partial {
+        /// Episodes used.
+        used: usize,
+        /// Episodes found (used and left out).
+        found: usize,
+        /// Episodes left out.
+        left_out: usize,
+        /// Where the left-out episodes are listed.
+        where_listed: String,
+        /// Advice (for example, `looptime recover`), with its leading `; `.
+        hint: String,
+    },
+    /// `fleet` could not analyze any of the episodes it found.
+    #[error("none of the {found} episodes could be analyzed; they are listed with their errors in {}", errors.display())]
+    FleetFailed {
+        /// Episodes found.
+        found: usize,
+        /// The errors file.
+        errors: PathBuf,
+    },
     /// A line of the JSONL is unusable.
     #[error(
         "{path}:{line}: {message}; fix or remove the line, or pass --lenient to skip bad lines"
@@ -78,6 +107,33 @@ pub enum AnalyzeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl AnalyzeError {
+    /// A short, stable name of the kind of error, for tables of failures
+    /// (`fleet`'s `errors.csv`, docs/fleet.md).
+    pub fn kind(&self) -> &'static str {
+        use looptime_capture::CaptureError as C;
+        match self {
+            AnalyzeError::MissingDirectory { .. } => "missing_directory",
+            AnalyzeError::NotADirectory { .. } => "not_a_directory",
+            AnalyzeError::MissingCycles { .. } | AnalyzeError::EmptySession { .. } => "no_evidence",
+            AnalyzeError::NoEpisodes { .. } | AnalyzeError::FleetFailed { .. } => "no_episodes",
+            AnalyzeError::Partial { .. } => "partial",
+            AnalyzeError::BadLine { .. } => "bad_line",
+            AnalyzeError::BadManifest { .. } => "bad_manifest",
+            AnalyzeError::Capture(c) => match c {
+                C::Empty { .. } => "empty_file",
+                C::BadHeader { .. } | C::Parse { line: 1, .. } => "bad_header",
+                C::Parse { .. } => "bad_line",
+                C::UnsupportedSchema { .. } => "unsupported_schema",
+                C::Open { .. } | C::Read { .. } => "unreadable",
+                _ => "capture",
+            },
+            AnalyzeError::Polars(_) => "internal",
+            AnalyzeError::Plot(_) | AnalyzeError::Write { .. } => "write",
+        }
+    }
 }
 
 /// A plot that could not be drawn.

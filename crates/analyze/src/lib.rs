@@ -11,9 +11,10 @@
 //! | layer | may use |
 //! |---|---|
 //! | [`cli`] (and `main`) | everything below |
-//! | [`render`]: text, JSON, HTML, plots | [`compare`], [`analysis`], [`metrics`] types, [`evidence`] |
+//! | [`render`]: text, JSON, HTML, plots | [`fleet`], [`compare`], [`analysis`], [`metrics`] types, [`evidence`] |
+//! | [`fleet`]: many episodes in parallel, one table, outliers | [`analysis`], [`export`], [`metrics`], [`evidence`] |
 //! | [`compare`]: manifest differences, resampling, verdicts | [`metrics`], [`evidence`] |
-//! | [`export`]: Chrome trace, HdrHistogram log | [`metrics`], [`evidence`] |
+//! | [`export`]: Chrome trace, HdrHistogram log, Parquet dataset | [`metrics`], [`evidence`] |
 //! | [`analysis`]: assembles the report | [`crosscheck`], [`metrics`], [`evidence`] |
 //! | [`crosscheck`]: the summary against the recomputation | [`metrics`], [`evidence`] |
 //! | [`metrics`]: one file per metric family, and the `Report` type | [`evidence`] |
@@ -40,6 +41,7 @@ pub mod crosscheck;
 mod error;
 pub mod evidence;
 pub mod export;
+pub mod fleet;
 pub mod metrics;
 pub mod render;
 

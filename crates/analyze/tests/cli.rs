@@ -68,6 +68,15 @@ fn damaged(src: &str, edit: impl FnOnce(Vec<String>) -> String) -> tempfile::Tem
     tmp
 }
 
+/// Copy the flat episode directory `from` into `to`.
+fn copy_episode(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+    }
+}
+
 fn joined(lines: Vec<String>) -> String {
     lines.join("\n") + "\n"
 }
@@ -81,10 +90,16 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name}"))
 }
 
+#[path = "cli/fleet.rs"]
+mod fleet;
 #[path = "cli/golden.rs"]
 mod golden;
 #[path = "cli/hardening.rs"]
 mod hardening;
+
+/// The rules every multi-episode command shares.
+#[path = "cli/multi.rs"]
+mod multi;
 
 mod fixtures {
     use super::*;

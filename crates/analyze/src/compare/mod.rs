@@ -285,6 +285,11 @@ pub struct Comparison {
     pub multiplicity: Multiplicity,
     /// The bootstrap used.
     pub bootstrap: BootstrapConfig,
+    /// Rollout directories of either side that hold no evidence and were
+    /// left out (`A: <dir>`, `B: <dir>`); the command then exits with the
+    /// partial-input code. Absent when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub left_out: Vec<String>,
 }
 
 fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
@@ -742,6 +747,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         rates,
         multiplicity,
         bootstrap: cfg,
+        left_out: Vec::new(),
     }
 }
 

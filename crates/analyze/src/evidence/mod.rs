@@ -19,10 +19,12 @@ use std::collections::BTreeMap;
 use crate::error::{AnalyzeError, Result};
 
 mod dir;
+pub mod find;
 mod parse;
 mod progress;
 
 use dir::{leftover_temps, why_no_cycles};
+pub use find::{find_episodes, identity, Found, Search};
 use parse::{parse_piece, split_lines, KeySet, Piece, Tables};
 use progress::Progress;
 
@@ -245,61 +247,6 @@ impl Evidence {
             })
             .collect())
     }
-}
-
-/// The episode directories that `paths` stand for, in order: a
-/// directory holding `control_timing.jsonl` (or no `rollout-*`
-/// subdirectory) is one episode; a session directory stands for its
-/// `rollout-NNN` subdirectories, by name, each of which holds a JSONL
-/// (rollouts that do not, such as ones the session never ran, are left
-/// out and named on stderr).
-///
-/// # Errors
-/// [`AnalyzeError::EmptySession`] for a session none of whose rollouts
-/// holds a JSONL.
-pub fn episode_dirs(paths: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    for path in paths {
-        if path.join(CYCLES_FILE).exists() {
-            out.push(path.clone());
-            continue;
-        }
-        let mut rollouts: Vec<std::path::PathBuf> = std::fs::read_dir(path)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.starts_with("rollout-"))
-                    && e.path().is_dir()
-            })
-            .map(|e| e.path())
-            .collect();
-        if rollouts.is_empty() {
-            // Not a session: load_episode says what is wrong with it.
-            out.push(path.clone());
-            continue;
-        }
-        rollouts.sort();
-        let (usable, skipped): (Vec<_>, Vec<_>) = rollouts
-            .into_iter()
-            .partition(|r| r.join(CYCLES_FILE).exists());
-        for r in &skipped {
-            eprintln!(
-                "note: {} has no {CYCLES_FILE}; left out of the comparison",
-                r.display()
-            );
-        }
-        if usable.is_empty() {
-            return Err(AnalyzeError::EmptySession {
-                path: path.clone(),
-                rollouts: skipped.len(),
-            });
-        }
-        out.extend(usable);
-    }
-    Ok(out)
 }
 
 /// Read an episode directory.

@@ -288,22 +288,36 @@ fn episode_row(ev: &Evidence, report: &Report) -> Result<DataFrame> {
     )?)
 }
 
-fn write_table(dir: &Path, mut df: DataFrame) -> Result<u64> {
+fn write_table(dir: &Path, df: DataFrame) -> Result<u64> {
     std::fs::create_dir_all(dir).map_err(|source| AnalyzeError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
-    let path = dir.join("part-0.parquet");
-    let tmp = dir.join(format!(".part-0.parquet.{}.tmp", std::process::id()));
+    write_parquet(&dir.join("part-0.parquet"), df)
+}
+
+/// Write `df` to `path` as one zstd-compressed Parquet file, through a
+/// temporary beside it and a rename; returns the bytes written.
+///
+/// # Errors
+/// [`AnalyzeError::Write`] or a polars error.
+pub fn write_parquet(path: &Path, mut df: DataFrame) -> Result<u64> {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let werr = |source| AnalyzeError::Write {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     };
     let f = std::fs::File::create(&tmp).map_err(werr)?;
     let bytes = ParquetWriter::new(f)
         .with_compression(ParquetCompression::Zstd(None))
-        .finish(&mut df)?;
-    std::fs::rename(&tmp, &path).map_err(werr)?;
+        .finish(&mut df)
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+    std::fs::rename(&tmp, path).map_err(werr)?;
     Ok(bytes)
 }
 

@@ -31,6 +31,15 @@ pub fn render(c: &Comparison) -> String {
             }
         }
     }
+    if !c.left_out.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nleft out (no control_timing.jsonl; `looptime recover` may rebuild them)"
+        );
+        for d in &c.left_out {
+            let _ = writeln!(o, "  {d}");
+        }
+    }
     if !c.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings");
         for w in &c.warnings {

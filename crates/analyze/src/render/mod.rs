@@ -3,6 +3,7 @@
 //! [`Comparison`](crate::compare::Comparison); none computes a metric.
 
 pub mod compare_text;
+pub mod fleet_text;
 pub mod html;
 pub mod plots;
 pub mod text;

@@ -1,0 +1,322 @@
+//! `fleet`: every episode under some roots, analyzed in parallel with
+//! bounded memory, into one table with a row per episode and phase
+//! (docs/fleet.md).
+//!
+//! Each episode gets exactly the analysis `report` gives it ([`analyze`]);
+//! the table is a view of those reports, not a second computation. A fixed
+//! number of workers take episodes one at a time, so at most `jobs`
+//! episodes are held in memory at once, whatever the fleet's size. An
+//! episode that cannot be read (or that trips an internal error) becomes a
+//! [`Failure`] and the batch goes on.
+//!
+//! Modules: [`outliers`] (the worst lists and the robust outlier rule, over
+//! the rows) and [`table`] (the files written), both below this one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Serialize;
+
+use crate::analysis::analyze;
+use crate::error::Result;
+use crate::evidence::{find_episodes, load_episode, Evidence, LoadOptions, Search};
+use crate::export::parquet::Partition;
+use crate::metrics::{Dist, Report};
+
+pub mod outliers;
+pub mod table;
+
+pub use outliers::{Outlier, OutlierMetric, OUTLIER_MIN_ROWS, OUTLIER_Z};
+
+/// One row of the fleet table: one phase of one episode's control thread.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FleetRow {
+    /// Partition keys, as in the dataset ([`Partition`]).
+    pub robot: String,
+    /// The session.
+    pub session: String,
+    /// The rollout.
+    pub rollout: String,
+    /// The episode directory's canonical path (an episode's identity).
+    pub episode_dir: String,
+    /// The manifest's `created_utc`.
+    pub created_utc: Option<String>,
+    /// The manifest's `config_hash`.
+    pub config_hash: Option<String>,
+    /// The manifest's `source_hash`.
+    pub source_hash: Option<String>,
+    /// The episode's state (`complete`, `aborted`, `recovered`, `incomplete`).
+    pub state: String,
+    /// The report's caveats.
+    pub caveats: Vec<String>,
+    /// The phase.
+    pub phase: String,
+    /// Retained cycles of the phase.
+    pub cycles: u64,
+    /// Its segments.
+    pub segments: u64,
+    /// The header's nominal period.
+    pub nominal_period_ns: Option<u64>,
+    /// Loop Hz (1e9 / mean period).
+    pub loop_hz: Option<f64>,
+    /// Nearest-rank period percentiles.
+    pub period_p50_ns: Option<i64>,
+    /// p99 of the period.
+    pub period_p99_ns: Option<i64>,
+    /// p99.9 of the period.
+    pub period_p999_ns: Option<i64>,
+    /// Overdue cycles.
+    pub overruns: u64,
+    /// `1000 · overruns / cycles`.
+    pub overruns_per_1000: Option<f64>,
+    /// p99 of the work duration.
+    pub work_p99_ns: Option<i64>,
+    /// The top-level (depth 0) stage group (its name, then `[k=v;…]` when
+    /// it has attributes) with the largest wall p99 in the phase.
+    pub top_stage: Option<String>,
+    /// That group's wall p99.
+    pub top_stage_p99_ns: Option<i64>,
+}
+
+impl FleetRow {
+    /// The period p99 in nominal periods: the quantity the worst list and
+    /// the period outlier rule rank by.
+    pub fn period_p99_rel(&self) -> Option<f64> {
+        ratio(self.period_p99_ns, self.nominal_period_ns)
+    }
+
+    /// The work p99 in nominal periods.
+    pub fn work_p99_rel(&self) -> Option<f64> {
+        ratio(self.work_p99_ns, self.nominal_period_ns)
+    }
+}
+
+fn ratio(x: Option<i64>, nominal: Option<u64>) -> Option<f64> {
+    match (x, nominal) {
+        (Some(x), Some(n)) if n > 0 => Some(x as f64 / n as f64),
+        _ => None,
+    }
+}
+
+/// An episode the batch could not analyze.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The episode directory's canonical path.
+    pub dir: PathBuf,
+    /// The kind of error ([`crate::AnalyzeError::kind`], or `internal` for
+    /// a caught panic).
+    pub kind: String,
+    /// What was wrong, with what to do (the loader's message).
+    pub message: String,
+}
+
+/// The fleet's analysis.
+#[derive(Clone, Debug, Default)]
+pub struct Fleet {
+    /// One row per analyzed episode and phase, in episode-path order.
+    pub rows: Vec<FleetRow>,
+    /// The episodes that could not be analyzed, in path order.
+    pub failures: Vec<Failure>,
+    /// Episodes found under the roots.
+    pub found: usize,
+    /// Episodes analyzed.
+    pub analyzed: usize,
+    /// JSONL bytes read (every thread's) of the analyzed episodes.
+    pub bytes: u64,
+    /// Retained control-thread cycles of the analyzed episodes.
+    pub cycles: u64,
+}
+
+/// Every episode directory under `roots` (the shared finder's tree
+/// search, [`crate::evidence::find`]): those with evidence and those
+/// without, as canonical paths, each once, sorted. The ones without
+/// evidence are analyzed too, so that they fail with the loader's
+/// explanation (which says whether `looptime recover` can help).
+///
+/// # Errors
+/// [`crate::AnalyzeError::MissingDirectory`] or
+/// [`crate::AnalyzeError::NotADirectory`] for a root that is not a directory.
+pub fn discover(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let found = find_episodes(roots, Search::Tree)?;
+    let mut all: Vec<PathBuf> = found
+        .episodes
+        .iter()
+        .chain(&found.without_evidence)
+        .map(|p| crate::evidence::identity(p))
+        .collect();
+    all.sort();
+    all.dedup();
+    Ok(all)
+}
+
+/// What one episode gave.
+enum Outcome {
+    Rows {
+        rows: Vec<FleetRow>,
+        bytes: u64,
+        cycles: u64,
+    },
+    Failed {
+        kind: String,
+        message: String,
+    },
+}
+
+/// Analyze every episode in `dirs` on `jobs` workers (at least one).
+/// `done` is called once per episode, from the worker that finished it,
+/// with the directory and whether it failed.
+pub fn analyze_all(
+    dirs: &[PathBuf],
+    jobs: usize,
+    load: &LoadOptions,
+    done: &(dyn Fn(&Path, bool) + Sync),
+) -> Fleet {
+    let mut load = load.clone();
+    load.progress = false;
+    let next = AtomicUsize::new(0);
+    let jobs = jobs.clamp(1, dirs.len().max(1));
+    let mut outcomes: Vec<(usize, Outcome)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(dir) = dirs.get(i) else { break };
+                        let o = one(dir, &load);
+                        done(dir, matches!(o, Outcome::Failed { .. }));
+                        mine.push((i, o));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    outcomes.sort_by_key(|(i, _)| *i);
+    let mut fleet = Fleet {
+        found: dirs.len(),
+        ..Fleet::default()
+    };
+    for (i, o) in outcomes {
+        match o {
+            Outcome::Rows {
+                rows,
+                bytes,
+                cycles,
+            } => {
+                fleet.analyzed += 1;
+                fleet.bytes += bytes;
+                fleet.cycles += cycles;
+                fleet.rows.extend(rows);
+            }
+            Outcome::Failed { kind, message } => fleet.failures.push(Failure {
+                dir: dirs[i].clone(),
+                kind,
+                message,
+            }),
+        }
+    }
+    fleet
+}
+
+/// One episode, with a panic (an internal error) turned into a failure so
+/// that it cannot stop the batch.
+fn one(dir: &Path, load: &LoadOptions) -> Outcome {
+    let run = || -> Result<Outcome> {
+        let ev = load_episode(dir, load.clone())?;
+        let report = analyze(&ev)?;
+        Ok(Outcome::Rows {
+            rows: rows(&ev, &report),
+            bytes: ev.bytes + ev.threads.iter().map(|t| t.bytes).sum::<u64>(),
+            cycles: ev.cycles.len() as u64,
+        })
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => Outcome::Failed {
+            kind: e.kind().to_string(),
+            message: looptime_capture::error_chain(&e),
+        },
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Outcome::Failed {
+                kind: "internal".into(),
+                message: format!(
+                    "internal error while analyzing it ({what}); the rest of the fleet was analyzed; please report this episode"
+                ),
+            }
+        }
+    }
+}
+
+fn known(d: &Option<Dist>) -> Option<&Dist> {
+    d.as_ref().filter(|d| d.count > 0)
+}
+
+/// The table rows of one analyzed episode: one per phase of its report.
+pub fn rows(ev: &Evidence, report: &Report) -> Vec<FleetRow> {
+    let part = Partition::of(ev);
+    let text = |p: &str| -> Option<String> {
+        ev.manifest
+            .as_ref()
+            .and_then(|m| m.pointer(p))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let state = serde_json::to_value(report.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    report
+        .phases
+        .iter()
+        .map(|p| {
+            let top = report
+                .stages
+                .iter()
+                .filter(|s| s.phase == p.phase && s.depth == 0 && s.wall.count > 0)
+                .max_by_key(|s| s.wall.p99_ns);
+            FleetRow {
+                robot: part.robot.clone(),
+                session: part.session.clone(),
+                rollout: part.rollout.clone(),
+                episode_dir: ev.dir.display().to_string(),
+                created_utc: text("/created_utc"),
+                config_hash: text("/config_hash"),
+                source_hash: text("/source_hash"),
+                state: state.clone(),
+                caveats: report.caveats.clone(),
+                phase: p.phase.clone(),
+                cycles: p.cycles,
+                segments: p.segments,
+                nominal_period_ns: ev.header.nominal_period_ns,
+                loop_hz: p.loop_hz,
+                period_p50_ns: known(&p.period).map(|d| d.p50_ns),
+                period_p99_ns: known(&p.period).map(|d| d.p99_ns),
+                period_p999_ns: known(&p.period).map(|d| d.p999_ns),
+                overruns: p.overruns,
+                overruns_per_1000: (p.cycles > 0)
+                    .then(|| 1000.0 * p.overruns as f64 / p.cycles as f64),
+                work_p99_ns: known(&p.work).map(|d| d.p99_ns),
+                top_stage: top.map(|s| {
+                    if s.attrs.is_empty() {
+                        s.path.clone()
+                    } else {
+                        let kv: Vec<String> =
+                            s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        format!("{}[{}]", s.path, kv.join(";"))
+                    }
+                }),
+                top_stage_p99_ns: top.map(|s| s.wall.p99_ns),
+            }
+        })
+        .collect()
+}

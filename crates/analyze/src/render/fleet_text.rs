@@ -1,0 +1,102 @@
+//! The text summary of `fleet`: totals, the worst episodes of each phase,
+//! the outliers, and the episodes that failed (rules in docs/fleet.md).
+
+use std::fmt::Write as _;
+
+use crate::fleet::outliers::Summary;
+use crate::fleet::{FleetRow, OutlierMetric, OUTLIER_MIN_ROWS, OUTLIER_Z};
+
+fn ms(ns: Option<i64>) -> String {
+    ns.map_or_else(|| "-".into(), |v| format!("{:.3}", v as f64 / 1e6))
+}
+
+fn who(r: &FleetRow) -> String {
+    format!("{}/{}/{}", r.robot, r.session, r.rollout)
+}
+
+/// The summary as text. `elapsed_s` and `jobs` describe the run.
+pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
+    let mut s = String::new();
+    let mb = fleet.bytes as f64 / 1e6;
+    let _ = writeln!(
+        s,
+        "fleet: {} episodes found, {} analyzed, {} failed; {} cycles, {:.1} MB of JSONL in {:.1} s ({:.0} MB/s on {} workers)",
+        fleet.found,
+        fleet.analyzed,
+        fleet.failed,
+        fleet.cycles,
+        mb,
+        elapsed_s,
+        if elapsed_s > 0.0 { mb / elapsed_s } else { 0.0 },
+        jobs
+    );
+    for list in &fleet.worst {
+        let (phase, rows) = (list.phase, list.rows_in_phase);
+        let _ = writeln!(
+            s,
+            "\nworst {} of {rows} in phase `{phase}` (by period p99 / nominal period, then overruns per 1000):",
+            list.rows.len()
+        );
+        if list.rows.is_empty() {
+            let _ = writeln!(s, "  none ranked (no period p99 or no nominal period)");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  top stage by p99",
+            "robot/session/rollout", "p99/nom", "p99 ms", "p99.9 ms", "ovr/1k", "work p99"
+        );
+        for r in &list.rows {
+            let _ = writeln!(
+                s,
+                "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  {}",
+                who(r),
+                r.period_p99_rel().map_or("-".into(), |x| format!("{x:.3}")),
+                ms(r.period_p99_ns),
+                ms(r.period_p999_ns),
+                r.overruns_per_1000
+                    .map_or("-".into(), |x| format!("{x:.1}")),
+                ms(r.work_p99_ns),
+                match (&r.top_stage, r.top_stage_p99_ns) {
+                    (Some(t), p) => format!("{t} ({} ms)", ms(p)),
+                    _ => "-".into(),
+                }
+            );
+        }
+    }
+    let outliers = &fleet.outliers;
+    let _ = writeln!(
+        s,
+        "\noutliers (modified z-score > {OUTLIER_Z} within a phase of at least {OUTLIER_MIN_ROWS} rows, high side; metrics: {}): {}",
+        OutlierMetric::ALL.map(OutlierMetric::name).join(", "),
+        if outliers.is_empty() {
+            "none".to_string()
+        } else {
+            outliers.len().to_string()
+        }
+    );
+    for named in outliers {
+        let (o, r) = (&named.outlier, named.row);
+        let _ = writeln!(
+            s,
+            "  {} `{}`: {} = {:.3} (phase median {:.3}, z = {:.1})",
+            who(r),
+            r.phase,
+            o.metric.name(),
+            o.value,
+            o.median,
+            o.z
+        );
+    }
+    if !fleet.failures.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nfailed ({}), left out of the table:",
+            fleet.failures.len()
+        );
+        for f in fleet.failures {
+            let _ = writeln!(s, "  {} [{}]: {}", f.dir.display(), f.kind, f.message);
+        }
+    }
+    s
+}

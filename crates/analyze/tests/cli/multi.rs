@@ -1,0 +1,127 @@
+//! The rules `compare`, `export --format parquet` and `fleet` share
+//! (docs/metrics.md, "Several episodes"): one episode is one canonical
+//! directory, and a rollout without evidence is listed and gives the
+//! partial-input exit code 4, never a silent exit 0.
+
+use super::*;
+
+/// A session of two good rollouts (copies of the v1 serve fixture) and a
+/// third that died before its finish (a manifest, no JSONL).
+fn session_with_a_dead_rollout() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("session");
+    copy_episode(&fixture("v1/serve-episode"), &s.join("rollout-000"));
+    copy_episode(&fixture("v1/serve-episode"), &s.join("rollout-001"));
+    std::fs::create_dir_all(s.join("rollout-002")).unwrap();
+    std::fs::write(s.join("rollout-002/manifest.json"), "{}").unwrap();
+    tmp
+}
+
+#[test]
+fn compare_over_a_session_with_a_dead_rollout_is_partial_and_lists_it() {
+    let tmp = session_with_a_dead_rollout();
+    let s = tmp.path().join("session");
+    let b = fixture("v1/synthetic-basic");
+    let r = analyze(&[
+        "compare",
+        s.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let c: Value = serde_json::from_str(&r.stdout).unwrap();
+    let dead = s.join("rollout-002");
+    assert_eq!(
+        c["left_out"],
+        serde_json::json!([format!("A: {}", dead.display())])
+    );
+    assert_eq!(c["a_episodes"].as_array().unwrap().len(), 2);
+    assert!(r.stderr.contains("looptime recover"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("partial input: 3 of 4 episodes used"),
+        "{}",
+        r.stderr
+    );
+    // The text says it too; without the dead rollout the same comparison
+    // exits 0 and has no `left_out` field.
+    let r = analyze(&["compare", s.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(r.code, 4);
+    assert!(
+        r.stdout.contains("left out (no control_timing.jsonl"),
+        "{}",
+        r.stdout
+    );
+    std::fs::remove_dir_all(&dead).unwrap();
+    let r = analyze(&[
+        "compare",
+        s.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(c.get("left_out").is_none());
+}
+
+#[test]
+fn a_side_given_twice_counts_each_episode_once() {
+    // The session, one of its rollouts again, and a link to the other: two
+    // episodes on side A, not four.
+    let tmp = session_with_a_dead_rollout();
+    let s = tmp.path().join("session");
+    std::fs::remove_dir_all(s.join("rollout-002")).unwrap();
+    let link = tmp.path().join("latest");
+    std::os::unix::fs::symlink(s.join("rollout-001"), &link).unwrap();
+    let b = fixture("v1/synthetic-basic");
+    let (s0, l, bs) = (s.join("rollout-000"), link.clone(), b.clone());
+    let r = analyze(&[
+        "compare",
+        s.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--a",
+        s0.to_str().unwrap(),
+        "--a",
+        l.to_str().unwrap(),
+        "--b",
+        bs.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        c["a_episodes"].as_array().unwrap().len(),
+        2,
+        "{}",
+        c["a_episodes"]
+    );
+    assert_eq!(c["b_episodes"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_dataset_export_counts_each_episode_once_and_a_dead_rollout_is_partial() {
+    let tmp = session_with_a_dead_rollout();
+    let s = tmp.path().join("session");
+    let out = tmp.path().join("dataset");
+    let r0 = s.join("rollout-000");
+    let r = analyze(&[
+        "export",
+        s.to_str().unwrap(),
+        r0.to_str().unwrap(),
+        "--format",
+        "parquet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains(", 2 episodes;"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rollout-002 has no control_timing.jsonl"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("partial input: 2 of 3 episodes used"),
+        "{}",
+        r.stderr
+    );
+}
