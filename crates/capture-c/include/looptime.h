@@ -47,7 +47,8 @@
 #define LOOPTIME_ERR_UNKNOWN_ID -3
 
 /**
- * The call does not fit the handle's state (finishing twice, for example).
+ * The call does not fit the handle's state: finishing twice, or recording
+ * into a recorder that has finished.
  */
 #define LOOPTIME_ERR_STATE -4
 
@@ -295,8 +296,8 @@ looptime_builder *looptime_builder_new(void);
 void looptime_builder_free(looptime_builder *b);
 
 /**
- * Ring capacity in cycles (at least 1); the newest cycles are kept and the
- * older ones counted as dropped.
+ * Ring capacity in cycles (at least 1; 0 is `LOOPTIME_ERR_INVALID`); the
+ * newest cycles are kept and the older ones counted as dropped.
  *
  * # Safety
  * `b` is NULL or a live builder.
@@ -304,7 +305,8 @@ void looptime_builder_free(looptime_builder *b);
 int32_t looptime_builder_max_cycles(looptime_builder *b, uint64_t cycles);
 
 /**
- * Span slots per cycle (at least 1); spans beyond are counted as dropped.
+ * Span slots per cycle (at least 1; 0 is `LOOPTIME_ERR_INVALID`); spans
+ * beyond are counted as dropped.
  *
  * # Safety
  * `b` is NULL or a live builder.
@@ -451,7 +453,8 @@ int32_t looptime_cycle_end(looptime_recorder *r);
 /**
  * Open a span of `stage`; its id goes to `*span` for `looptime_span_end`.
  * A span that does not fit (slots, depth, or no open cycle) is counted,
- * not an error: `*span` is then `LOOPTIME_NO_SPAN`.
+ * not an error: `*span` is then `LOOPTIME_NO_SPAN`, as it is after every
+ * error (an unknown stage, a finished recorder: `LOOPTIME_ERR_STATE`).
  *
  * # Safety
  * `r` is NULL or a live recorder; `span` is NULL or writable.

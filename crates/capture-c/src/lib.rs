@@ -52,7 +52,8 @@ pub const LOOPTIME_ERR_NULL: i32 = -1;
 pub const LOOPTIME_ERR_INVALID: i32 = -2;
 /// A stage, phase or value id that the recorder's builder did not hand out.
 pub const LOOPTIME_ERR_UNKNOWN_ID: i32 = -3;
-/// The call does not fit the handle's state (finishing twice, for example).
+/// The call does not fit the handle's state: finishing twice, or recording
+/// into a recorder that has finished.
 pub const LOOPTIME_ERR_STATE: i32 = -4;
 /// A file or directory could not be written.
 pub const LOOPTIME_ERR_IO: i32 = -5;
@@ -270,8 +271,8 @@ pub unsafe extern "C" fn looptime_builder_free(b: *mut Builder) {
     unsafe { free_handle(b, "looptime_builder_free") }
 }
 
-/// Ring capacity in cycles (at least 1); the newest cycles are kept and the
-/// older ones counted as dropped.
+/// Ring capacity in cycles (at least 1; 0 is `LOOPTIME_ERR_INVALID`); the
+/// newest cycles are kept and the older ones counted as dropped.
 ///
 /// # Safety
 /// `b` is NULL or a live builder.
@@ -280,6 +281,12 @@ pub unsafe extern "C" fn looptime_builder_max_cycles(b: *mut Builder, cycles: u6
     guard("looptime_builder_max_cycles", || {
         // SAFETY: the caller's contract.
         let b = unsafe { handle(b, "builder") }?;
+        if cycles == 0 {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                "max_cycles is 0; the ring needs at least 1 cycle",
+            ));
+        }
         let n =
             usize::try_from(cycles).map_err(|_| fail(LOOPTIME_ERR_INVALID, "too many cycles"))?;
         b.b.max_cycles(n);
@@ -287,7 +294,8 @@ pub unsafe extern "C" fn looptime_builder_max_cycles(b: *mut Builder, cycles: u6
     })
 }
 
-/// Span slots per cycle (at least 1); spans beyond are counted as dropped.
+/// Span slots per cycle (at least 1; 0 is `LOOPTIME_ERR_INVALID`); spans
+/// beyond are counted as dropped.
 ///
 /// # Safety
 /// `b` is NULL or a live builder.
@@ -296,6 +304,12 @@ pub unsafe extern "C" fn looptime_builder_max_spans_per_cycle(b: *mut Builder, s
     guard("looptime_builder_max_spans_per_cycle", || {
         // SAFETY: the caller's contract.
         let b = unsafe { handle(b, "builder") }?;
+        if spans == 0 {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                "max_spans_per_cycle is 0; a cycle needs at least 1 span slot",
+            ));
+        }
         b.b.max_spans_per_cycle(spans as usize);
         Ok(LOOPTIME_OK)
     })
@@ -411,6 +425,9 @@ pub unsafe extern "C" fn looptime_builder_stage(
         let b = unsafe { handle(b, "builder") }?;
         // SAFETY: the caller's contract.
         let name = unsafe { text(name, "stage name") }?;
+        if id.is_null() {
+            return Err(null_error("id pointer"));
+        }
         let s = b.b.stage(name).map_err(capture_fail)?;
         // SAFETY: the caller's contract.
         unsafe { put(id, b.stages.len() as u32, "id") }?;
@@ -435,6 +452,9 @@ pub unsafe extern "C" fn looptime_builder_phase(
         let b = unsafe { handle(b, "builder") }?;
         // SAFETY: the caller's contract.
         let name = unsafe { text(name, "phase name") }?;
+        if id.is_null() {
+            return Err(null_error("id pointer"));
+        }
         let p = b.b.phase(name).map_err(capture_fail)?;
         // SAFETY: the caller's contract.
         unsafe { put(id, b.phases.len() as u32, "id") }?;
@@ -462,6 +482,9 @@ pub unsafe extern "C" fn looptime_builder_value(
         let b = unsafe { handle(b, "builder") }?;
         // SAFETY: the caller's contract.
         let (name, unit) = unsafe { (text(name, "value name")?, text(unit, "unit")?) };
+        if id.is_null() {
+            return Err(null_error("id pointer"));
+        }
         let kind = match kind {
             LOOPTIME_VALUE_INT => ValueKind::Int,
             LOOPTIME_VALUE_FLOAT => ValueKind::Float,
@@ -492,6 +515,36 @@ pub struct CRecorder {
     phases: Box<[PhaseId]>,
     values: Box<[ValueId]>,
     finished: Option<PathBuf>,
+    /// Open spans of a cycle that a failed finish ended: a retried finish
+    /// still returns `LOOPTIME_WARN_LEFT_OPEN`.
+    left_open: Option<usize>,
+}
+
+/// A recorder that has not finished: recording into a finished one is
+/// `LOOPTIME_ERR_STATE`, never a silent no-op.
+///
+/// # Safety
+/// `r` is NULL or points to a live recorder.
+#[inline]
+unsafe fn live<'a>(r: *mut CRecorder) -> Result<&'a mut CRecorder, Fail> {
+    // SAFETY: the caller's contract.
+    let h = unsafe { handle(r, "recorder") }?;
+    match &h.finished {
+        None => Ok(h),
+        Some(dir) => Err(finished_error(dir)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn finished_error(dir: &Path) -> Fail {
+    fail(
+        LOOPTIME_ERR_STATE,
+        format!(
+            "this recorder already finished into {}; nothing more can be recorded: build a new recorder for the next episode",
+            dir.display()
+        ),
+    )
 }
 
 /// Allocate a recorder from `b` (all of its memory, now) and write it to
@@ -519,6 +572,7 @@ pub unsafe extern "C" fn looptime_recorder_new(b: *const Builder, out: *mut *mut
             phases: phases.into(),
             values: b.values.clone().into(),
             finished: None,
+            left_open: None,
         });
         // SAFETY: checked non-NULL above.
         unsafe { out.write(Box::into_raw(h)) };
@@ -547,7 +601,7 @@ pub unsafe extern "C" fn looptime_recorder_free(r: *mut CRecorder) {
 pub unsafe extern "C" fn looptime_wait_begin(r: *mut CRecorder) -> i32 {
     guard("looptime_wait_begin", || {
         // SAFETY: the caller's contract.
-        unsafe { handle(r, "recorder") }?.rec.begin_wait();
+        unsafe { live(r) }?.rec.begin_wait();
         Ok(LOOPTIME_OK)
     })
 }
@@ -560,7 +614,7 @@ pub unsafe extern "C" fn looptime_wait_begin(r: *mut CRecorder) -> i32 {
 pub unsafe extern "C" fn looptime_wait_end(r: *mut CRecorder) -> i32 {
     guard("looptime_wait_end", || {
         // SAFETY: the caller's contract.
-        unsafe { handle(r, "recorder") }?.rec.end_wait();
+        unsafe { live(r) }?.rec.end_wait();
         Ok(LOOPTIME_OK)
     })
 }
@@ -581,7 +635,7 @@ pub unsafe extern "C" fn looptime_cycle_begin(
 ) -> i32 {
     guard("looptime_cycle_begin", || {
         // SAFETY: the caller's contract.
-        let h = unsafe { handle(r, "recorder") }?;
+        let h = unsafe { live(r) }?;
         let p = *h
             .phases
             .get(phase as usize)
@@ -605,32 +659,39 @@ pub unsafe extern "C" fn looptime_cycle_begin(
 pub unsafe extern "C" fn looptime_cycle_end(r: *mut CRecorder) -> i32 {
     guard("looptime_cycle_end", || {
         // SAFETY: the caller's contract.
-        unsafe { handle(r, "recorder") }?.rec.end_cycle();
+        unsafe { live(r) }?.rec.end_cycle();
         Ok(LOOPTIME_OK)
     })
 }
 
 /// Open a span of `stage`; its id goes to `*span` for `looptime_span_end`.
 /// A span that does not fit (slots, depth, or no open cycle) is counted,
-/// not an error: `*span` is then `LOOPTIME_NO_SPAN`.
+/// not an error: `*span` is then `LOOPTIME_NO_SPAN`, as it is after every
+/// error (an unknown stage, a finished recorder: `LOOPTIME_ERR_STATE`).
 ///
 /// # Safety
 /// `r` is NULL or a live recorder; `span` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_span_begin(r: *mut CRecorder, stage: u32, span: *mut u64) -> i32 {
     guard("looptime_span_begin", || {
+        if span.is_null() {
+            return Err(null_error("span pointer"));
+        }
+        // Every path that stores no span leaves LOOPTIME_NO_SPAN behind, so
+        // that a caller never ends a stale id.
+        // SAFETY: checked non-NULL above; writable by the caller's contract.
+        unsafe { span.write(LOOPTIME_NO_SPAN) };
         // SAFETY: the caller's contract.
-        let h = unsafe { handle(r, "recorder") }?;
+        let h = unsafe { live(r) }?;
         let s = *h
             .stages
             .get(stage as usize)
             .ok_or_else(|| unknown_id("stage", stage, h.stages.len()))?;
-        if span.is_null() {
-            return Err(null_error("span pointer"));
-        }
         let token = h.rec.begin_span(s);
-        // SAFETY: checked non-NULL above.
-        unsafe { span.write(token.to_bits()) };
+        if token.is_recorded() {
+            // SAFETY: as above.
+            unsafe { span.write(token.to_bits()) };
+        }
         Ok(LOOPTIME_OK)
     })
 }
@@ -644,7 +705,7 @@ pub unsafe extern "C" fn looptime_span_begin(r: *mut CRecorder, stage: u32, span
 pub unsafe extern "C" fn looptime_span_end(r: *mut CRecorder, span: u64) -> i32 {
     guard("looptime_span_end", || {
         // SAFETY: the caller's contract.
-        let h = unsafe { handle(r, "recorder") }?;
+        let h = unsafe { live(r) }?;
         h.rec.end_span(SpanToken::from_bits(span));
         Ok(LOOPTIME_OK)
     })
@@ -657,7 +718,7 @@ unsafe fn value_of<'a>(
     value: u32,
 ) -> Result<(&'a mut CRecorder, ValueId), Fail> {
     // SAFETY: the caller's contract.
-    let h = unsafe { handle(r, "recorder") }?;
+    let h = unsafe { live(r) }?;
     let v = *h
         .values
         .get(value as usize)
@@ -773,8 +834,11 @@ pub unsafe extern "C" fn looptime_recorder_finish(
                 format!("this recorder already finished into {}; build a new recorder for the next episode", done.display()),
             ));
         }
-        let open = h.rec.open_spans();
-        let was_in_cycle = h.rec.in_cycle();
+        // What the first attempt found open stays known across a failed
+        // finish, so a retry reports it too.
+        if h.rec.in_cycle() {
+            h.left_open = Some(h.rec.open_spans());
+        }
         h.rec.end_cycle();
         let status = if complete {
             CaptureStatus::Complete
@@ -783,7 +847,7 @@ pub unsafe extern "C" fn looptime_recorder_finish(
         };
         h.rec.finish(Path::new(dir), status).map_err(capture_fail)?;
         h.finished = Some(PathBuf::from(dir));
-        if was_in_cycle {
+        if let Some(open) = h.left_open {
             set_last_error(&format!(
                 "looptime_recorder_finish: the last cycle was still open with {open} open span(s); it was ended at finish \
                  and its open spans marked closed_by_cycle_end. The evidence is written to {dir}"

@@ -1,6 +1,7 @@
 /* Bad use of the C ABI returns an error code with a message and never
  * crashes: NULL handles and pointers, unknown ids, wrong value kinds, bad
- * settings, finishing twice, and a span left open at finish. */
+ * settings, finishing twice, recording after finish, a retried finish, a
+ * dropped span, and a span left open at finish. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -40,6 +41,13 @@ static void bad_settings(void) {
     CHECK(b != NULL);
     CHECK_ERR(looptime_builder_stage(b, NULL, &id), LOOPTIME_ERR_NULL, "stage name is NULL");
     CHECK_ERR(looptime_builder_stage(b, "sense", NULL), LOOPTIME_ERR_NULL, "id pointer is NULL");
+    CHECK_ERR(looptime_builder_phase(b, "go", NULL), LOOPTIME_ERR_NULL, "id pointer is NULL");
+    CHECK_ERR(looptime_builder_value(b, "v", LOOPTIME_VALUE_INT, "", NULL), LOOPTIME_ERR_NULL,
+              "id pointer is NULL");
+    /* A refused call registered nothing: the same names register now. */
+    CHECK(looptime_builder_stage(b, "sense", &id) == LOOPTIME_OK && id == 0);
+    CHECK(looptime_builder_phase(b, "go", &id) == LOOPTIME_OK && id == 0);
+    CHECK(looptime_builder_value(b, "v", LOOPTIME_VALUE_INT, "", &id) == LOOPTIME_OK && id == 0);
     CHECK_ERR(looptime_builder_stage(b, "\xff\xfe", &id), LOOPTIME_ERR_INVALID, "not UTF-8");
     CHECK_ERR(looptime_builder_value(b, "v", 7, "", &id), LOOPTIME_ERR_INVALID, "value kind 7");
     CHECK_ERR(looptime_builder_ring(b, 9), LOOPTIME_ERR_INVALID, "ring storage 9");
@@ -47,13 +55,10 @@ static void bad_settings(void) {
     CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_OK);
     CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_ERR_INVALID);
     CHECK(strstr(looptime_last_error(), "dup") != NULL);
-    /* A zero capacity is refused when the recorder is built, not before. */
-    {
-        looptime_recorder *r = NULL;
-        CHECK(looptime_builder_max_cycles(b, 0) == LOOPTIME_OK);
-        CHECK(looptime_recorder_new(b, &r) == LOOPTIME_ERR_INVALID);
-        CHECK(r == NULL);
-    }
+    /* A zero capacity is refused at the call that sets it. */
+    CHECK_ERR(looptime_builder_max_cycles(b, 0), LOOPTIME_ERR_INVALID, "max_cycles is 0");
+    CHECK_ERR(looptime_builder_max_spans_per_cycle(b, 0), LOOPTIME_ERR_INVALID,
+              "max_spans_per_cycle is 0");
     looptime_builder_free(b);
 
     cfg.spin_margin_ns = 9000000; /* above half the period */
@@ -83,7 +88,9 @@ static void unknown_ids_finish_twice_and_open_span(const char *dir) {
     CHECK_ERR(looptime_cycle_begin(r, 3, LOOPTIME_NO_TARGET, false, 0), LOOPTIME_ERR_UNKNOWN_ID,
               "phase id 3");
     CHECK(looptime_cycle_begin(r, running, 1000, false, 0) == LOOPTIME_OK);
+    span = 12345; /* a stale id from an earlier call */
     CHECK_ERR(looptime_span_begin(r, 42, &span), LOOPTIME_ERR_UNKNOWN_ID, "stage id 42");
+    CHECK(span == LOOPTIME_NO_SPAN);
     CHECK_ERR(looptime_set_int(r, 9, 1), LOOPTIME_ERR_UNKNOWN_ID, "value id 9");
     CHECK_ERR(looptime_set_int(r, rate, 1), LOOPTIME_ERR_INVALID, "float value");
     CHECK_ERR(looptime_set_float(r, frame, 1.0), LOOPTIME_ERR_INVALID, "integer value");
@@ -107,6 +114,66 @@ static void unknown_ids_finish_twice_and_open_span(const char *dir) {
     CHECK(counts.total_cycles == 2 && counts.retained_cycles == 2 && counts.dropped_cycles == 0);
 
     CHECK_ERR(looptime_recorder_finish(r, dir, true), LOOPTIME_ERR_STATE, "already finished");
+    /* Recording into a finished recorder is an error, never a silent no-op,
+     * and writes nothing. */
+    CHECK_ERR(looptime_cycle_begin(r, running, 3000, false, 0), LOOPTIME_ERR_STATE,
+              "already finished");
+    span = 7;
+    CHECK_ERR(looptime_span_begin(r, sense, &span), LOOPTIME_ERR_STATE, "already finished");
+    CHECK(span == LOOPTIME_NO_SPAN);
+    CHECK_ERR(looptime_set_int(r, frame, 1), LOOPTIME_ERR_STATE, "already finished");
+    CHECK_ERR(looptime_set_float(r, rate, 1.0), LOOPTIME_ERR_STATE, "already finished");
+    CHECK_ERR(looptime_cycle_end(r), LOOPTIME_ERR_STATE, "already finished");
+    CHECK(count_lines(dir, "control_timing.jsonl") == 3);
+    looptime_recorder_free(r);
+}
+
+static void a_dropped_span_is_no_span_in_every_cycle(void) {
+    /* One span slot a cycle: the second span of each cycle is dropped, and
+     * its id is LOOPTIME_NO_SPAN in the first cycle and every later one. */
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    looptime_counts counts;
+    uint32_t sense;
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_max_spans_per_cycle(b, 1) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "sense", &sense) == LOOPTIME_OK);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+    for (int c = 0; c < 5; c++) {
+        uint64_t kept = 0, dropped = 0;
+        CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+        CHECK(looptime_span_begin(r, sense, &kept) == LOOPTIME_OK);
+        CHECK(looptime_span_begin(r, sense, &dropped) == LOOPTIME_OK);
+        CHECK(kept != LOOPTIME_NO_SPAN);
+        CHECK(dropped == LOOPTIME_NO_SPAN);
+        CHECK(looptime_span_end(r, dropped) == LOOPTIME_OK);
+        CHECK(looptime_span_end(r, kept) == LOOPTIME_OK);
+        CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+    }
+    CHECK(looptime_recorder_counts(r, &counts) == LOOPTIME_OK);
+    CHECK(counts.spans_dropped == 5);
+    looptime_recorder_free(r);
+}
+
+static void a_retried_finish_still_warns_of_open_spans(const char *dir) {
+    /* The first finish fails (no such directory) after ending the open
+     * cycle; the retry writes the same evidence and still warns. */
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    uint32_t sense;
+    uint64_t span = 0;
+    char missing[4096];
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "sense", &sense) == LOOPTIME_OK);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+    CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(r, sense, &span) == LOOPTIME_OK);
+    snprintf(missing, sizeof missing, "%s/no/such/dir", dir);
+    CHECK_ERR(looptime_recorder_finish(r, missing, true), LOOPTIME_ERR_IO, "no/such/dir");
+    CHECK_ERR(looptime_recorder_finish(r, dir, true), LOOPTIME_WARN_LEFT_OPEN, "1 open span(s)");
+    CHECK(count_lines(dir, "control_timing.jsonl") == 2);
     looptime_recorder_free(r);
 }
 
@@ -130,11 +197,14 @@ static void finish_into_a_missing_directory_can_be_retried(const char *dir) {
 int main(void) {
     char a[] = "/tmp/looptime-abi-XXXXXX";
     char b[] = "/tmp/looptime-abi-XXXXXX";
-    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL);
+    char c[] = "/tmp/looptime-abi-XXXXXX";
+    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL && mkdtemp(c) != NULL);
     CHECK(strcmp(looptime_version(), "0.1.0") == 0);
     null_handles();
     bad_settings();
     unknown_ids_finish_twice_and_open_span(a);
     finish_into_a_missing_directory_can_be_retried(b);
+    a_retried_finish_still_warns_of_open_spans(c);
+    a_dropped_span_is_no_span_in_every_cycle();
     return finish_tests("abi_misuse");
 }
