@@ -37,7 +37,7 @@ use looptime_runtime::rt::{setup_control_thread, RealtimeObtained, RealtimeReque
 use looptime_runtime::scheduler::{OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig};
 use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
 /// Frames beyond the recorder's depth limit are still tracked here, so
 /// that every `__exit__` pops what its `__enter__` pushed.
@@ -71,8 +71,15 @@ fn find<'a, T>(names: &'a [Named<T>], obj: &Bound<'_, PyAny>) -> Option<&'a Name
     names.iter().find(|n| obj.eq(&n.name).unwrap_or(false))
 }
 
-/// Resolve `obj`, a registered name or an id, in `names`.
+/// Resolve `obj`, a registered name or an id, in `names`. A `bool` is
+/// refused although Python counts it as an `int`: `True` as stage id 1 is a
+/// mistake, never a meaning.
 fn resolve<T: Copy>(names: &[Named<T>], obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "a {what} is its name (str) or its id (int), not bool ({obj})"
+        )));
+    }
     if obj.is_instance_of::<PyInt>() {
         // Small ints are cached by CPython: extracting one allocates nothing.
         if let Ok(i) = obj.extract::<usize>() {
@@ -101,6 +108,32 @@ fn resolve<T: Copy>(names: &[Named<T>], obj: &Bound<'_, PyAny>, what: &str) -> P
             .name()
             .map_or_else(|_| "?".into(), |n| n.to_string())
     )))
+}
+
+/// A capacity argument: an `int` (not a `bool`) from 1 to `max`, else a
+/// `ValueError` (or `TypeError`) naming the argument and its range.
+fn capacity(obj: &Bound<'_, PyAny>, name: &str, max: u64) -> PyResult<usize> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int from 1 to {max}, not {}",
+            obj.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        )));
+    }
+    match obj.extract::<i64>() {
+        Ok(n) if n >= 1 && n as u64 <= max => Ok(n as usize),
+        _ => Err(PyValueError::new_err(format!(
+            "{name} must be from 1 to {max}, got {obj}"
+        ))),
+    }
+}
+
+/// The error of a recording call on a finished recorder.
+fn finished_err(dir: &str) -> PyErr {
+    PyRuntimeError::new_err(format!(
+        "this recorder already finished into {dir}; nothing more can be recorded: build a new Recorder for the next episode"
+    ))
 }
 
 fn capture_err(e: looptime_capture::CaptureError) -> PyErr {
@@ -254,7 +287,9 @@ impl Scheduler {
         recorder: Option<&Bound<'_, Recorder>>,
     ) -> PyResult<Py<Tick>> {
         if let Some(r) = recorder {
-            r.borrow_mut().rec.begin_wait();
+            let mut r = r.borrow_mut();
+            r.live()?;
+            r.rec.begin_wait();
         }
         let t = if self.release_gil_during_spin {
             let s = &mut self.s;
@@ -377,11 +412,23 @@ pub struct Recorder {
     finished: Option<String>,
 }
 
+impl Recorder {
+    /// Ok while the recorder has not finished; recording after finish is a
+    /// `RuntimeError`, never a silent no-op.
+    #[inline]
+    fn live(&self) -> PyResult<()> {
+        match &self.finished {
+            None => Ok(()),
+            Some(dir) => Err(finished_err(dir)),
+        }
+    }
+}
+
 #[pymethods]
 impl Recorder {
     #[new]
-    #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = 20000,
-                        max_spans_per_cycle = 16, thread_cpu = true, nominal_period_ns = None,
+    #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
+                        max_spans_per_cycle = None, thread_cpu = true, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -390,14 +437,22 @@ impl Recorder {
         phases: Option<Vec<String>>,
         attributes: Option<&Bound<'_, PyDict>>,
         values: Option<&Bound<'_, PyDict>>,
-        max_cycles: usize,
-        max_spans_per_cycle: usize,
+        max_cycles: Option<&Bound<'_, PyAny>>,
+        max_spans_per_cycle: Option<&Bound<'_, PyAny>>,
         thread_cpu: bool,
         nominal_period_ns: Option<u64>,
         ring: &str,
         episode_dir: Option<PathBuf>,
         metadata: Option<std::collections::BTreeMap<String, String>>,
     ) -> PyResult<Self> {
+        // The builder refuses what no recorder can hold (its own ceilings,
+        // and the memory budget); these refuse what no count can mean.
+        // None stands for the defaults (20000 cycles, 16 span slots).
+        let max_cycles =
+            max_cycles.map_or(Ok(20_000), |c| capacity(c, "max_cycles", u32::MAX as u64))?;
+        let max_spans_per_cycle = max_spans_per_cycle.map_or(Ok(16), |c| {
+            capacity(c, "max_spans_per_cycle", u16::MAX as u64)
+        })?;
         let mut b = RecorderBuilder::new();
         b.max_cycles(max_cycles)
             .max_spans_per_cycle(max_spans_per_cycle)
@@ -522,13 +577,17 @@ impl Recorder {
     }
 
     /// Mark the start of the wait before the next cycle.
-    fn begin_wait(&mut self) {
+    fn begin_wait(&mut self) -> PyResult<()> {
+        self.live()?;
         self.rec.begin_wait();
+        Ok(())
     }
 
     /// Mark the end of the wait (after sleep and spin).
-    fn end_wait(&mut self) {
+    fn end_wait(&mut self) -> PyResult<()> {
+        self.live()?;
         self.rec.end_wait();
+        Ok(())
     }
 
     /// Begin a cycle in `phase` (name or id), for the release point in
@@ -539,6 +598,7 @@ impl Recorder {
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
     ) -> PyResult<()> {
+        self.live()?;
         let p = resolve(&self.phases, phase, "phase")?;
         let release = tick.map_or(Release::NONE, |t| t.release());
         self.rec.begin_cycle(p, release);
@@ -548,9 +608,11 @@ impl Recorder {
 
     /// End the open cycle; spans still open are closed now and marked
     /// `closed_by_cycle_end`.
-    fn end_cycle(&mut self) {
+    fn end_cycle(&mut self) -> PyResult<()> {
+        self.live()?;
         self.rec.end_cycle();
         self.n_open = 0;
+        Ok(())
     }
 
     /// `with rec.cycle(phase, tick):` — the cycle begins on entry and ends
@@ -561,6 +623,7 @@ impl Recorder {
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
+        slf.live()?;
         let p = resolve(&slf.phases, phase, "phase")?;
         let release = tick.map_or(Release::NONE, |t| t.release());
         slf.pending = Pending::Cycle(p, release);
@@ -575,6 +638,7 @@ impl Recorder {
         stage: &Bound<'_, PyAny>,
         mode: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
+        slf.live()?;
         let s = resolve(&slf.stages, stage, "stage")?;
         let m = match mode {
             Some(m) => Some(resolve(&slf.modes, m, "mode")?),
@@ -645,6 +709,7 @@ impl Recorder {
         stage: &Bound<'_, PyAny>,
         mode: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
+        self.live()?;
         let s = resolve(&self.stages, stage, "stage")?;
         let m = match mode {
             Some(m) => Some(resolve(&self.modes, m, "mode")?),
@@ -667,9 +732,10 @@ impl Recorder {
     /// is valid until its cycle ends; one that names no open span is
     /// ignored.
     #[pyo3(signature = (position = None))]
-    fn end_span(&mut self, position: Option<usize>) {
+    fn end_span(&mut self, position: Option<usize>) -> PyResult<()> {
+        self.live()?;
         let Some(i) = position.or(self.n_open.checked_sub(1)) else {
-            return;
+            return Ok(());
         };
         if i < self.n_open {
             if i < STACK {
@@ -677,11 +743,13 @@ impl Recorder {
             }
             self.n_open = i;
         }
+        Ok(())
     }
 
     /// Set caller value `value` (name or id) for the open cycle: an `int`
     /// for an int value, an `int` or `float` for a float value.
     fn set_value(&mut self, value: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.live()?;
         let id = resolve(&self.values, value, "value")?;
         match id.kind() {
             ValueKind::Int => {
@@ -729,9 +797,7 @@ impl Recorder {
             }
         };
         if let Some(done) = &self.finished {
-            return Err(PyRuntimeError::new_err(format!(
-                "this recorder already finished into {done}; build a new Recorder for the next episode"
-            )));
+            return Err(finished_err(done));
         }
         self.rec.end_cycle();
         self.depth = 0;

@@ -186,6 +186,12 @@ def test_add_arguments_and_open_episode_write_serve_layout(tmp_path):
         (dict(stages=["a"], ring="disk"), ValueError, "ring must be"),
         (dict(stages=["a"], max_cycles=0), ValueError, "max_cycles"),
         (dict(stages=["a"], max_spans_per_cycle=5000), ValueError, "max_spans_per_cycle"),
+        # A negative capacity is a ValueError naming the argument and its
+        # range, not an OverflowError from the int conversion.
+        (dict(stages=["a"], max_cycles=-5), ValueError, "max_cycles must be from 1 to"),
+        (dict(stages=["a"], max_spans_per_cycle=-1), ValueError, "max_spans_per_cycle must be from 1"),
+        (dict(stages=["a"], max_cycles=2**70), ValueError, "max_cycles must be from 1 to"),
+        (dict(stages=["a"], max_cycles=True), TypeError, "max_cycles must be an int"),
     ],
 )
 def test_recorder_setup_mistakes_raise_clearly(kw, exc, needle):
@@ -204,6 +210,13 @@ def test_naming_mistakes_raise_at_lookup():
         rec.span("sense", mode="sideways")
     with pytest.raises(TypeError, match="name \\(str\\) or its id \\(int\\)"):
         rec.stage_id(1.5)
+    # bool is an int in Python; as an id it is a mistake, refused.
+    with pytest.raises(TypeError, match="not bool"):
+        rec.span(True)
+    with pytest.raises(TypeError, match="not bool"):
+        rec.begin_span(False)
+    with pytest.raises(TypeError, match="not bool"):
+        rec.begin_cycle(True)
     rec.begin_cycle("running")
     with pytest.raises(TypeError, match="int value; got float"):
         rec.set_value("frame", 1.5)
@@ -281,6 +294,31 @@ def test_finish_into_an_unwritable_directory_raises_and_loses_nothing(tmp_path):
         rec.finish(tmp_path)
     with pytest.raises(ValueError, match="status must be"):
         small_recorder().finish(tmp_path, status="done")
+
+
+def test_recording_after_finish_raises_and_writes_nothing(tmp_path):
+    rec = small_recorder()
+    with rec.cycle("running"):
+        pass
+    report = rec.finish(tmp_path)
+    before = pathlib.Path(report.cycles_path).read_bytes()
+    calls = [
+        lambda: rec.begin_cycle("running"),
+        lambda: rec.cycle("running"),
+        lambda: rec.end_cycle(),
+        lambda: rec.span("sense"),
+        lambda: rec.begin_span("sense"),
+        lambda: rec.end_span(),
+        lambda: rec.set_value("frame", 1),
+        lambda: rec.begin_wait(),
+        lambda: rec.end_wait(),
+        lambda: looptime.Scheduler(period_s=0.001).wait(rec),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="already finished"):
+            call()
+    assert rec.total_cycles == 1
+    assert pathlib.Path(report.cycles_path).read_bytes() == before
 
 
 def test_an_open_cycle_and_span_are_closed_at_finish(tmp_path):
