@@ -453,6 +453,35 @@ mod bad_input {
     }
 
     #[test]
+    fn missing_file_beside_thread_files_says_the_process_died_while_finishing() {
+        // SIGINT, then SIGKILL 50-100 ms later: the finish had written one
+        // thread's file and was writing another's when the process died.
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("manifest.json"), "{}").unwrap();
+        std::fs::write(
+            tmp.path().join("control_timing.policy_worker.jsonl"),
+            b"{}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            tmp.path()
+                .join(".control_timing.camera_reader.jsonl.4243.tmp"),
+            b"{",
+        )
+        .unwrap();
+        let r = fails(
+            tmp.path(),
+            &[
+                "died while finishing",
+                "control_timing.policy_worker.jsonl written",
+                ".control_timing.camera_reader.jsonl.4243.tmp",
+                "looptime recover",
+            ],
+        );
+        assert!(!r.stderr.contains("before its finish"), "{}", r.stderr);
+    }
+
+    #[test]
     fn empty_file() {
         let tmp = damaged("v1/serve-episode", |_| String::new());
         fails(tmp.path(), &["control_timing.jsonl", "empty"]);

@@ -155,7 +155,9 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut next = error.source();
     while let Some(e) = next {
         let text = e.to_string();
-        if !text.is_empty() {
+        // A message that already quotes its source (`cannot write X: {source}`)
+        // states it once, not twice.
+        if !text.is_empty() && !out.ends_with(&text) {
             out.push_str(": ");
             out.push_str(&text);
         }

@@ -362,6 +362,22 @@ fn kill_9_at_22_moments_then_recover_gives_the_uninterrupted_cycles() {
             ["recovered", "complete"].contains(&state.as_str()),
             "{name}: state {state}"
         );
+        if summary.status == CaptureStatus::Recovered {
+            // The ring never wrapped (450 cycles, capacity 20000): the
+            // cycle in progress at the kill is not reported as overflow.
+            let r = summary.recovery.as_ref().unwrap();
+            assert_eq!(report["capture"]["dropped_cycles"], 0, "{name} {moment:?}");
+            assert_eq!(
+                report["capture"]["lost_at_kill"],
+                r.in_progress_records + r.torn_records,
+                "{name} {moment:?}"
+            );
+            let caveats = report["caveats"].to_string();
+            assert!(
+                !caveats.contains("ring full"),
+                "{name} {moment:?}: {caveats}"
+            );
+        }
         // The manifest written before the first cycle now says recovered.
         let manifest: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();

@@ -39,6 +39,39 @@ pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
             t.name, t.bytes, t.pid
         );
     }
+    // The finish writes the background threads' files before the control
+    // thread's: their files (or a temporary of one) without the control
+    // JSONL mean the process died while finishing, not before.
+    let mut thread_files: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with("control_timing.") && n.ends_with(".jsonl") && n != CYCLES_FILE)
+        .collect();
+    thread_files.sort();
+    let thread_temp = temps
+        .iter()
+        .find(|t| t.target.starts_with("control_timing.") && t.target.ends_with(".jsonl"));
+    if !thread_files.is_empty() || thread_temp.is_some() {
+        let mut what = Vec::new();
+        if !thread_files.is_empty() {
+            what.push(format!(
+                "the background threads' {} written",
+                thread_files.join(", ")
+            ));
+        }
+        if let Some(t) = thread_temp {
+            what.push(format!(
+                "{} ({} bytes) left mid-write by process {}",
+                t.name, t.bytes, t.pid
+            ));
+        }
+        return format!(
+            "the process died while finishing (a signal or kill during the finish): {}, but not the control thread's file, which the finish writes after them; `looptime recover` rebuilds the evidence from the shared-memory rings if they are still there (run.timing_ring = \"shm\", the default)",
+            what.join("; ")
+        );
+    }
     let manifest = std::fs::read_to_string(dir.join("manifest.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());

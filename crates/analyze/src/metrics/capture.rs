@@ -54,10 +54,23 @@ pub fn capture_report(ev: &Evidence) -> CaptureReport {
     let h = &ev.header;
     let summary = ev.summary.as_ref();
     let (first, last) = (ev.cycles.first(), ev.cycles.last());
+    // A recovered summary's dropped count includes the cycles that were in
+    // progress or torn at the kill (the ring's writer had begun them); they
+    // were never dropped by overflow, so they are reported apart. Episodes
+    // recovered before this rule read right too: nothing in the files
+    // changes, only how the two counts are told apart.
+    let lost_at_kill = summary
+        .and_then(|s| s.recovery.as_ref())
+        .map(|r| r.in_progress_records + r.torn_records);
     CaptureReport {
         capacity_cycles: h.capacity.max_cycles,
         retained_cycles: ev.cycles.len() as u64,
-        dropped_cycles: summary.map(|s| s.capture.dropped_cycles),
+        dropped_cycles: summary.map(|s| {
+            s.capture
+                .dropped_cycles
+                .saturating_sub(lost_at_kill.unwrap_or(0))
+        }),
+        lost_at_kill,
         spans_dropped_retained: ev.cycles.iter().map(|c| c.spans_dropped as u64).sum(),
         spans_dropped_total: summary.map(|s| s.capture.spans_dropped),
         first_cycle: first.map(|c| c.cycle),
@@ -93,6 +106,9 @@ pub fn caveats(
         out.push("truncated: the last line of control_timing.jsonl was cut off (an abrupt end) and was ignored".to_string());
     }
     let n = ev.cycles.len();
+    if let Some(k) = capture.lost_at_kill.filter(|k| *k > 0) {
+        out.push(format!("lost at the kill: {k} cycle(s) in progress (or torn) when the process died, not retained; this is not ring overflow"));
+    }
     if let Some(d) = capture.dropped_cycles.filter(|d| *d > 0) {
         out.push(format!("ring full: {d} earlier cycles were dropped; only the latest {n} were kept (raise run.timing_max_cycles to keep more)"));
     }

@@ -54,8 +54,15 @@ pub struct CaptureReport {
     pub capacity_cycles: u64,
     /// Cycles read from the JSONL.
     pub retained_cycles: u64,
-    /// Earlier cycles dropped by the ring (from the summary; absent when incomplete).
+    /// Earlier cycles dropped by the ring's overflow (from the summary;
+    /// absent when incomplete). For a recovered episode, the cycles that
+    /// were in progress or torn at the kill are not counted here but in
+    /// `lost_at_kill`.
     pub dropped_cycles: Option<u64>,
+    /// Recovered episodes only: cycles in progress (or torn) at the kill,
+    /// not retained (`recovery.in_progress_records + torn_records`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at_kill: Option<u64>,
     /// Spans dropped in the retained cycles (sum of their `spans_dropped`).
     pub spans_dropped_retained: u64,
     /// Spans dropped over the whole run (from the summary).

@@ -77,8 +77,21 @@ pub struct Plot {
 type Draw<'a> = Box<dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Result<(), String> + 'a>;
 type DrawPng<'a> = Box<dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Result<(), String> + 'a>;
 
-fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("{e:?}")
+/// plotters' error as a sentence: its `Display` chain (the backend's own
+/// message, an OS error among them), never the `Debug` form of its nested
+/// wrappers.
+fn err<E: std::error::Error>(e: E) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
 }
 
 /// Keep at most `max` points: per bucket of x, the min and max y.

@@ -565,3 +565,83 @@ fn a_plot_that_cannot_be_written_is_one_sentence_naming_the_path() {
         )
     );
 }
+
+#[test]
+fn a_recovered_episode_tells_the_cycle_lost_at_the_kill_from_ring_overflow() {
+    // A summary as `looptime recover` writes it for a 70-cycle run killed
+    // with one cycle in progress: the ring never wrapped (capacity 20000),
+    // total 71 begun, 70 retained, so capture.dropped_cycles = 71 - 70 = 1,
+    // and that one is the in-progress record, not overflow.
+    let r = doctored_summary(|s| {
+        s["status"] = "recovered".into();
+        s["capture"]["total_cycles"] = 71.into();
+        s["capture"]["dropped_cycles"] = 1.into();
+        s["recovery"] = serde_json::json!({
+            "ring_file": "/dev/shm/looptime-1-x.ring", "writer_pid": 1, "ring_state": "recording",
+            "cycles_recovered": 70, "in_progress_records": 1, "torn_records": 0,
+            "last_complete_cycle": 69, "last_complete_end_ns": 1898756712776u64
+        });
+    });
+    assert_eq!(r["state"], "recovered");
+    assert_eq!(r["capture"]["dropped_cycles"], 0, "no ring overflow");
+    assert_eq!(r["capture"]["lost_at_kill"], 1);
+    let said = caveats(&r);
+    assert!(!said.iter().any(|c| c.starts_with("ring full")), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|c| c.starts_with("lost at the kill: 1 cycle(s)")),
+        "{said:?}"
+    );
+    // A recovered ring that did wrap: 3 dropped by overflow besides the one
+    // in progress (dropped_cycles 4 in the summary).
+    let r = doctored_summary(|s| {
+        s["status"] = "recovered".into();
+        s["capture"]["dropped_cycles"] = 4.into();
+        s["recovery"] = serde_json::json!({
+            "ring_file": "r", "writer_pid": 1, "ring_state": "recording",
+            "cycles_recovered": 70, "in_progress_records": 1, "torn_records": 0,
+            "last_complete_cycle": 69, "last_complete_end_ns": 1898756712776u64
+        });
+    });
+    assert_eq!(r["capture"]["dropped_cycles"], 3);
+    assert!(caveats(&r)
+        .iter()
+        .any(|c| c.starts_with("ring full: 3 earlier")));
+    // A complete episode has no lost_at_kill field at all.
+    let r = doctored_summary(|_| {});
+    assert!(r["capture"].get("lost_at_kill").is_none());
+}
+
+#[test]
+fn write_errors_state_the_os_error_once_and_exit_3() {
+    // --output into a missing directory.
+    let ep = fixture("v1/serve-episode");
+    let r = analyze(&[
+        "--episode",
+        ep.to_str().unwrap(),
+        "--json",
+        "--output",
+        "/nonexistent/x.json",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim(),
+        "error: cannot write /nonexistent/x.json: No such file or directory (os error 2)"
+    );
+    // stdout is a pipe whose reader is gone before the analyzer starts, so
+    // its first write fails with EPIPE, whatever the machine's load.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
+        .args(["--episode", ep.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: cannot write <stdout>: Broken pipe (os error 32)"
+    );
+}
