@@ -17,6 +17,7 @@ With --spark, the same SQL files also run on PySpark in local mode
 """
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,7 +74,7 @@ def check_fleet(analyzer, tmp, eps, phases, dirs):
     import pyarrow.parquet as pq
     out = tmp / "fleet"
     roots = [tmp / "paced", tmp / "uncapped", tmp / "spiky", ROOT / "fixtures/v1/serve-episode",
-             ROOT / "fixtures/v2/serve-episode"]
+             ROOT / "fixtures/v2/serve-episode", tmp / "odd"]
     res = run(analyzer, "fleet", *roots, "--out", out, "--jobs", "2")
     table = pq.read_table(out / "fleet.parquet")
     types = {f.name: f.type for f in table.schema}
@@ -102,6 +103,26 @@ def check_fleet(analyzer, tmp, eps, phases, dirs):
           f"{len(flagged)} overrun outliers, the spiky rollouts among them")
 
 
+# A robot name with non-ASCII letters, a space and characters Hive escapes,
+# and an empty one: the dataset's keys must read back exactly in DuckDB and
+# Spark (the empty one as the documented placeholder `unknown`).
+ODD_ROBOT = "ü-東京 #1:a=b/c"
+
+
+def odd_robots(root):
+    """Copies of the v1 serve fixture whose manifests name the robots
+    ODD_ROBOT and "" (host.hostname)."""
+    out = []
+    for name, host in (("odd", ODD_ROBOT), ("empty", "")):
+        d = root / name
+        shutil.copytree(ROOT / "fixtures/v1/serve-episode", d)
+        m = json.loads((d / "manifest.json").read_text())
+        m["host"]["hostname"] = host
+        (d / "manifest.json").write_text(json.dumps(m))
+        out.append(d)
+    return out
+
+
 def main():
     analyzer, looptime = sys.argv[1], sys.argv[2]
     spark = "--spark" in sys.argv
@@ -113,6 +134,7 @@ def main():
         eps += record(looptime, tmp / "spiky", base.replace("duration_s = 0.3", "duration_s = 0.5") +
                       "[stages.adapter_decode.cost]\nspike_probability = 0.2\nspike_us = 12000.0\n", 2)
         eps += [ROOT / "fixtures/v1/serve-episode", ROOT / "fixtures/v2/serve-episode"]
+        eps += odd_robots(tmp / "odd")
         assert len(eps) >= 20, len(eps)
         dataset = tmp / "dataset"
         run(analyzer, "export", *eps, "--format", "parquet", "--out", dataset)
@@ -122,6 +144,8 @@ def main():
             f"SELECT robot, session, rollout, episode_dir FROM read_parquet('{dataset}/episodes/**/*.parquet', "
             "hive_partitioning = true, hive_types_autocast = false)").fetchall()}
         assert len(dirs) == len(eps), (len(dirs), len(eps))
+        robots = {k[0] for k in dirs.values()}
+        assert ODD_ROBOT in robots and "unknown" in robots and "" not in robots, robots
         phases = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "phase_figures.sql")}
         stages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["path"], r["attrs"]): r
                   for r in duckdb_rows(dataset, "stage_p99.sql")}

@@ -559,6 +559,15 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
                     dir.display(),
                     crate::render::text::terminal_safe(&looptime_capture::error_chain(&e))
                 );
+                // Its earlier export, if any, would otherwise stay as if
+                // this one had succeeded.
+                for part in crate::export::parquet::remove_episode(&req.out, dir)? {
+                    eprintln!(
+                        "removed {}'s earlier export from the dataset: {} (in every table)",
+                        dir.display(),
+                        part.display()
+                    );
+                }
                 first_error.get_or_insert(e);
             }
         }

@@ -233,13 +233,15 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Serve(a) => {
             let (config, config_source) = resolve_config(&a)?;
             let stop = Arc::new(AtomicBool::new(false));
-            let watcher = SignalWatcher::start(stop.clone())?;
+            let state = Arc::new(crate::control::LoopState::default());
+            let watcher = SignalWatcher::start(stop.clone(), state.clone())?;
             let opts = ServeOptions {
                 config,
                 config_source,
             };
             let mut out = std::io::stdout();
-            let outcome = serve::serve(&opts, stop, &mut out, || Box::new(std::io::stderr()));
+            let outcome =
+                serve::serve(&opts, stop, state, &mut out, || Box::new(std::io::stderr()));
             watcher.stop();
             let outcome = outcome?;
             out.flush()?;
@@ -253,8 +255,10 @@ pub fn run(cli: Cli) -> Result<i32> {
 }
 
 /// SIGINT and SIGTERM, handled on a thread of their own. The first sets the
-/// stop flag (the loop ends after its current cycle and the evidence is
-/// written marked aborted). Later ones do not cut the finish short: they say
+/// stop flag and says what it meets ([`crate::control::LoopState`]): a
+/// running loop ends after its current cycle and its evidence is written
+/// marked aborted; a loop that had already ended is being written and stays
+/// complete. Later ones do not cut the finish short: they say
 /// on stderr that the evidence is being written and how to stop at once
 /// (SIGKILL, which loses what is not yet written; the next `serve` removes
 /// its temporary files). Nothing is ever exited silently.
@@ -264,7 +268,11 @@ struct SignalWatcher {
 }
 
 impl SignalWatcher {
-    fn start(stop: Arc<AtomicBool>) -> Result<SignalWatcher> {
+    fn start(
+        stop: Arc<AtomicBool>,
+        state: Arc<crate::control::LoopState>,
+    ) -> Result<SignalWatcher> {
+        use crate::control::StopMeets;
         use signal_hook::consts::{SIGINT, SIGTERM};
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
             .context("installing signal handlers")?;
@@ -275,10 +283,15 @@ impl SignalWatcher {
                 let mut seen = 0u32;
                 for sig in signals.forever() {
                     seen += 1;
+                    let meets = state.request_stop();
                     stop.store(true, std::sync::atomic::Ordering::SeqCst);
                     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
                     if seen == 1 {
-                        eprintln!("[run] {name}: stopping after the current cycle; its evidence is written and marked aborted, and no further rollout starts");
+                        match meets {
+                            StopMeets::RunningLoop => eprintln!("[run] {name}: stopping after the current cycle; its evidence is written and marked aborted, and no further rollout starts"),
+                            StopMeets::Finishing => eprintln!("[run] {name}: the loop had already run its last cycle; its evidence is being written and stays complete, and no further rollout starts"),
+                            StopMeets::NoLoop => eprintln!("[run] {name}: no loop is running; a rollout being prepared stops before its first cycle (written marked aborted), and no further rollout starts"),
+                        }
                     } else {
                         eprintln!(
                             "[run] {name} again: still stopping; the evidence being written will be complete in a moment and is not skipped. `kill -9 {}` stops at once and loses what is not yet written",

@@ -84,6 +84,7 @@ pub struct SessionOutcome {
 pub fn serve(
     opts: &ServeOptions,
     stop: Arc<AtomicBool>,
+    state: Arc<crate::control::LoopState>,
     out: &mut dyn Write,
     live_out: impl Fn() -> Box<dyn Write + Send>,
 ) -> Result<SessionOutcome, ServeError> {
@@ -110,6 +111,7 @@ pub fn serve(
         runs: &runs,
         session: &session,
         host: &host,
+        state: &state,
     };
     let mut episodes = Vec::new();
     let mut failure = None;
@@ -233,6 +235,8 @@ struct EpisodeContext<'a> {
     runs: &'a Path,
     session: &'a Path,
     host: &'a HostFacts,
+    /// Where the control loop is, for the signal thread's messages.
+    state: &'a Arc<crate::control::LoopState>,
 }
 
 /// One rollout: prepare, run the loop, then write (in this order) the
@@ -287,6 +291,7 @@ fn run_episode(
         policy: helpers.policy.clone(),
         live: live.clone(),
         stop: stop.clone(),
+        state: ctx.state.clone(),
     };
     let outcome = run_control(cfg, rec, &ids, &shared)?;
     let dma_held = dma_hold.is_some();
@@ -330,6 +335,7 @@ fn run_episode(
         event: EventKind::EvidenceWritten,
     });
     write_events(dir, prepare_t, maintenance)?;
+    ctx.state.idle();
     report_episode(out, dir, status, &outcome, evidence.as_ref());
     Ok(EpisodeResult {
         dir: dir.to_path_buf(),

@@ -34,18 +34,44 @@ pub struct Partition {
     pub rollout: String,
 }
 
-/// A partition value as a path segment: bytes outside `[A-Za-z0-9._-]`
-/// become `%XX` (Hive's escaping), an empty value `__HIVE_DEFAULT_PARTITION__`.
+/// The key value of a missing or empty robot, session or rollout name. An
+/// empty value would be written `__HIVE_DEFAULT_PARTITION__`, which every
+/// engine reads as NULL (so `robot = ''` would find nothing, and `GROUP BY`
+/// would merge it with real NULLs); a named placeholder reads back as
+/// itself.
+pub const UNKNOWN_KEY: &str = "unknown";
+
+/// Whether Hive's path escaping escapes `c`: the ASCII control characters,
+/// DEL, and `"#%'*/:=?\{[]^` (Hive's `FileUtils.escapePathName`, which
+/// Spark's `ExternalCatalogUtils` copies). Everything else, non-ASCII UTF-8
+/// included, stays as it is.
+fn hive_escapes(c: char) -> bool {
+    matches!(c, '\u{01}'..='\u{1F}' | '\u{7F}')
+        || matches!(
+            c,
+            '"' | '#' | '%' | '\'' | '*' | '/' | ':' | '=' | '?' | '\\' | '{' | '[' | ']' | '^'
+        )
+}
+
+/// A partition value as a path segment, escaped as Hive escapes it: each
+/// character of [`hive_escapes`] becomes `%XX` (always one ASCII byte, so
+/// Spark's per-character decoding, DuckDB's and pyarrow's byte decoding
+/// agree), and everything else is written as it is. A NUL, which no path
+/// can hold, is written as `%00`, and `.` and `..` (which a path cannot
+/// name either) as `%2E` and `%2E%2E`.
 fn escape(v: &str) -> String {
     if v.is_empty() {
-        return "__HIVE_DEFAULT_PARTITION__".into();
+        return UNKNOWN_KEY.into();
+    }
+    if v == "." || v == ".." {
+        return "%2E".repeat(v.len());
     }
     let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            out.push(b as char);
+    for c in v.chars() {
+        if c == '\0' || hive_escapes(c) {
+            out.push_str(&format!("%{:02X}", c as u32));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push(c);
         }
     }
     out
@@ -55,20 +81,26 @@ impl Partition {
     /// The keys of `ev`.
     pub fn of(ev: &Evidence) -> Partition {
         let m = ev.manifest.as_ref();
-        let text = |v: Option<&serde_json::Value>| v.and_then(|x| x.as_str()).map(str::to_string);
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(|x| x.as_str())
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+        };
         let name = |p: Option<&Path>| {
             p.and_then(|p| p.file_name())
                 .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| UNKNOWN_KEY.into())
         };
         Partition {
             robot: ev
                 .header
                 .metadata
                 .get("robot")
+                .filter(|r| !r.is_empty())
                 .cloned()
                 .or_else(|| text(m.and_then(|m| m.pointer("/host/hostname"))))
-                .unwrap_or_else(|| "unknown".into()),
+                .unwrap_or_else(|| UNKNOWN_KEY.into()),
             session: text(m.and_then(|m| m.get("session")))
                 .unwrap_or_else(|| name(ev.dir.parent())),
             rollout: text(m.and_then(|m| m.get("rollout"))).unwrap_or_else(|| name(Some(&ev.dir))),
@@ -321,6 +353,74 @@ pub fn write_parquet(path: &Path, mut df: DataFrame) -> Result<u64> {
     Ok(bytes)
 }
 
+/// Remove from the dataset at `root` every partition that an earlier
+/// export of the episode directory `dir` wrote, found through the
+/// `episodes` table's `episode_dir` (compared by canonical path, the
+/// episode's identity), since a failed episode's own keys may be
+/// unreadable. Returns the partitions removed (`robot=…/session=…/rollout=…`).
+///
+/// # Errors
+/// [`AnalyzeError::Write`] when a partition cannot be removed; an episodes
+/// file that cannot be read is skipped (it names no removable episode).
+pub fn remove_episode(root: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
+    use polars_io::SerReader;
+    let want = crate::evidence::identity(dir);
+    let episodes = root.join("episodes");
+    let mut files = Vec::new();
+    let mut stack = vec![episodes.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "part-0.parquet") {
+                files.push(p);
+            }
+        }
+    }
+    let mut removed = Vec::new();
+    for f in files {
+        let Ok(file) = std::fs::File::open(&f) else {
+            continue;
+        };
+        let Ok(df) = polars_io::parquet::read::ParquetReader::new(file)
+            .with_columns(Some(vec!["episode_dir".into()]))
+            .finish()
+        else {
+            continue;
+        };
+        let Ok(col) = df.column("episode_dir").and_then(|c| c.str().cloned()) else {
+            continue;
+        };
+        let hit = col
+            .iter()
+            .flatten()
+            .any(|d| crate::evidence::identity(Path::new(d)) == want);
+        let Some(rel) = f
+            .parent()
+            .and_then(|p| p.strip_prefix(&episodes).ok())
+            .map(Path::to_path_buf)
+        else {
+            continue;
+        };
+        if !hit {
+            continue;
+        }
+        for t in TABLES {
+            let part = root.join(t).join(&rel);
+            if part.exists() {
+                std::fs::remove_dir_all(&part).map_err(|source| AnalyzeError::Write {
+                    path: part.clone(),
+                    source,
+                })?;
+            }
+        }
+        removed.push(rel);
+    }
+    removed.sort();
+    Ok(removed)
+}
+
 /// What one episode's export wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
@@ -370,4 +470,30 @@ pub fn write_episode(root: &Path, ev: &Evidence, report: &Report) -> Result<Writ
         rows,
         bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_keys_escape_only_what_hive_escapes() {
+        // Non-ASCII UTF-8 and spaces stay as they are: Spark decodes each
+        // %XX as one character, so escaping UTF-8 bytes made mojibake.
+        assert_eq!(escape("ü-東京 1"), "ü-東京 1");
+        // Hive's set: each is one ASCII byte, %XX in upper-case hex.
+        assert_eq!(escape("a/b=c:d%e"), "a%2Fb%3Dc%3Ad%25e");
+        assert_eq!(escape("\"#'*?\\{[]^"), "%22%23%27%2A%3F%5C%7B%5B%5D%5E");
+        assert_eq!(escape("tab\there\u{7f}"), "tab%09here%7F");
+        // What no path can hold.
+        assert_eq!(escape("nul\0"), "nul%00");
+        assert_eq!((escape("."), escape("..")), ("%2E".into(), "%2E%2E".into()));
+        // Not NULL: an empty value is the documented placeholder.
+        assert_eq!(escape(""), UNKNOWN_KEY);
+        // Plain names are unchanged.
+        assert_eq!(
+            escape("session-20261204T170458Z"),
+            "session-20261204T170458Z"
+        );
+    }
 }

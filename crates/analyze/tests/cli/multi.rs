@@ -125,3 +125,56 @@ fn the_dataset_export_counts_each_episode_once_and_a_dead_rollout_is_partial() {
         r.stderr
     );
 }
+
+#[test]
+fn a_failed_re_export_removes_the_episodes_earlier_partitions() {
+    let tmp = session_with_a_dead_rollout();
+    let s = tmp.path().join("session");
+    let (r0, r1) = (s.join("rollout-000"), s.join("rollout-001"));
+    // Distinct keys for the two copies: their manifests name other rollouts.
+    for (dir, rollout) in [(&r0, "rollout-000"), (&r1, "rollout-001")] {
+        let p = dir.join("manifest.json");
+        let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        m["rollout"] = rollout.into();
+        std::fs::write(&p, m.to_string()).unwrap();
+    }
+    let out = tmp.path().join("dataset");
+    let export = |dirs: &[&Path]| {
+        let mut args = vec!["export"];
+        args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+        args.extend(["--format", "parquet", "--out", out.to_str().unwrap()]);
+        analyze(&args)
+    };
+    let r = export(&[&r0, &r1]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let parts = |rollout: &str| -> Vec<bool> {
+        ["cycles", "spans", "values", "episodes"]
+            .iter()
+            .map(|t| {
+                out.join(t)
+                    .join("robot=vm/session=session-20261202T143058Z")
+                    .join(format!("rollout={rollout}"))
+                    .join("part-0.parquet")
+                    .exists()
+            })
+            .collect()
+    };
+    assert_eq!(parts("rollout-000"), [true; 4]);
+    assert_eq!(parts("rollout-001"), [true; 4]);
+    // rollout-000 goes bad (a corrupt line) and is exported again with
+    // rollout-001: its old rows must not stay as if it had succeeded.
+    let jsonl = r0.join("control_timing.jsonl");
+    let mut lines: Vec<String> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[3] = "{not json".into();
+    std::fs::write(&jsonl, joined(lines)).unwrap();
+    let r = export(&[&r0, &r1]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("removed"), "{}", r.stderr);
+    assert!(r.stderr.contains("rollout=rollout-000"), "{}", r.stderr);
+    assert_eq!(parts("rollout-000"), [false; 4]);
+    assert_eq!(parts("rollout-001"), [true; 4], "the other episode stays");
+}
