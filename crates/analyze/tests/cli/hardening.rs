@@ -120,6 +120,21 @@ fn int_values_above_2_53_stay_exact() {
 }
 
 #[test]
+fn a_mean_above_2_53_is_the_nearest_double_as_documented() {
+    // One cycle with 2^53 + 1: the exact sum 2^53 + 1 becomes the nearest
+    // double, 2^53 (ties to even), divided by 1; x·1e6 = 2^59·15625 is
+    // exact, so the 1e-6 rounding changes nothing: mean = 9007199254740992
+    // (docs/metrics.md, Caller values), while min and max stay exact.
+    let base: i64 = (1 << 53) + 1;
+    let mut c = cycle(0, "running", T0, 1_000_000);
+    c["values"] = json!({"robot_state_seq": base});
+    let ep = episode(&[default_header(), c]);
+    let v = &analyze_json(ep.path(), &[])["values"][0];
+    assert_eq!(v["mean"].as_f64(), Some(9_007_199_254_740_992.0), "{v}");
+    assert_eq!(v["min"], json!(base));
+}
+
+#[test]
 fn int_values_beyond_i64_are_refused_with_the_line() {
     let mut lines = vec![default_header()];
     let mut c = cycle(0, "running", T0, 1);
