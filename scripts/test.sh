@@ -19,7 +19,9 @@
 #    reproduces the analyzer's figures, and PySpark in local[2] runs the
 #    same SQL files and gives DuckDB's rows, and `fleet` over the same
 #    episodes gives those figures in its Parquet table, read with pyarrow
-#    (tests/dataset_check.py --spark).
+#    (tests/dataset_check.py --spark);
+# 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), as a smoke
+#    test of the benchmark and its synthetic fleet.
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
@@ -88,6 +90,16 @@ suite "HdrHistogram export decodes in Python's hdrhistogram" \
     python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \
     python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime --spark
+fleet_bench_smoke() {
+    local work
+    work=$(mktemp -d)
+    EPISODES=6 CYCLES=2000 RUNS=1 WORK="$work" ANALYZER=target/debug/analyze_control_timing \
+        LOOPTIME=target/debug/looptime bash bench/fleet.sh
+    local rc=$?
+    rm -rf "$work"
+    return $rc
+}
+suite "fleet benchmark at smoke size (bench/fleet.sh: 6 episodes x 2,000 cycles)" fleet_bench_smoke
 
 step "summary"
 if [[ ${#failed[@]} -gt 0 ]]; then
