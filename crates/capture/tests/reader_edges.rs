@@ -24,8 +24,56 @@ fn open_bytes(bytes: &[u8]) -> Result<EvidenceReader, CaptureError> {
     EvidenceReader::open(&p)
 }
 
+/// The address-space limit the out-of-memory tests run under (2 GiB): far
+/// below what they ask for on any host, far above what the test binary
+/// needs, so the allocator refuses the same way whatever the machine's
+/// memory and `vm.overcommit_memory`.
+const CHILD_AS_LIMIT: libc::rlim_t = 2 << 30;
+
 #[test]
 fn an_absurd_ring_is_an_out_of_memory_error_not_an_abort() {
+    // In a child process of this test binary with RLIMIT_AS, so the result
+    // does not depend on the host: an abort would kill the child with a
+    // signal, an overcommitted allocation could not succeed under the limit.
+    if std::env::var_os("LOOPTIME_OOM_CHILD").is_some() {
+        absurd_ring_in_the_child();
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "an_absurd_ring_is_an_out_of_memory_error_not_an_abort",
+        "--test-threads=1",
+        "--nocapture",
+    ])
+    .env("LOOPTIME_OOM_CHILD", "1");
+    // SAFETY: setrlimit is async-signal-safe and touches no shared state;
+    // it runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: CHILD_AS_LIMIT,
+                rlim_max: CHILD_AS_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child {:?}: {text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 passed"), "the child ran no test: {text}");
+}
+
+fn absurd_ring_in_the_child() {
     // 50M cycles x 1024 span slots is terabytes: the allocator refuses it,
     // and build() must say so instead of aborting the process.
     let mut b = RecorderBuilder::new();

@@ -219,14 +219,37 @@ fn finishing_into_a_vanished_directory_fails_cleanly() {
 }
 
 #[test]
-fn finishing_into_an_unwritable_directory_leaves_nothing() {
+fn finishing_into_an_unwritable_directory_is_a_write_error() {
     // /proc refuses new files even for root, so this holds on CI as root.
-    let dir = Path::new("/proc/self");
     let rec = quiet_builder().build().unwrap();
-    let err = rec.finish(dir, CaptureStatus::Complete).unwrap_err();
+    let err = rec
+        .finish(Path::new("/proc/self"), CaptureStatus::Complete)
+        .unwrap_err();
     assert!(matches!(err, CaptureError::Write { .. }), "{err}");
-    assert!(!dir.join(CYCLES_FILE).exists());
-    assert!(!dir.join(SUMMARY_FILE).exists());
+}
+
+#[test]
+fn a_jsonl_that_cannot_be_put_in_place_leaves_no_temp_and_no_summary() {
+    // The JSONL's temporary is written in full, then its rename onto a
+    // non-empty directory of the same name fails: the temporary must be
+    // removed, and the summary (written after the JSONL) must not appear.
+    let mut rec = quiet_builder().build().unwrap();
+    rec.begin_cycle(rec.default_phase(), Release::NONE);
+    rec.end_cycle();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(CYCLES_FILE).join("occupied")).unwrap();
+    let err = rec.finish(dir.path(), CaptureStatus::Complete).unwrap_err();
+    assert!(matches!(err, CaptureError::Write { .. }), "{err}");
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        left,
+        [CYCLES_FILE.to_string()],
+        "only the blocking directory"
+    );
+    assert!(!dir.path().join(SUMMARY_FILE).exists());
 }
 
 #[test]
@@ -284,6 +307,15 @@ fn overhead_is_measured_and_written() {
     assert!(o.clock_read_ns > 0.0 && o.span_wall_ns > 0.0 && o.thread_cpu_read_ns > 0.0);
     // A span with CPU time does two more clock_gettime calls than one without.
     assert!(o.span_cpu_ns > o.span_wall_ns);
+    // And the header the finish writes carries exactly these figures.
+    let want = serde_json::to_value(o.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    let (header, _) = EvidenceReader::open(dir.path().join(CYCLES_FILE))
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(serde_json::to_value(&header.overhead).unwrap(), want);
 }
 
 #[derive(Debug, Clone)]

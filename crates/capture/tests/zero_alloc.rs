@@ -66,6 +66,26 @@ fn minor_faults() -> i64 {
 }
 
 #[test]
+fn the_counter_counts_when_on_and_only_then() {
+    // The positive control of every test below: an allocation, a growth and
+    // a free on this thread are each counted while counting is on, and
+    // nothing is counted while it is off.
+    counting(true);
+    let (a0, r0, f0) = (count(&ALLOCS), count(&REALLOCS), count(&FREES));
+    let mut v: Vec<u64> = std::hint::black_box(Vec::with_capacity(1));
+    v.push(1);
+    v.push(2); // grows: a realloc
+    drop(std::hint::black_box(v));
+    counting(false);
+    assert_eq!(count(&ALLOCS) - a0, 1);
+    assert!(count(&REALLOCS) - r0 >= 1);
+    assert_eq!(count(&FREES) - f0, 1);
+    let before = (count(&ALLOCS), count(&FREES));
+    drop(std::hint::black_box(vec![1u8; 64]));
+    assert_eq!((count(&ALLOCS), count(&FREES)), before);
+}
+
+#[test]
 fn recording_on_the_heap_never_allocates() {
     record_without_allocating(RingStorage::Heap);
 }

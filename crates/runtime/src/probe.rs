@@ -98,6 +98,9 @@ pub enum ProbeError {
     /// The rate or margin is out of range.
     #[error(transparent)]
     Scheduler(#[from] SchedulerError),
+    /// `--rate` or `--duration` is not a positive, finite number in range.
+    #[error("{0}")]
+    Options(String),
     /// The probe thread could not start or died.
     #[error("probe loop thread: {0}")]
     Thread(String),
@@ -109,6 +112,18 @@ pub enum ProbeError {
 /// [`ProbeError`] for an invalid rate or margin, or when the loop thread
 /// cannot run.
 pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
+    if !(opts.rate_hz.is_finite() && opts.rate_hz > 0.0 && opts.rate_hz <= 100_000.0) {
+        return Err(ProbeError::Options(format!(
+            "--rate {} Hz is out of range: give a rate above 0 and at most 100000 Hz",
+            opts.rate_hz
+        )));
+    }
+    if !(opts.duration_s.is_finite() && opts.duration_s > 0.0 && opts.duration_s <= 86_400.0) {
+        return Err(ProbeError::Options(format!(
+            "--duration {} s is out of range: give more than 0 and at most 86400 s",
+            opts.duration_s
+        )));
+    }
     let host = rt::host_facts();
     let sched_fifo = rt::fifo_permitted();
     let period_ns = (1e9 / opts.rate_hz).round() as u64;

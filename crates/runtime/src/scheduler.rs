@@ -103,6 +103,13 @@ pub enum SchedulerError {
     /// The period is zero.
     #[error("the period must be positive")]
     ZeroPeriod,
+    /// The period is longer than [`MAX_PERIOD_NS`] (a rate below one cycle
+    /// an hour is a mistake, and its deadlines would overflow).
+    #[error("the period {period_ns} ns is longer than one hour ({} ns): give a rate above one cycle an hour", MAX_PERIOD_NS)]
+    PeriodTooLong {
+        /// The period asked for.
+        period_ns: u64,
+    },
     /// The margin is above its ceiling.
     #[error("spin margin {margin_ns} ns exceeds its ceiling of {ceiling_ns} ns (half the period, at most 2 ms)")]
     MarginTooLarge {
@@ -120,6 +127,9 @@ pub enum SchedulerError {
         period_ns: u64,
     },
 }
+
+/// The longest period a scheduler takes: one hour, in ns.
+pub const MAX_PERIOD_NS: u64 = 3_600_000_000_000;
 
 /// What one [`Scheduler::wait`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +179,11 @@ impl<C: LoopClock> Scheduler<C> {
     pub fn new(clock: C, cfg: SchedulerConfig) -> Result<Self, SchedulerError> {
         if cfg.period_ns == 0 {
             return Err(SchedulerError::ZeroPeriod);
+        }
+        if cfg.period_ns > MAX_PERIOD_NS {
+            return Err(SchedulerError::PeriodTooLong {
+                period_ns: cfg.period_ns,
+            });
         }
         let ceiling = SchedulerConfig::margin_ceiling(cfg.period_ns);
         if cfg.spin_margin_ns > ceiling {

@@ -118,13 +118,37 @@ fn a_recorder_over_the_budget_is_refused_by_key_and_bytes_before_any_directory()
 #[test]
 fn a_refused_allocation_is_an_error_with_exit_1_never_an_abort() {
     // 50M cycles x 16 spans is about 57 GB: inside a budget raised to its
-    // ceiling, but more than this 24 GB host will hand out, so the
-    // allocator refuses it. Today that aborted the process (SIGABRT).
+    // ceiling. serve runs under RLIMIT_AS = 4 GiB, so the allocator refuses
+    // it on any host, whatever its memory and overcommit setting (without
+    // the limit a host with 64 GB would hand it out). Before the fix that
+    // refusal aborted the process (SIGABRT).
     let tmp = tempfile::tempdir().unwrap();
-    let (o, runs) = serve_recording(
+    let runs = tmp.path().join("runs");
+    let cfg = write_config(
         tmp.path(),
         "[run]\ntiming_max_cycles = 50000000\ntiming_memory_budget_mb = 1048576\n",
     );
+    let mut cmd = looptime();
+    cmd.args(["serve", "--control-timing", "--config"])
+        .arg(&cfg)
+        .arg("--runs-dir")
+        .arg(&runs);
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; it runs in the child between
+    // fork and exec and touches nothing shared.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(

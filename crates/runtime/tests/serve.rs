@@ -154,10 +154,24 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
         Some(4),
         "send is nested in the executor"
     );
-    // Starts are spaced by about one period: the loop ran at its rate.
-    let span_ns = cycles[249].start_ns - cycles[50].start_ns;
-    let hz = 199.0 * 1e9 / span_ns as f64;
-    assert!((99.0..101.0).contains(&hz), "loop ran at {hz} Hz");
+    // Absolute deadlines (no rate claim, which a loaded machine could
+    // fail; the rate is benchmarked in bench/loop_vs_cyclictest.sh): a
+    // cycle that was on time is released one period after the previous
+    // on-time release, and under rebase an overdue one re-phases the
+    // schedule onto its own start (which the evidence's clock does not
+    // give exactly, so only the first rule is checked).
+    let mut checked = 0;
+    for w in cycles.windows(2) {
+        let (prev, c) = (&w[0], &w[1]);
+        let (Some(pt), Some(t)) = (prev.target_ns, c.target_ns) else {
+            continue;
+        };
+        if !prev.overdue && prev.phase == c.phase {
+            assert_eq!(t - pt, 10_000_000, "cycle {}", c.cycle);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no pair of cycles was checked");
     let summary = read_summary(dir.join(SUMMARY_FILE)).unwrap();
     assert_eq!(summary.status, CaptureStatus::Complete);
     assert_eq!(summary.capture.dropped_cycles, 0);
@@ -167,13 +181,9 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
         .iter()
         .map(|c| c.values["dt_measured_us"].as_f64().unwrap())
         .collect();
+    // (A median near 10 ms would hold only on an idle machine: not here.)
     assert!(dts.iter().all(|&d| d > 0.0 && d <= 30_000.0), "dt bound");
     dts.sort_by(f64::total_cmp);
-    let median = dts[dts.len() / 2];
-    assert!(
-        (9_900.0..10_100.0).contains(&median),
-        "median dt {median} µs"
-    );
 
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
@@ -377,4 +387,65 @@ fn uncapped_runs_are_deterministic_and_use_the_simulation_clock() {
     }
     // The robot's state sequence advances exactly one per cycle.
     assert_eq!(a[349].values["robot_state_seq"].as_i64(), Some(350));
+}
+
+#[test]
+fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
+    let _lock = serve_lock();
+    let o = looptime()
+        .args(["probe", "--duration", "0.3", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "kernel_release",
+        "preempt_rt",
+        "clocksource",
+        "governor",
+        "cpus",
+    ] {
+        assert!(!r["host"][key].is_null(), "host.{key}");
+    }
+    assert!(r["realtime"]["timer_slack_ns"].is_u64());
+    assert!(r["realtime"]["sched_policy"].is_string());
+    // Counts and settings, not timings: 0.3 s x 100 Hz = 30 cycles, at the
+    // default 200 µs margin.
+    assert_eq!(r["cycles"], 30);
+    assert_eq!(r["period_ns"], 10_000_000);
+    assert_eq!(r["spin_margin_ns"], 200_000);
+    for d in ["wake_latency", "os_sleep_latency"] {
+        let x = &r[d];
+        assert_eq!(x["count"], 30, "{d}");
+        let q = |k: &str| x[k].as_i64().unwrap();
+        assert!(
+            q("p50_ns") <= q("p99_ns")
+                && q("p99_ns") <= q("p999_ns")
+                && q("p999_ns") <= q("max_ns"),
+            "{d}: {x}"
+        );
+    }
+    let share = r["within_1us"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&share));
+    assert!(r["spin_cpu_share"].as_f64().unwrap() >= 0.0);
+    // The text form says the same and ends with its hints.
+    let t = looptime()
+        .args(["probe", "--duration", "0.1"])
+        .output()
+        .unwrap();
+    assert!(t.status.success());
+    assert!(String::from_utf8_lossy(&t.stdout).contains("empty loop: 10 cycles at 100 Hz"));
+    // Bad settings: a clear error naming the flag, never a panic.
+    for (args, needle) in [
+        (&["--rate", "0"][..], "--rate 0 Hz is out of range"),
+        (&["--rate", "NaN"], "--rate NaN Hz is out of range"),
+        (&["--duration", "-1"], "--duration -1 s is out of range"),
+        (&["--spin-margin-us", "9000"], "spin margin"),
+    ] {
+        let o = looptime().arg("probe").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }

@@ -86,12 +86,9 @@ mod tests {
     }
 
     #[test]
-    fn progress_off_or_empty_input_writes_nothing() {
-        let mut off: Progress<Vec<u8>> = Progress::new(None, 1 << 30);
-        off.tick(1 << 29);
-        off.done();
-        assert!(off.out.is_none());
-        // A zero-byte file: no division by zero and no bar.
+    fn empty_input_writes_nothing() {
+        // A zero-byte file: no division by zero and no bar, though a writer
+        // was given.
         let mut empty = Progress::new(Some(Vec::new()), 0);
         empty.tick(0);
         empty.done();

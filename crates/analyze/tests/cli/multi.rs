@@ -178,3 +178,54 @@ fn a_failed_re_export_removes_the_episodes_earlier_partitions() {
     assert_eq!(parts("rollout-000"), [false; 4]);
     assert_eq!(parts("rollout-001"), [true; 4], "the other episode stays");
 }
+
+#[test]
+fn a_re_export_replaces_the_episodes_files_and_adds_no_rows() {
+    let tmp = session_with_a_dead_rollout();
+    let r0 = tmp.path().join("session/rollout-000");
+    let out = tmp.path().join("dataset");
+    let export = || {
+        analyze(&[
+            "export",
+            r0.to_str().unwrap(),
+            "--format",
+            "parquet",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let files = || -> Vec<(PathBuf, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut stack = vec![out.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    v.push((p.clone(), std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        v.sort();
+        v
+    };
+    assert_eq!(export().code, 0);
+    let first = files();
+    assert_eq!(first.len(), 4, "one part file per table: {first:?}");
+    let r = export();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The same four files, byte for byte: replaced, not added beside.
+    assert_eq!(files(), first);
+}
+
+#[test]
+fn help_and_version_exit_0_and_a_usage_error_exits_2() {
+    for args in [&["--help"][..], &["--version"], &["fleet", "--help"]] {
+        let r = analyze(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.is_empty(), "{args:?}");
+    }
+    let r = analyze(&["--no-such-flag"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}

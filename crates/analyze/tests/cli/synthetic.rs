@@ -1,0 +1,130 @@
+//! Synthetic serve-like episodes with known answers, for tests that judge
+//! figures (comparisons, rates) without recording in real time: their
+//! verdicts depend on seeds, never on how loaded the machine is.
+//!
+//! An episode is the v1 serve fixture's header and manifest with `cycles`
+//! running cycles at 100 Hz on the host clock. Cycle `i` is released at
+//! `T0 + i·P`, wakes 100 ns after it and starts 200 ns + `u(0..50 µs)`
+//! after it, then runs its spans back to back: camera_read (with its
+//! `mode`), adapter_decode, executor with robot_send_command nested in it,
+//! and recording. Each span's wall time is its mean plus a uniform
+//! jitter of ± its jitter, from a seeded splitmix64 stream, so two
+//! episodes of the same seed differ only where their settings say.
+
+use super::*;
+use serde_json::json;
+
+const P: u64 = 10_000_000;
+const T0: u64 = 1_000_000_000_000;
+
+/// What one synthetic episode is made of.
+#[derive(Clone, Debug)]
+pub struct Synth {
+    /// The stream's seed (not written into the manifest: episodes of two
+    /// seeds are repeats of one configuration).
+    pub seed: u64,
+    /// Running cycles.
+    pub cycles: u64,
+    /// `stages.camera_read.mode`: `inline` (1.5 ms ± 300 µs) or
+    /// `background` (20 µs ± 5 µs).
+    pub camera_mode: &'static str,
+    /// Added to every adapter_decode span (300 µs ± 60 µs), ns; also added
+    /// to the manifest's `stages.adapter_decode.cost.mean_us`.
+    pub decode_extra_ns: u64,
+    /// `scheduler.spin_margin_us`.
+    pub spin_margin_us: f64,
+}
+
+impl Default for Synth {
+    fn default() -> Self {
+        Synth {
+            seed: 1,
+            cycles: 400,
+            camera_mode: "inline",
+            decode_extra_ns: 0,
+            spin_margin_us: 200.0,
+        }
+    }
+}
+
+/// splitmix64: the `k`-th number of stream `seed`.
+fn mix(seed: u64, k: u64) -> u64 {
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(k.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `mean ± jitter` (ns), uniform, from draw `k` of stream `seed`.
+fn around(seed: u64, k: u64, mean: u64, jitter: u64) -> u64 {
+    mean - jitter + mix(seed, k) % (2 * jitter + 1)
+}
+
+/// Write the episode into `dir` (created) and return `dir`.
+pub fn write(dir: &Path, s: &Synth) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let fixture_text =
+        std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let header = fixture_text.lines().next().unwrap();
+    let mut lines = vec![header.to_string()];
+    let mut prev_end = T0 - P;
+    for i in 0..s.cycles {
+        let target = T0 + i * P;
+        let start = target + 200 + around(s.seed, 6 * i, 25_000, 25_000);
+        let camera = if s.camera_mode == "inline" {
+            around(s.seed, 6 * i + 1, 1_500_000, 300_000)
+        } else {
+            around(s.seed, 6 * i + 1, 20_000, 5_000)
+        };
+        let decode = around(s.seed, 6 * i + 2, 300_000, 60_000) + s.decode_extra_ns;
+        let send = around(s.seed, 6 * i + 3, 150_000, 30_000);
+        let executor = around(s.seed, 6 * i + 4, 200_000, 40_000) + send;
+        let recording = around(s.seed, 6 * i + 5, 250_000, 50_000);
+        let mut t = start;
+        let span = |stage: &str, wall: u64, parent: Option<u64>, depth: u64, at: u64| {
+            let attrs = if stage == "camera_read" {
+                json!({"mode": s.camera_mode})
+            } else {
+                json!({})
+            };
+            json!({"stage": stage, "parent": parent, "depth": depth, "start_ns": at,
+                   "wall_ns": wall, "cpu_ns": wall, "closed_by_cycle_end": false, "attrs": attrs})
+        };
+        let mut spans = vec![span("camera_read", camera, None, 0, t)];
+        t += camera;
+        spans.push(span("adapter_decode", decode, None, 0, t));
+        t += decode;
+        spans.push(span("executor", executor, None, 0, t));
+        spans.push(span(
+            "robot_send_command",
+            send,
+            Some(2),
+            1,
+            t + executor - send,
+        ));
+        t += executor;
+        spans.push(span("recording", recording, None, 0, t));
+        t += recording;
+        let c = json!({"type": "cycle", "cycle": i, "phase": "running", "start_ns": start,
+            "end_ns": t, "target_ns": target, "sleep_start_ns": prev_end, "wake_ns": target + 100,
+            "overdue": false, "skipped": 0, "spans_dropped": 0, "values": {}, "spans": spans});
+        lines.push(c.to_string());
+        prev_end = t;
+    }
+    std::fs::write(dir.join("control_timing.jsonl"), lines.join("\n") + "\n").unwrap();
+    let mut m: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("v1/serve-episode/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    m["config"]["stages"]["camera_read"]["mode"] = json!(s.camera_mode);
+    m["config"]["scheduler"]["spin_margin_us"] = json!(s.spin_margin_us);
+    let mean = m["config"]["stages"]["adapter_decode"]["cost"]["mean_us"]
+        .as_f64()
+        .unwrap();
+    m["config"]["stages"]["adapter_decode"]["cost"]["mean_us"] =
+        json!(mean + s.decode_extra_ns as f64 / 1e3);
+    std::fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+    dir.to_path_buf()
+}
