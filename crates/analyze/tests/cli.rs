@@ -103,6 +103,9 @@ mod multi;
 /// Synthetic serve-like episodes with known answers.
 #[path = "cli/synthetic.rs"]
 mod synthetic;
+/// Comparison verdicts on 1,000+ synthetic cycles a side.
+#[path = "cli/verdicts.rs"]
+mod verdicts;
 
 mod fixtures {
     use super::*;

@@ -335,8 +335,10 @@ fn threads() {
         "threads: span {idle:.2} ns with the other thread idle, {busy:.2} ns while it records ({recorded} spans): ratio {:.3}",
         busy / idle
     );
-    let dir = std::path::Path::new("target/criterion/span");
-    let _ = std::fs::create_dir_all(dir);
+    // The workspace's target directory, whatever the working directory
+    // cargo runs the bench from (it is the crate's own).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/span");
+    let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(
         dir.join("threads.json"),
         format!("{{\"idle_ns\": {idle}, \"busy_ns\": {busy}, \"other_spans\": {recorded}, \"rounds\": {ROUNDS}}}\n"),

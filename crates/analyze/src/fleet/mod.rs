@@ -47,6 +47,8 @@ pub struct FleetRow {
     pub source_hash: Option<String>,
     /// The episode's state (`complete`, `aborted`, `recovered`, `incomplete`).
     pub state: String,
+    /// How many caveats the report has.
+    pub n_caveats: u64,
     /// The report's caveats.
     pub caveats: Vec<String>,
     /// The phase.
@@ -293,6 +295,7 @@ pub fn rows(ev: &Evidence, report: &Report) -> Vec<FleetRow> {
                 config_hash: text("/config_hash"),
                 source_hash: text("/source_hash"),
                 state: state.clone(),
+                n_caveats: report.caveats.len() as u64,
                 caveats: report.caveats.clone(),
                 phase: p.phase.clone(),
                 cycles: p.cycles,

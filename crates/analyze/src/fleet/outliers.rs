@@ -169,6 +169,24 @@ impl Fleet {
         idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
         idx.into_iter().take(n).map(|(i, _, _)| i).collect()
     }
+
+    /// The `n` rows of `phase` with the most overruns per 1,000 cycles
+    /// (at least one overrun), ties broken by the higher period p99 in
+    /// nominal periods.
+    pub fn worst_by_overruns(&self, phase: &str, n: usize) -> Vec<usize> {
+        let mut idx: Vec<(usize, f64, f64)> = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.phase == phase && r.overruns > 0)
+            .filter_map(|(i, r)| {
+                r.overruns_per_1000
+                    .map(|o| (i, o, r.period_p99_rel().unwrap_or(0.0)))
+            })
+            .collect();
+        idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+        idx.into_iter().take(n).map(|(i, _, _)| i).collect()
+    }
 }
 
 /// The format name of `fleet --json`.
@@ -181,8 +199,11 @@ pub struct WorstList<'a> {
     pub phase: &'a str,
     /// Rows of the phase in the table.
     pub rows_in_phase: usize,
-    /// The worst rows, worst first.
-    pub rows: Vec<&'a FleetRow>,
+    /// The worst rows by period p99 in nominal periods, worst first.
+    pub by_period_p99: Vec<&'a FleetRow>,
+    /// The rows with the most overruns per 1,000 cycles (only rows that
+    /// overran), most first.
+    pub by_overruns: Vec<&'a FleetRow>,
 }
 
 /// An outlier with the row it names.
@@ -253,8 +274,13 @@ impl Fleet {
                 .map(|phase| WorstList {
                     phase,
                     rows_in_phase: self.rows.iter().filter(|r| r.phase == phase).count(),
-                    rows: self
+                    by_period_p99: self
                         .worst(phase, worst)
+                        .into_iter()
+                        .map(|i| &self.rows[i])
+                        .collect(),
+                    by_overruns: self
+                        .worst_by_overruns(phase, worst)
                         .into_iter()
                         .map(|i| &self.rows[i])
                         .collect(),
@@ -287,6 +313,7 @@ mod tests {
             config_hash: None,
             source_hash: None,
             state: "complete".into(),
+            n_caveats: 0,
             caveats: Vec::new(),
             phase: phase.into(),
             cycles: 1000,

@@ -14,6 +14,32 @@ fn who(r: &FleetRow) -> String {
     format!("{}/{}/{}", r.robot, r.session, r.rollout)
 }
 
+/// One worst list as a table.
+fn table(s: &mut String, rows: &[&FleetRow]) {
+    let _ = writeln!(
+        s,
+        "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  top stage by p99",
+        "robot/session/rollout", "p99/nom", "p99 ms", "p99.9 ms", "ovr/1k", "work p99"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  {}",
+            who(r),
+            r.period_p99_rel().map_or("-".into(), |x| format!("{x:.3}")),
+            ms(r.period_p99_ns),
+            ms(r.period_p999_ns),
+            r.overruns_per_1000
+                .map_or("-".into(), |x| format!("{x:.1}")),
+            ms(r.work_p99_ns),
+            match (&r.top_stage, r.top_stage_p99_ns) {
+                (Some(t), p) => format!("{t} ({} ms)", ms(p)),
+                _ => "-".into(),
+            }
+        );
+    }
+}
+
 /// The summary as text. `elapsed_s` and `jobs` describe the run.
 pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
     let mut s = String::new();
@@ -34,34 +60,23 @@ pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
         let (phase, rows) = (list.phase, list.rows_in_phase);
         let _ = writeln!(
             s,
-            "\nworst {} of {rows} in phase `{phase}` (by period p99 / nominal period, then overruns per 1000):",
-            list.rows.len()
+            "\nworst {} of {rows} in phase `{phase}` by period p99 / nominal period (then overruns per 1000):",
+            list.by_period_p99.len()
         );
-        if list.rows.is_empty() {
+        if list.by_period_p99.is_empty() {
             let _ = writeln!(s, "  none ranked (no period p99 or no nominal period)");
-            continue;
+        } else {
+            table(&mut s, &list.by_period_p99);
         }
         let _ = writeln!(
             s,
-            "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  top stage by p99",
-            "robot/session/rollout", "p99/nom", "p99 ms", "p99.9 ms", "ovr/1k", "work p99"
+            "worst {} of {rows} in phase `{phase}` by overruns per 1000 cycles:",
+            list.by_overruns.len()
         );
-        for r in &list.rows {
-            let _ = writeln!(
-                s,
-                "  {:<44} {:>9} {:>9} {:>9} {:>8} {:>9}  {}",
-                who(r),
-                r.period_p99_rel().map_or("-".into(), |x| format!("{x:.3}")),
-                ms(r.period_p99_ns),
-                ms(r.period_p999_ns),
-                r.overruns_per_1000
-                    .map_or("-".into(), |x| format!("{x:.1}")),
-                ms(r.work_p99_ns),
-                match (&r.top_stage, r.top_stage_p99_ns) {
-                    (Some(t), p) => format!("{t} ({} ms)", ms(p)),
-                    _ => "-".into(),
-                }
-            );
+        if list.by_overruns.is_empty() {
+            let _ = writeln!(s, "  none overran");
+        } else {
+            table(&mut s, &list.by_overruns);
         }
     }
     let outliers = &fleet.outliers;

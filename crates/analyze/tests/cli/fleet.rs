@@ -224,6 +224,9 @@ fn fleet_rows_equal_the_reports_and_bad_episodes_are_listed() {
         .collect();
     assert!(!caveats.is_empty(), "the cut-off fixture has a caveat");
     assert!(cut_rows.iter().all(|r| r["caveats"] == caveats.join(" | ")));
+    assert!(cut_rows
+        .iter()
+        .all(|r| r["n_caveats"] == caveats.len().to_string()));
 
     // The four bad episodes: listed with their kind and error, in the
     // summary and errors.csv; the `latest` link and the second root did

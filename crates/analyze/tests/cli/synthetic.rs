@@ -5,7 +5,8 @@
 //! An episode is the v1 serve fixture's header and manifest with `cycles`
 //! running cycles at 100 Hz on the host clock. Cycle `i` is released at
 //! `T0 + i·P`, wakes 100 ns after it and starts 200 ns + `u(0..50 µs)`
-//! after it, then runs its spans back to back: camera_read (with its
+//! after it (the jitter and late starts are settable), then runs its spans
+//! back to back: camera_read (with its
 //! `mode`), adapter_decode, executor with robot_send_command nested in it,
 //! and recording. Each span's wall time is its mean plus a uniform
 //! jitter of ± its jitter, from a seeded splitmix64 stream, so two
@@ -33,6 +34,22 @@ pub struct Synth {
     pub decode_extra_ns: u64,
     /// `scheduler.spin_margin_us`.
     pub spin_margin_us: f64,
+    /// A cycle starts 200 ns + u(0 .. 2·this) after its release point.
+    pub start_jitter_ns: u64,
+    /// Every this-many cycles (from cycle 1; 0 = never) starts 2 ms after
+    /// its release point: a late start (above 10 % of the period), not
+    /// overdue.
+    pub late_every: u64,
+    /// Every this-many cycles (from cycle 1; 0 = never), adapter_decode
+    /// takes `decode_tail_ns` more: a tail that moves its p99, not its
+    /// median.
+    pub decode_tail_every: u64,
+    /// See `decode_tail_every`.
+    pub decode_tail_ns: u64,
+    /// The manifest's `source_hash`, when set.
+    pub source_hash: Option<&'static str>,
+    /// The manifest's `host.hostname`, when set.
+    pub hostname: Option<&'static str>,
 }
 
 impl Default for Synth {
@@ -43,6 +60,12 @@ impl Default for Synth {
             camera_mode: "inline",
             decode_extra_ns: 0,
             spin_margin_us: 200.0,
+            start_jitter_ns: 25_000,
+            late_every: 0,
+            decode_tail_every: 0,
+            decode_tail_ns: 0,
+            source_hash: None,
+            hostname: None,
         }
     }
 }
@@ -72,13 +95,23 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
     let mut prev_end = T0 - P;
     for i in 0..s.cycles {
         let target = T0 + i * P;
-        let start = target + 200 + around(s.seed, 6 * i, 25_000, 25_000);
+        let every = |k: u64| k > 0 && i % k == 1 % k;
+        let start = if every(s.late_every) {
+            target + 2_000_000
+        } else {
+            target + 200 + around(s.seed, 6 * i, s.start_jitter_ns, s.start_jitter_ns)
+        };
         let camera = if s.camera_mode == "inline" {
             around(s.seed, 6 * i + 1, 1_500_000, 300_000)
         } else {
             around(s.seed, 6 * i + 1, 20_000, 5_000)
         };
-        let decode = around(s.seed, 6 * i + 2, 300_000, 60_000) + s.decode_extra_ns;
+        let tail = if every(s.decode_tail_every) {
+            s.decode_tail_ns
+        } else {
+            0
+        };
+        let decode = around(s.seed, 6 * i + 2, 300_000, 60_000) + s.decode_extra_ns + tail;
         let send = around(s.seed, 6 * i + 3, 150_000, 30_000);
         let executor = around(s.seed, 6 * i + 4, 200_000, 40_000) + send;
         let recording = around(s.seed, 6 * i + 5, 250_000, 50_000);
@@ -125,6 +158,12 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
         .unwrap();
     m["config"]["stages"]["adapter_decode"]["cost"]["mean_us"] =
         json!(mean + s.decode_extra_ns as f64 / 1e3);
+    if let Some(h) = s.source_hash {
+        m["source_hash"] = json!(h);
+    }
+    if let Some(h) = s.hostname {
+        m["host"]["hostname"] = json!(h);
+    }
     std::fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
     dir.to_path_buf()
 }
