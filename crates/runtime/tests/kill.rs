@@ -392,3 +392,152 @@ fn kill_9_at_22_moments_then_recover_gives_the_uninterrupted_cycles() {
         );
     }
 }
+
+/// This process's start time in clock ticks (`/proc/self/stat` field 22),
+/// read after the command name, which may hold spaces.
+fn own_start_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    // `rest` starts at field 3 (state), so field 22 is the 20th.
+    rest.split(' ').nth(19).unwrap().parse().unwrap()
+}
+
+/// Overwrite the ring's writer pid (bytes 16..20) and its start time
+/// (bytes 48..56) in the fixed header (docs/evidence-format.md, the ring
+/// file; `Fixed` in capture's ring module).
+fn set_writer(ring: &Path, pid: u32, start_ticks: Option<u64>) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(ring).unwrap();
+    f.seek(SeekFrom::Start(16)).unwrap();
+    f.write_all(&pid.to_le_bytes()).unwrap();
+    if let Some(t) = start_ticks {
+        f.seek(SeekFrom::Start(48)).unwrap();
+        f.write_all(&t.to_le_bytes()).unwrap();
+    }
+}
+
+#[test]
+fn recover_takes_one_ring_marks_the_session_and_tells_a_reused_pid_from_its_writer() {
+    let s = setup();
+    let (ring_path, _) = kill_at(
+        &s,
+        Moment::AfterCycles {
+            cycles: 80,
+            extra_us: 0,
+        },
+    );
+    let written_start = {
+        let b = std::fs::read(&ring_path).unwrap();
+        u64::from_le_bytes(b[48..56].try_into().unwrap())
+    };
+    // The writer recorded its start time (so a reused pid can be told).
+    assert!(written_start > 0);
+    let episode = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+    let recover = |ring: &Path| {
+        looptime()
+            .args(["recover", "--ring"])
+            .arg(ring)
+            .output()
+            .unwrap()
+    };
+
+    // A ring whose pid and start time are this test process's: its writer
+    // runs. Asked for by name it is refused (exit 1, with the advice to
+    // watch it), and left alone; over the whole directory it is listed as
+    // running and skipped (exit 0).
+    set_writer(&ring_path, std::process::id(), Some(own_start_ticks()));
+    let o = recover(&ring_path);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("still running") && text.contains("looptime watch"),
+        "{text}"
+    );
+    let o = looptime()
+        .args(["recover", "--ring-dir"])
+        .arg(&s.rings)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("still runs"), "{text}");
+    assert!(ring_path.exists() && !episode.join(CYCLES_FILE).exists());
+
+    // The same live pid with another start time: a reused pid, not the
+    // writer. The ring is recovered. (Not the dead writer's own start
+    // time: it was spawned within the same 10 ms clock tick as this test.)
+    set_writer(
+        &ring_path,
+        std::process::id(),
+        Some(own_start_ticks() + 12_345),
+    );
+    let o = recover(&ring_path);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("cycles recovered"), "{text}");
+    assert!(!ring_path.exists(), "a recovered ring is removed");
+    assert!(episode.join(CYCLES_FILE).exists());
+    // The manifest and the session say recovered.
+    let json = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    assert_eq!(json(episode.join("manifest.json"))["status"], "recovered");
+    let session = json(episode.parent().unwrap().join("session.json"));
+    assert_eq!(session["status"], "recovered", "{session}");
+    assert_eq!(session["rollouts"][0]["state"], "recovered", "{session}");
+
+    // A file that is not a ring: exit 1, said, left in place.
+    let junk = s.rings.join("looptime-1-junk.ring");
+    std::fs::write(&junk, b"not a ring").unwrap();
+    let o = recover(&junk);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(junk.exists());
+    std::fs::remove_file(&junk).unwrap();
+
+    // serve recovers a dead process's ring at its start.
+    let (ring2, _) = kill_at(
+        &s,
+        Moment::AfterCycles {
+            cycles: 60,
+            extra_us: 0,
+        },
+    );
+    let killed = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+    assert!(ring2.exists() && !killed.join(CYCLES_FILE).exists());
+    // The control thread's ring and each background thread's.
+    let orphans = ring::list_rings(&s.rings).len();
+    assert!(orphans >= 2, "{orphans}");
+    let o = looptime()
+        .arg("serve")
+        .arg("--config")
+        .arg(&s.config)
+        .args(["--runs-dir"])
+        .arg(&s.runs)
+        .args(["--warmup", "0", "--duration", "0.05"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains(&format!("recovered {orphans} orphaned ring(s)")),
+        "{text}"
+    );
+    assert!(killed.join(CYCLES_FILE).exists());
+    assert!(
+        ring::list_rings(&s.rings).is_empty(),
+        "every orphan was taken"
+    );
+}
