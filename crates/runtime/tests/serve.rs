@@ -449,3 +449,50 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_refused_realtime_setting_warns_carries_on_and_is_in_the_manifest() {
+    // Pinning to a CPU that does not exist is refused on every host, as
+    // root too: the run goes on unpinned, says so once, and the manifest
+    // records what was obtained and the warning.
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("rt.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nwarmup_s = 0\nduration_s = 0.05\n[stats]\ninterval_s = 0\n[realtime]\nenabled = true\ncpu = 99\n",
+    )
+    .unwrap();
+    let o = serve(
+        &["--config", cfg.to_str().unwrap(), "--control-timing"],
+        tmp.path(),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let warning = "real-time: pinning to CPU 99 refused";
+    assert_eq!(stdout.matches(warning).count(), 1, "{stdout}");
+    let dir = latest(tmp.path());
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let rt = &m["realtime"];
+    assert!(rt["cpu"].is_null(), "{rt}");
+    let warnings: Vec<&str> = rt["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(warnings.iter().any(|w| w.starts_with(warning)), "{rt}");
+    // What else was asked (SCHED_FIFO 80, mlockall) is either obtained or
+    // warned about, depending on the host's permissions, never silent.
+    if rt["sched_policy"] == "SCHED_FIFO" {
+        assert_eq!(rt["sched_priority"], 80, "{rt}");
+    } else {
+        assert!(warnings.iter().any(|w| w.contains("SCHED_FIFO")), "{rt}");
+    }
+    if rt["mlockall"] != true {
+        assert!(warnings.iter().any(|w| w.contains("mlockall")), "{rt}");
+    }
+    // The evidence was written as usual.
+    assert!(dir.join(CYCLES_FILE).exists());
+}
