@@ -503,3 +503,54 @@ fn a_killed_writer_with_a_background_thread_recovers_both_threads_files() {
     assert_eq!(tcycles.len(), 20);
     assert_eq!(ccycles.len(), 20);
 }
+
+#[test]
+fn a_reader_racing_a_writer_that_overwrites_gets_only_whole_cycles() {
+    // The writer laps an 8-cycle ring as fast as it can on one thread while
+    // this thread reads it over and over. Every cycle a read returns must
+    // be one whole cycle, never a mix of two: its `seq` value equals its
+    // index, its phase is the one cycle `i` was given, and it has its two
+    // nested spans. Torn records (overwritten while read) are counted and
+    // left out, not returned.
+    const CYCLES: u64 = 300_000;
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 8, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    let reader = RingReader::open(rec.ring_path().unwrap()).unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..CYCLES {
+            record(&mut rec, &ids, i);
+        }
+        rec
+    });
+    let (mut reads, mut returned, mut torn) = (0u64, 0u64, 0u64);
+    while !writer.is_finished() || reads == 0 {
+        let r = reader.read(None).unwrap();
+        reads += 1;
+        torn += r.torn;
+        assert!(r.cycles.len() <= 8, "{}", r.cycles.len());
+        let mut prev = None;
+        for c in &r.cycles {
+            assert_eq!(c.values["seq"].as_u64(), Some(c.cycle), "a mixed record");
+            let phase = if c.cycle < 5 { "warmup" } else { "running" };
+            assert_eq!(c.phase, phase, "cycle {}", c.cycle);
+            assert_eq!(c.spans.len(), 2, "cycle {}", c.cycle);
+            assert_eq!(
+                (c.spans[0].stage.as_str(), c.spans[1].stage.as_str()),
+                ("outer", "inner")
+            );
+            assert_eq!(c.spans[1].parent, Some(0));
+            assert!(c.cycle < r.total_cycles.max(1));
+            if let Some(p) = prev {
+                assert!(c.cycle > p, "oldest first");
+            }
+            prev = Some(c.cycle);
+            returned += 1;
+        }
+    }
+    let rec = writer.join().unwrap();
+    assert_eq!(rec.total_cycles(), CYCLES);
+    assert!(reads > 1, "the reader read while the writer wrote");
+    eprintln!("{reads} reads, {returned} whole cycles returned, {torn} torn records left out");
+}
