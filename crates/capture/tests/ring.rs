@@ -554,3 +554,40 @@ fn a_reader_racing_a_writer_that_overwrites_gets_only_whole_cycles() {
     assert!(reads > 1, "the reader read while the writer wrote");
     eprintln!("{reads} reads, {returned} whole cycles returned, {torn} torn records left out");
 }
+
+#[test]
+fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
+    // Ten cycles in a live ring, then three slots damaged in the file at
+    // the offsets of the fixed header and the slot layout (`Fixed`,
+    // `CycleSlot`, `SpanSlot` in capture): cycle 3's phase id, cycle 6's
+    // inner span's stage id, and cycle 8's inner span's parent (pointing
+    // forward). The reader counts them as damaged and returns the other 7.
+    use std::io::{Seek, SeekFrom, Write};
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 100, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    for i in 0..10 {
+        record(&mut rec, &ids, i);
+    }
+    let path = rec.ring_path().unwrap().to_path_buf();
+    let bytes = std::fs::read(&path).unwrap();
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap()) as u64;
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let (cycle_slot, span_slot) = (u32_at(20), u32_at(24));
+    let (max_spans, cycles_at, spans_at) = (u64_at(32), u64_at(88), u64_at(96));
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut poke = |at: u64, v: u16| {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&v.to_le_bytes()).unwrap();
+    };
+    // CycleSlot.phase is at byte 64 of its slot; SpanSlot.stage at 48 and
+    // .parent at 50; span k of cycle c is slot c * max_spans + k.
+    poke(cycles_at + 3 * cycle_slot + 64, 999);
+    poke(spans_at + (6 * max_spans + 1) * span_slot + 48, 999);
+    poke(spans_at + (8 * max_spans + 1) * span_slot + 50, 1);
+    let r = RingReader::open(&path).unwrap().read(None).unwrap();
+    assert_eq!(r.damaged, 3);
+    let kept: Vec<u64> = r.cycles.iter().map(|c| c.cycle).collect();
+    assert_eq!(kept, [0, 1, 2, 4, 5, 7, 9]);
+}
