@@ -13,6 +13,8 @@ use serde_json::Value;
 use crate::evidence::Evidence;
 use crate::metrics::{command_columns, cycle_columns, schedule_comparable, Report};
 
+#[cfg(test)]
+mod hand_test;
 pub(crate) mod resample;
 
 use resample::{bootstrap_diffs, holm, rank, two_sided_p, Rng, Rollouts};
