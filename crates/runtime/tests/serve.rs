@@ -496,3 +496,85 @@ fn a_refused_realtime_setting_warns_carries_on_and_is_in_the_manifest() {
     // The evidence was written as usual.
     assert!(dir.join(CYCLES_FILE).exists());
 }
+
+/// SHA-256 as `sha256:<hex>`.
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+#[test]
+fn the_config_and_source_hashes_are_what_runtime_md_defines() {
+    let _lock = serve_lock();
+    // config_hash: SHA-256 of the resolved config's canonical TOML. The run
+    // takes a short config file plus flags; the resolved config is the
+    // file's values with the flags applied, and its canonical
+    // TOML is what `Config::to_toml` prints (the file's own text, comments
+    // and order, does not count).
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "# a comment\n[stats]\ninterval_s = 0\n[run]\nduration_s = 0.05\nwarmup_s = 0\n";
+    let cfg_path = tmp.path().join("h.toml");
+    std::fs::write(&cfg_path, text).unwrap();
+    serve(
+        &["--config", cfg_path.to_str().unwrap(), "--control-timing"],
+        tmp.path(),
+    );
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest(tmp.path()).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    // The flags are part of the resolved config: --control-timing and
+    // --runs-dir (which the helper passes).
+    let mut resolved = Config::from_toml(text, &cfg_path).unwrap();
+    resolved.run.control_timing = true;
+    resolved.run.runs_dir = tmp.path().display().to_string();
+    assert_eq!(m["config_hash"], sha256(resolved.to_toml().as_bytes()));
+    assert_ne!(m["config_hash"], sha256(text.as_bytes()));
+    // For the embedded default, `looptime default-config | sha256sum`.
+    let printed = looptime().arg("default-config").output().unwrap().stdout;
+    assert_eq!(
+        sha256(&printed),
+        sha256(Config::default().to_toml().as_bytes())
+    );
+
+    // source_hash: SHA-256 over the capture, runtime and analyze crates'
+    // src/**/*.rs and *.toml, their Cargo.toml, the root Cargo.toml and
+    // Cargo.lock, sorted by repository-relative path, each as that path, a
+    // NUL byte, then its contents. Recomputed here from the tree the binary
+    // was built from.
+    let root = repo_root();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs" || x == "toml") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for krate in ["capture", "runtime", "analyze"] {
+        walk(&root.join("crates").join(krate).join("src"), &mut files);
+        files.push(root.join("crates").join(krate).join("Cargo.toml"));
+    }
+    files.push(root.join("Cargo.toml"));
+    files.push(root.join("Cargo.lock"));
+    let mut rel: Vec<(String, PathBuf)> = files
+        .into_iter()
+        .map(|p| (p.strip_prefix(&root).unwrap().display().to_string(), p))
+        .collect();
+    // By path, component by component (as a PathBuf sorts), not as text.
+    rel.sort_by(|a, b| Path::new(&a.0).cmp(Path::new(&b.0)));
+    let mut bytes = Vec::new();
+    for (name, p) in rel {
+        bytes.extend_from_slice(name.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(&std::fs::read(p).unwrap());
+    }
+    assert_eq!(m["source_hash"], sha256(&bytes));
+}
