@@ -152,8 +152,13 @@ fn exercise(dir: &Path, lenient: bool) -> Result<(), String> {
 }
 
 fn episode_with(file: &str, bytes: &[u8]) -> tempfile::TempDir {
+    episode_from(&fixture(), file, bytes)
+}
+
+/// A copy of the episode `src` with `file` replaced by `bytes`.
+fn episode_from(src: &Path, file: &str, bytes: &[u8]) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture()).unwrap() {
+    for entry in std::fs::read_dir(src).unwrap() {
         let p = entry.unwrap().path();
         std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
     }
@@ -230,5 +235,44 @@ fn the_damage_is_real() {
         },
     ] {
         assert_ne!(apply(&d, &original), original, "{d:?}");
+    }
+}
+
+/// The schema-2 serve fixture: a control JSONL and one per background
+/// thread (camera reader, policy worker, viewer transport), declared in the
+/// control header.
+fn fixture_v2() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v2/serve-episode")
+}
+
+const V2_FILES: &[&str] = &[
+    "control_timing.jsonl",
+    "control_timing.policy_worker.jsonl",
+    "control_timing.camera_reader.jsonl",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn damaged_schema_2_evidence_with_thread_files_never_panics(
+        d in damage(),
+        which in 0..V2_FILES.len(),
+    ) {
+        // The same damage, to the control file or to a background thread's:
+        // the episode loads (and then analyzes, with its threads and their
+        // overlap, renders, plots and compares) or is refused with an error
+        // that names the damaged file.
+        let file = V2_FILES[which];
+        let original = std::fs::read(fixture_v2().join(file)).unwrap();
+        let tmp = episode_from(&fixture_v2(), file, &apply(&d, &original));
+        for lenient in [false, true] {
+            if let Err(msg) = exercise(tmp.path(), lenient) {
+                prop_assert!(
+                    msg.contains(file),
+                    "lenient={lenient}: error does not name {file}: {msg}"
+                );
+            }
+        }
     }
 }
