@@ -660,3 +660,26 @@ fn write_errors_state_the_os_error_once_and_exit_3() {
         "error: cannot write <stdout>: Broken pipe (os error 32)"
     );
 }
+
+#[test]
+fn an_html_report_that_cannot_be_written_exits_3_naming_the_file() {
+    // report.html's place is taken by a directory: the page cannot be
+    // written, exit 3, one line naming it with the OS error once.
+    let out = tempfile::tempdir().unwrap();
+    let blocker = out.path().join("report.html");
+    std::fs::create_dir(&blocker).unwrap();
+    let r = analyze(&[
+        "--episode",
+        fixture("v1/serve-episode").to_str().unwrap(),
+        "--html",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim(),
+        format!(
+            "error: cannot write {}: Is a directory (os error 21)",
+            blocker.display()
+        )
+    );
+}
