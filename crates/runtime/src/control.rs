@@ -497,6 +497,10 @@ pub(crate) fn control_loop<C: LoopClock>(
     let mut aborted = false;
 
     sh.state.enter();
+    // Test builds count this thread's allocations from here to the last
+    // cycle (`alloc_probe`): the loop must make none.
+    #[cfg(test)]
+    crate::alloc_probe::start();
     for i in 0..total {
         if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
             aborted = true;
@@ -552,6 +556,11 @@ pub(crate) fn control_loop<C: LoopClock>(
         prev_start_mono = start_mono;
         cycles += 1;
     }
+    #[cfg(test)]
+    crate::alloc_probe::CONTROL_LOOP.store(
+        crate::alloc_probe::stop(),
+        std::sync::atomic::Ordering::SeqCst,
+    );
     // A stop requested during the last cycle was told "aborted": keep the
     // word (every cycle ran, and the evidence says so).
     if sh.state.finish() {

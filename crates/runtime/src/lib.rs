@@ -24,6 +24,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(test)]
+mod alloc_probe;
 pub mod cli;
 pub mod clock;
 pub mod config;
