@@ -213,7 +213,16 @@ pub fn run(cli: Cli) -> Result<i32> {
                 EXIT_ERROR
             })
         }
-        Command::Watch(a) => crate::watch::run(&a),
+        Command::Watch(a) => crate::watch::run(&crate::watch::WatchOptions {
+            pid: a.pid,
+            ring: a.ring.clone(),
+            ring_dir: a.ring_dir.clone(),
+            window: a.window,
+            interval_ms: a.interval_ms,
+            once: a.once,
+            json: a.json,
+        })
+        .map(|()| EXIT_OK),
         Command::Probe(a) => {
             let r = probe::probe(ProbeOptions {
                 rate_hz: a.rate,

@@ -13,6 +13,15 @@ use thiserror::Error;
 
 use crate::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
 
+/// Caller values the simulated runtime registers (the control loop's
+/// `build_recorder`); here because the recorder's footprint, which the
+/// config bounds, depends on it.
+pub const SIM_VALUE_COUNT: u64 = 6;
+
+/// Span slots per cycle of a background thread (it records two spans);
+/// here for the same reason.
+pub const THREAD_SPANS_PER_CYCLE: u64 = 4;
+
 /// Default `run.timing_memory_budget_mb`: 1 GiB, which holds the default
 /// recorder (about 20 MB) fifty times over and stops a typo of a few zeros.
 pub const DEFAULT_TIMING_MEMORY_BUDGET_MB: u64 = 1024;
@@ -663,7 +672,7 @@ impl Config {
         looptime_capture::footprint_bytes(
             self.run.timing_max_cycles,
             self.run.timing_max_spans_per_cycle as u64,
-            crate::control::SIM_VALUE_COUNT,
+            SIM_VALUE_COUNT,
         )
     }
 
@@ -680,11 +689,7 @@ impl Config {
         } else {
             2
         };
-        n * looptime_capture::footprint_bytes(
-            self.run.timing_max_cycles,
-            crate::control::THREAD_SPANS_PER_CYCLE,
-            0,
-        )
+        n * looptime_capture::footprint_bytes(self.run.timing_max_cycles, THREAD_SPANS_PER_CYCLE, 0)
     }
 
     /// The loop's nominal period (1 / `run.rate_hz`), in ns.

@@ -21,8 +21,7 @@ use crate::scheduler::Scheduler;
 use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot, ThreadRecorder};
 use crate::stats::{CycleStat, Event, EventKind, LiveChannel};
 
-/// Caller values the simulated runtime registers (see `build_recorder`).
-pub const SIM_VALUE_COUNT: u64 = 6;
+pub use crate::config::{SIM_VALUE_COUNT, THREAD_SPANS_PER_CYCLE};
 
 pub(crate) struct Ids {
     warmup: PhaseId,
@@ -52,9 +51,6 @@ pub(crate) struct ThreadRecorders {
     pub(crate) viewer: Option<ThreadRecorder>,
     pub(crate) policy: Option<ThreadRecorder>,
 }
-
-/// Span slots per cycle of a background thread (it records two spans).
-pub const THREAD_SPANS_PER_CYCLE: u64 = 4;
 
 /// What [`build_recorder`] returns.
 pub(crate) struct Built {

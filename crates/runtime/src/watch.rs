@@ -18,8 +18,6 @@ use looptime_capture::ring::{self, RingReader};
 use looptime_capture::CycleRecord;
 use serde::Serialize;
 
-use crate::cli::WatchArgs;
-
 /// p50, p99 and max of a set of nanosecond values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Spread {
@@ -199,9 +197,29 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
     })
 }
 
+/// What `looptime watch` is asked for (the command line maps its flags
+/// onto it, so this module does not depend on the CLI).
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    /// The ring of this process (its newest).
+    pub pid: Option<u32>,
+    /// This ring file.
+    pub ring: Option<PathBuf>,
+    /// Where ring files are.
+    pub ring_dir: PathBuf,
+    /// Cycles in the sliding window.
+    pub window: u64,
+    /// Refresh interval in milliseconds (clamped to 50..=500).
+    pub interval_ms: u64,
+    /// Print one snapshot and exit.
+    pub once: bool,
+    /// With `once`: the snapshot as JSON.
+    pub json: bool,
+}
+
 /// The ring to watch: `--ring`, the newest running ring of `--pid`, or the
 /// newest running ring in `--ring-dir`.
-pub fn pick_ring(args: &WatchArgs) -> Result<PathBuf> {
+pub fn pick_ring(args: &WatchOptions) -> Result<PathBuf> {
     if let Some(r) = &args.ring {
         return Ok(r.clone());
     }
@@ -228,7 +246,7 @@ pub fn pick_ring(args: &WatchArgs) -> Result<PathBuf> {
 ///
 /// # Errors
 /// No ring to watch, a ring that cannot be read, or a terminal error.
-pub fn run(args: &WatchArgs) -> Result<i32> {
+pub fn run(args: &WatchOptions) -> Result<()> {
     if args.window == 0 {
         bail!("--window must be at least 1 cycle");
     }
@@ -242,7 +260,7 @@ pub fn run(args: &WatchArgs) -> Result<i32> {
         } else {
             write!(out, "{}", render_text(&snap))?;
         }
-        return Ok(crate::cli::EXIT_OK);
+        return Ok(());
     }
     tui::run(
         &reader,
@@ -250,7 +268,7 @@ pub fn run(args: &WatchArgs) -> Result<i32> {
         Duration::from_millis(args.interval_ms.clamp(50, 500)),
     )
     .context("the terminal view")?;
-    Ok(crate::cli::EXIT_OK)
+    Ok(())
 }
 
 fn ms(ns: i64) -> String {

@@ -4,37 +4,16 @@
 
 use std::collections::HashMap;
 
-use looptime_capture::ClockDomain;
-use serde::{Deserialize, Serialize};
-
 use super::columns::{nominal_period, schedule_comparable, CycleColumns};
-use super::report::PhaseReport;
+use super::report::{Lateness, Pace, PhaseReport, StageBlame};
 use super::table::r4;
 use crate::error::Result;
 use crate::evidence::{Evidence, GroupDecode};
+use looptime_capture::ClockDomain;
 
 /// A late start's threshold, as a share of the effective period: a cycle
 /// whose deadline lag exceeds it counts as late (besides overdue cycles).
 pub const LATE_START_SHARE: f64 = 0.10;
-
-/// What the loop's schedule was meant to be, as far as the files tell.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Pace {
-    /// A period on host time: `effective_ns` = nominal / rtf.
-    Paced {
-        /// The header's nominal period.
-        nominal_ns: u64,
-        /// The period the schedule ran at.
-        effective_ns: u64,
-        /// The real-time factor.
-        rtf: f64,
-    },
-    /// rtf 0: scheduled on the simulation clock, as fast as the work allows.
-    Uncapped,
-    /// No nominal period in the header.
-    Unknown,
-}
 
 /// The pace of `ev`: the nominal period from the header; rtf from the
 /// manifest's `config.run.rtf`, else the header's `metadata.rtf`, else 1;
@@ -66,42 +45,6 @@ pub fn pace(ev: &Evidence) -> Pace {
         effective_ns: effective,
         rtf,
     }
-}
-
-/// A stage that held the largest share of over-budget cycles.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StageBlame {
-    /// Tree path of the top-level stage.
-    pub path: String,
-    /// Over-budget cycles in which it was the longest top-level span.
-    pub cycles: u64,
-    /// `cycles` / all over-budget cycles.
-    pub share: f64,
-}
-
-/// Per-cycle attribution of the late cycles of the judged phase.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Lateness {
-    /// The judged phase.
-    pub phase: String,
-    /// The work budget: the effective period.
-    pub budget_ns: u64,
-    /// Deadline lag over this counts as a late start; absent when the
-    /// clocks are not comparable (then only overdue cycles count).
-    pub late_start_threshold_ns: Option<u64>,
-    /// Cycles of the phase with a predecessor in their segment (judged).
-    pub judged: u64,
-    /// Judged cycles that were overdue or started later than the threshold.
-    pub late: u64,
-    /// Late cycles whose predecessor's work exceeded the budget.
-    pub work_over_budget: u64,
-    /// Late cycles whose predecessor's work was within the budget: the time
-    /// was lost in the wait and wake path (or carried from earlier).
-    pub late_wake: u64,
-    /// Late cycles whose predecessor has no end of work (an open cycle).
-    pub unattributed: u64,
-    /// Longest top-level stage of each over-budget predecessor, by count.
-    pub stages: Vec<StageBlame>,
 }
 
 /// The phase the diagnosis judges: `running` when it has cycles, else the

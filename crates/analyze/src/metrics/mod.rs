@@ -33,7 +33,7 @@ pub use columns::{
     command_columns, cycle_columns, nominal_period, schedule_comparable, CommandColumns,
     CycleColumns,
 };
-pub use diagnosis::{Lateness, Pace, StageBlame, LATE_START_SHARE};
+pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
 pub use threads::{OverlapReport, ThreadReport};
 
