@@ -21,7 +21,9 @@
 #    episodes gives those figures in its Parquet table, read with pyarrow
 #    (tests/dataset_check.py --spark);
 # 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), as a smoke
-#    test of the benchmark and its synthetic fleet.
+#    test of the benchmark and its synthetic fleet;
+# 0. before all of them, scripts/module_cycles.py: no crate's modules
+#    import each other in a circle.
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
@@ -64,6 +66,13 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
     fi
     python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars pyarrow duckdb hdrhistogram pyspark
 fi
+
+# The module ladder: no crate's modules import each other in a circle
+# (docs/architecture.md); a few seconds, before the long build.
+module_ladder() {
+    python3 scripts/module_cycles.py --self-test && python3 scripts/module_cycles.py
+}
+suite "module ladder: no import circle in any crate (scripts/module_cycles.py)" module_ladder
 
 # Rust first: the other suites use the analyzer it builds.
 step "Rust: cargo test --workspace"

@@ -41,6 +41,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CaptureError, Result};
 
+/// Most per-cycle caller values (a schema limit: the reader refuses a
+/// header that declares more).
+pub const MAX_VALUES: usize = 16;
+
+/// Most free-form metadata entries a header may carry (the reader refuses more).
+pub const MAX_METADATA_ENTRIES: usize = 4096;
+
 /// The schema version this crate writes.
 pub const SCHEMA_VERSION: u32 = 2;
 /// Every schema version this crate can read.
@@ -620,8 +627,8 @@ fn check_header_bounds(path: &Path, h: &Header) -> Result<()> {
         ("phases", h.phases.len(), names),
         ("attributes", h.attributes.len(), names),
         ("values of one attribute", most_values.unwrap_or(0), names),
-        ("value_defs", h.values.len(), crate::MAX_VALUES),
-        ("metadata", h.metadata.len(), crate::MAX_METADATA_ENTRIES),
+        ("value_defs", h.values.len(), MAX_VALUES),
+        ("metadata", h.metadata.len(), MAX_METADATA_ENTRIES),
     ];
     for (what, n, most) in checks {
         if n > most {

@@ -43,9 +43,11 @@
 #![warn(missing_docs)]
 
 mod error;
+mod finish;
 pub mod format;
 mod recorder;
 pub mod ring;
+mod slot;
 pub mod summary;
 mod sys;
 mod writer;

@@ -55,7 +55,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CaptureError, Result};
 use crate::format::{CaptureStatus, ClockAnchor, CycleRecord, Header, Recovery};
-use crate::recorder::{CycleSlot, RawCycle, SpanSlot, TscMap};
+use crate::slot::{CycleSlot, RawCycle, SpanSlot, TscMap};
 use crate::writer::{write_evidence, Counts, FinishReport};
 
 /// The first eight bytes of every ring file.

@@ -1,4 +1,7 @@
-//! Writing the evidence files at finish (never on the control path).
+//! Writing the evidence files at finish (never on the control path): a
+//! header and an iterator of cycle records in, two files out. It imports
+//! neither the recorder nor the ring ([`crate::finish`] and
+//! [`crate::ring::recover`] hand it records).
 //!
 //! Each file is written to a hidden temporary name in the episode
 //! directory, flushed, `fsync`ed and renamed into place, then the directory
@@ -16,13 +19,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{CaptureError, Result};
 use crate::format::{
     thread_files, CaptureStatus, CycleRecord, Header, Recovery, Summary, ThreadFiles,
-    CONTROL_THREAD,
 };
-use crate::recorder::{calibrate, Recorder, TscMap};
-use crate::ring::RingState;
 use crate::summary::SummaryBuilder;
 
-/// What [`Recorder::finish`] wrote.
+/// What [`crate::Recorder::finish`] (or a recovery) wrote.
 #[derive(Debug, Clone)]
 pub struct FinishReport {
     /// Path of `control_timing.jsonl`.
@@ -125,8 +125,9 @@ pub(crate) struct Counts {
 }
 
 /// Write the JSONL (header, then `records`) and the summary into `dir`,
-/// atomically, JSONL first: what [`Recorder::finish`] and
-/// [`crate::ring::recover`] share.
+/// atomically, JSONL first: what [`crate::Recorder::finish`] and
+/// [`crate::ring::recover`] share. The cycles come as records from an
+/// iterator, so this module knows neither the recorder nor the ring.
 pub(crate) fn write_evidence(
     dir: &Path,
     header: &Header,
@@ -168,90 +169,4 @@ pub(crate) fn write_evidence(
         summary,
         cycles_bytes,
     })
-}
-
-impl Recorder {
-    /// Write `control_timing.jsonl` and `control_timing_summary.json` into
-    /// the existing directory `dir`. Call it after the loop, with
-    /// [`CaptureStatus::Aborted`] for an orderly abort. A cycle still open
-    /// is written with no `end_ns`. The recorder is left as it was, so
-    /// finishing twice writes the same cycles again. A ring file is marked
-    /// finished (so `recover` leaves the files alone) and is removed when
-    /// the recorder is dropped.
-    ///
-    /// # Errors
-    /// [`CaptureError::MissingDirectory`] when `dir` does not exist, and
-    /// [`CaptureError::Write`] when a file cannot be written, synced or
-    /// renamed; in both cases no complete-looking file is left behind.
-    pub fn finish(&self, dir: &Path, status: CaptureStatus) -> Result<FinishReport> {
-        self.finish_with(dir, status, Vec::new())
-    }
-
-    /// Finish an episode recorded by several threads: first each background
-    /// thread's files (`control_timing.<thread>.jsonl` and its summary),
-    /// then this, the control thread's, whose summary, written last, lists
-    /// them. Call it once every thread has stopped recording, with their
-    /// recorders (from the same [`crate::Registry`]).
-    ///
-    /// # Errors
-    /// As [`finish`](Self::finish), for the first file that fails; and
-    /// [`CaptureError::Registration`] when a recorder in `threads` is the
-    /// control thread's or is not declared in this recorder's header.
-    pub fn finish_threads(
-        &self,
-        dir: &Path,
-        status: CaptureStatus,
-        threads: &[&Recorder],
-    ) -> Result<FinishReport> {
-        let mut files = Vec::with_capacity(threads.len());
-        for t in threads {
-            let name = t.thread_name();
-            if name == CONTROL_THREAD || !self.spec_threads().iter().any(|n| n == name) {
-                return Err(CaptureError::Registration {
-                    table: "thread",
-                    name: name.to_string(),
-                    reason: "it is not a background thread of this recorder's registry",
-                });
-            }
-            let report = t.finish(dir, status)?;
-            let (cycles_file, summary_file) = thread_files(name);
-            files.push(ThreadFiles {
-                name: name.to_string(),
-                cycles_file,
-                summary_file,
-                retained_cycles: report.summary.capture.retained_cycles,
-            });
-        }
-        self.finish_with(dir, status, files)
-    }
-
-    fn finish_with(
-        &self,
-        dir: &Path,
-        status: CaptureStatus,
-        threads: Vec<ThreadFiles>,
-    ) -> Result<FinishReport> {
-        if !dir.is_dir() {
-            return Err(CaptureError::MissingDirectory {
-                path: dir.to_path_buf(),
-            });
-        }
-        let tsc = calibrate(self.clock(), self.start_anchor());
-        let map = TscMap::new(tsc.start, tsc.ns_per_tick);
-        let header = self.header(tsc);
-        let counts = Counts {
-            total_cycles: self.total_cycles(),
-            spans_dropped: self.spans_dropped(),
-            spans_outside_cycle: self.spans_outside_cycle(),
-        };
-        self.set_ring_state(RingState::Finishing);
-        let records = self.retained().map(|raw| raw.to_record(&header, &map));
-        let result = write_evidence(dir, &header, records, status, counts, None, threads);
-        self.set_ring_state(if result.is_ok() {
-            RingState::Finished
-        } else {
-            RingState::Recording
-        });
-        result
-    }
 }

@@ -35,7 +35,6 @@ pub use columns::{
 };
 pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
-pub use threads::{OverlapReport, ThreadReport};
 
 use polars::prelude::DataFrame;
 

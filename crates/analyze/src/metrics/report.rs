@@ -63,6 +63,50 @@ pub struct Lateness {
     pub stages: Vec<StageBlame>,
 }
 
+/// One background thread, analyzed from its own file like an episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    /// The thread's name.
+    pub thread: String,
+    /// Its OS thread id, when it recorded a cycle.
+    pub tid: Option<u64>,
+    /// Its JSONL, relative to the episode.
+    pub file: String,
+    /// Complete, aborted, recovered or incomplete (from its own summary).
+    pub state: EpisodeState,
+    /// True when it marks no cycles: each top-level span is a cycle, so
+    /// its phases' rates are span rates.
+    pub implicit_cycles: bool,
+    /// What was kept and lost.
+    pub capture: CaptureReport,
+    /// Its phases (for a poll loop, its rate and period).
+    pub phases: Vec<PhaseReport>,
+    /// Its stages.
+    pub stages: Vec<StageReport>,
+}
+
+/// How much of one control-loop stage's wall time a background thread was
+/// busy: the contention question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverlapReport {
+    /// Phase of the control thread.
+    pub phase: String,
+    /// Control-loop stage.
+    pub stage: String,
+    /// Its tree path.
+    pub path: String,
+    /// The background thread.
+    pub thread: String,
+    /// Control spans counted: those inside the thread's recorded window.
+    pub spans: u64,
+    /// Their summed wall time (ns).
+    pub wall_ns: i64,
+    /// Of that, the time (ns) during which the thread had a span open.
+    pub overlap_ns: i64,
+    /// `overlap_ns / wall_ns`, rounded to 10⁻⁴; absent when `wall_ns` is 0.
+    pub share: Option<f64>,
+}
+
 /// Report format identifier.
 pub const REPORT_FORMAT: &str = "looptime-analysis/1";
 
@@ -337,10 +381,10 @@ pub struct Report {
     pub values: Vec<ValueReport>,
     /// Background threads recorded into the episode (schema 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<super::ThreadReport>,
+    pub threads: Vec<ThreadReport>,
     /// Overlap of each control stage with each background thread's work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub overlap: Vec<super::OverlapReport>,
+    pub overlap: Vec<OverlapReport>,
     /// The schedule the run was judged against.
     pub pace: Pace,
     /// Per-cycle attribution of the judged phase's late cycles.

@@ -4,55 +4,9 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::report::{CaptureReport, EpisodeState, PhaseReport, StageReport};
+use super::report::{OverlapReport, StageReport, ThreadReport};
 use crate::error::Result;
 use crate::evidence::{Evidence, GroupDecode};
-
-/// One background thread, analyzed from its own file like an episode.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ThreadReport {
-    /// The thread's name.
-    pub thread: String,
-    /// Its OS thread id, when it recorded a cycle.
-    pub tid: Option<u64>,
-    /// Its JSONL, relative to the episode.
-    pub file: String,
-    /// Complete, aborted, recovered or incomplete (from its own summary).
-    pub state: EpisodeState,
-    /// True when it marks no cycles: each top-level span is a cycle, so
-    /// its phases' rates are span rates.
-    pub implicit_cycles: bool,
-    /// What was kept and lost.
-    pub capture: CaptureReport,
-    /// Its phases (for a poll loop, its rate and period).
-    pub phases: Vec<PhaseReport>,
-    /// Its stages.
-    pub stages: Vec<StageReport>,
-}
-
-/// How much of one control-loop stage's wall time a background thread was
-/// busy: the contention question.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OverlapReport {
-    /// Phase of the control thread.
-    pub phase: String,
-    /// Control-loop stage.
-    pub stage: String,
-    /// Its tree path.
-    pub path: String,
-    /// The background thread.
-    pub thread: String,
-    /// Control spans counted: those inside the thread's recorded window.
-    pub spans: u64,
-    /// Their summed wall time (ns).
-    pub wall_ns: i64,
-    /// Of that, the time (ns) during which the thread had a span open.
-    pub overlap_ns: i64,
-    /// `overlap_ns / wall_ns`, rounded to 10⁻⁴; absent when `wall_ns` is 0.
-    pub share: Option<f64>,
-}
 
 /// Per-thread reports of `ev`'s background threads, each computed by
 /// `compute_one` (the same metrics as the control thread's report).

@@ -1,0 +1,243 @@
+//! The fixed memory layout of a cycle and its spans, shared by the recorder
+//! (which fills it), the ring storages (which hold it, in the heap or in a
+//! file another process maps) and the ring reader (which copies it back):
+//! the slots, the raw view of one cycle turned into a record, and the TSC
+//! calibration that maps raw ticks onto nanoseconds. It imports none of
+//! those modules; they import it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+use crate::format::{ClockAnchor, Header, TscCalibration, ValueKind};
+use crate::sys;
+
+/// Attributes stored per span.
+pub const MAX_ATTRS_PER_SPAN: usize = 4;
+/// The span index that names no span (and a top-level span's parent).
+pub(crate) const NO_SPAN: u16 = u16::MAX;
+/// Anchors closer than this use quanta's calibration instead of their own slope.
+pub const MIN_FIT_SPAN_NS: u64 = 50_000_000;
+
+/// One cycle of the ring. `repr(C)` and plain integers (bytes as flags), so
+/// that a reader in another process can copy it whatever its bytes; `seq`
+/// comes first and is written last (see [`crate::ring`]).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct CycleSlot {
+    pub(crate) seq: AtomicU64,
+    pub(crate) index: u64,
+    pub(crate) target_ns: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) sleep_start: u64,
+    pub(crate) wake: u64,
+    pub(crate) spans_dropped: u32,
+    pub(crate) skipped: u32,
+    pub(crate) phase: u16,
+    pub(crate) n_spans: u16,
+    pub(crate) values_set: u16,
+    pub(crate) overdue: u8,
+    pub(crate) has_target: u8,
+    pub(crate) has_wait: u8,
+    pub(crate) ended: u8,
+    _pad: [u8; 6],
+}
+
+/// One span slot; `repr(C)`, plain integers, as [`CycleSlot`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SpanSlot {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) cpu_start: u64,
+    pub(crate) cpu_end: u64,
+    pub(crate) attrs: [(u16, u16); MAX_ATTRS_PER_SPAN],
+    pub(crate) stage: u16,
+    pub(crate) parent: u16,
+    pub(crate) depth: u8,
+    pub(crate) n_attrs: u8,
+    pub(crate) cpu: u8,
+    pub(crate) open: u8,
+    pub(crate) closed_by_cycle_end: u8,
+    _pad: [u8; 7],
+}
+
+/// One cycle's slots seen together: the view the writer's records and the
+/// ring reader's are made from.
+pub(crate) struct RawCycle<'a> {
+    slot: &'a CycleSlot,
+    spans: &'a [SpanSlot],
+    values: &'a [u64],
+    open: bool,
+}
+
+impl<'a> RawCycle<'a> {
+    /// A cycle that is not open (as read back from a ring).
+    pub(crate) fn new(slot: &'a CycleSlot, spans: &'a [SpanSlot], values: &'a [u64]) -> Self {
+        RawCycle {
+            slot,
+            spans,
+            values,
+            open: false,
+        }
+    }
+
+    /// A cycle of a live recorder; `open` while it is the cycle in progress
+    /// (then it has no end, and its open spans end with it).
+    pub(crate) fn live(
+        slot: &'a CycleSlot,
+        spans: &'a [SpanSlot],
+        values: &'a [u64],
+        open: bool,
+    ) -> Self {
+        RawCycle {
+            slot,
+            spans,
+            values,
+            open,
+        }
+    }
+
+    /// The record written for this cycle, with names from `header`.
+    pub(crate) fn to_record(&self, header: &Header, map: &TscMap) -> crate::format::CycleRecord {
+        use crate::format::{CycleRecord, CycleTag, SpanRecord};
+        let spec = header;
+        let c = self.slot;
+        let ended = c.ended != 0 && !self.open;
+        let mut values = BTreeMap::new();
+        for (i, info) in spec.values.iter().enumerate() {
+            if c.values_set & (1 << i) == 0 {
+                continue;
+            }
+            let bits = self.values[i];
+            let number = match info.kind {
+                ValueKind::Int => Some(serde_json::Number::from(bits as i64)),
+                ValueKind::Float => serde_json::Number::from_f64(f64::from_bits(bits)),
+            };
+            if let Some(n) = number {
+                values.insert(info.name.clone(), n);
+            }
+        }
+        let end_raw = if ended { Some(c.end) } else { None };
+        let spans = self
+            .spans
+            .iter()
+            .map(|s| {
+                // A span left open by an aborted cycle ends at the cycle's
+                // end, or at its own start when the cycle never ended.
+                let open = s.open != 0;
+                let end = if open {
+                    end_raw.unwrap_or(s.start)
+                } else {
+                    s.end
+                };
+                SpanRecord {
+                    stage: spec
+                        .stages
+                        .get(s.stage as usize)
+                        .map(|st| st.name.clone())
+                        .unwrap_or_default(),
+                    parent: (s.parent != NO_SPAN).then_some(s.parent as u32),
+                    depth: s.depth as u32,
+                    start_ns: map.to_ns(s.start),
+                    wall_ns: map.to_ns(end).saturating_sub(map.to_ns(s.start)),
+                    cpu_ns: (s.cpu != 0 && !open).then(|| s.cpu_end.saturating_sub(s.cpu_start)),
+                    closed_by_cycle_end: s.closed_by_cycle_end != 0 || open,
+                    attrs: s.attrs[..s.n_attrs as usize]
+                        .iter()
+                        .filter_map(|&(k, v)| {
+                            let a = spec.attributes.get(k as usize)?;
+                            Some((a.key.clone(), a.values.get(v as usize)?.clone()))
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        CycleRecord {
+            kind: CycleTag::Cycle,
+            cycle: c.index,
+            phase: spec
+                .phases
+                .get(c.phase as usize)
+                .cloned()
+                .unwrap_or_default(),
+            start_ns: map.to_ns(c.start),
+            end_ns: end_raw.map(|e| map.to_ns(e)),
+            target_ns: (c.has_target != 0).then_some(c.target_ns),
+            sleep_start_ns: (c.has_wait != 0).then(|| map.to_ns(c.sleep_start)),
+            wake_ns: (c.has_wait != 0).then(|| map.to_ns(c.wake)),
+            overdue: c.overdue != 0,
+            skipped: c.skipped,
+            spans_dropped: c.spans_dropped,
+            values,
+            spans,
+        }
+    }
+}
+
+/// Maps raw ticks onto host monotonic nanoseconds (fixed point, 32
+/// fractional bits).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TscMap {
+    raw0: u64,
+    ns0: u64,
+    scale_q32: i128,
+}
+
+impl TscMap {
+    pub(crate) fn new(start: ClockAnchor, ns_per_tick: f64) -> TscMap {
+        TscMap {
+            raw0: start.raw,
+            ns0: start.monotonic_ns,
+            scale_q32: (ns_per_tick * (1u64 << 32) as f64).round() as i128,
+        }
+    }
+
+    pub(crate) fn to_ns(self, raw: u64) -> u64 {
+        let dt = raw as i128 - self.raw0 as i128;
+        let ns = self.ns0 as i128 + ((dt * self.scale_q32) >> 32);
+        ns.clamp(0, u64::MAX as i128) as u64
+    }
+}
+
+/// Builds the calibration written to the header from the start anchor and a
+/// fresh end anchor.
+pub(crate) fn calibrate(clock: &quanta::Clock, start: ClockAnchor) -> TscCalibration {
+    let end = take_anchor(clock);
+    let span_ns = end.monotonic_ns.saturating_sub(start.monotonic_ns);
+    let (ns_per_tick, source) = if span_ns >= MIN_FIT_SPAN_NS && end.raw > start.raw {
+        (span_ns as f64 / (end.raw - start.raw) as f64, "anchors")
+    } else {
+        let ticks = 1u64 << 30;
+        (
+            clock.delta_as_nanos(0, ticks) as f64 / ticks as f64,
+            "quanta",
+        )
+    };
+    TscCalibration {
+        start,
+        end,
+        ns_per_tick,
+        slope_source: source.to_string(),
+    }
+}
+
+/// Takes the tightest of several (raw, monotonic, raw) brackets.
+pub(crate) fn take_anchor(clock: &quanta::Clock) -> ClockAnchor {
+    let mut best: Option<(u64, u64, u64)> = None;
+    for _ in 0..32 {
+        let r1 = clock.raw();
+        let mono = sys::monotonic_ns();
+        let r2 = clock.raw();
+        let width = r2.wrapping_sub(r1);
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, r1 / 2 + r2 / 2 + (r1 % 2 + r2 % 2) / 2, mono));
+        }
+    }
+    let (width, raw, mono) = best.unwrap_or((0, clock.raw(), sys::monotonic_ns()));
+    ClockAnchor {
+        raw,
+        monotonic_ns: mono,
+        uncertainty_ns: clock.delta_as_nanos(0, width) / 2 + 1,
+    }
+}
