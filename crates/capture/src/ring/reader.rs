@@ -1,0 +1,370 @@
+//! A ring opened read-only: what `looptime watch` shows of a running
+//! loop and what [`super::recover`] rebuilds evidence from.
+
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::mem::{size_of, MaybeUninit};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+use super::*;
+use crate::error::Result;
+use crate::format::{ClockAnchor, CycleRecord, Header};
+use crate::slot::{CycleSlot, RawCycle, SpanSlot, TscMap};
+
+/// A ring file opened read-only by another process: `looptime watch` and
+/// [`recover`]. The mapping is `PROT_READ`, so the reader cannot write to
+/// the ring even by mistake.
+#[derive(Debug)]
+pub struct RingReader {
+    path: PathBuf,
+    base: NonNull<u8>,
+    len: usize,
+    fixed: Fixed,
+}
+
+// SAFETY: a read-only mapping; every read goes through volatile copies or
+// atomics.
+unsafe impl Send for RingReader {}
+
+impl Drop for RingReader {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Cycles read from a ring, with what could not be read.
+#[derive(Debug, Clone)]
+pub struct RingRead {
+    /// The evidence header (its `tsc` from the ring's anchor and quanta's
+    /// slope; there is no end anchor).
+    pub header: Header,
+    /// Complete cycles, oldest first.
+    pub cycles: Vec<CycleRecord>,
+    /// Cycles begun since the recorder was built or reset.
+    pub total_cycles: u64,
+    /// The newest cycle, begun and not ended (0 or 1).
+    pub in_progress: u64,
+    /// Records whose sequence number does not match their place: torn
+    /// (writer dead) or overwritten while read (writer alive).
+    pub torn: u64,
+    /// Records that fail a consistency check (a span count over capacity,
+    /// an unknown phase): damaged, skipped.
+    pub damaged: u64,
+    /// Spans dropped over the whole run (the writer's counter).
+    pub spans_dropped: u64,
+    /// Spans opened outside a cycle (the writer's counter).
+    pub spans_outside_cycle: u64,
+}
+
+impl RingReader {
+    /// Map `path` read-only and check its header.
+    ///
+    /// # Errors
+    /// [`CaptureError::Ring`] when it cannot be opened or mapped, and
+    /// [`CaptureError::BadRing`] when it is not a ring file of this layout.
+    pub fn open(path: &Path) -> Result<RingReader> {
+        let file = File::open(path).map_err(ring_err(path, "open"))?;
+        let len = file.metadata().map_err(ring_err(path, "open"))?.len() as usize;
+        if len < HEADER_BYTES {
+            return Err(bad_ring(
+                path,
+                format!("{len} bytes is shorter than a ring header ({HEADER_BYTES} bytes)"),
+            ));
+        }
+        let base = map_file(path, &file, len, false)?;
+        // SAFETY: `len >= HEADER_BYTES > size_of::<Fixed>()`; Fixed is plain
+        // integers, valid for any bytes.
+        let fixed = unsafe { std::ptr::read_volatile(base.as_ptr() as *const Fixed) };
+        let reader = RingReader {
+            path: path.to_path_buf(),
+            base,
+            len,
+            fixed,
+        };
+        reader.check()?;
+        Ok(reader)
+    }
+
+    fn check(&self) -> Result<()> {
+        let f = &self.fixed;
+        let p = &self.path;
+        if f.magic != RING_MAGIC {
+            return Err(bad_ring(
+                p,
+                "no looptime ring magic (not a ring file, or one still being created)",
+            ));
+        }
+        if f.layout_version != RING_LAYOUT_VERSION {
+            return Err(bad_ring(p, format!("ring layout version {} is not the {RING_LAYOUT_VERSION} this build reads: use the looptime build that wrote it", f.layout_version)));
+        }
+        if f.cycle_slot_bytes as usize != size_of::<CycleSlot>()
+            || f.span_slot_bytes as usize != size_of::<SpanSlot>()
+        {
+            return Err(bad_ring(
+                p,
+                "slot sizes differ from this build's: use the looptime build that wrote it",
+            ));
+        }
+        let layout = Layout::new(
+            f.capacity as usize,
+            f.max_spans as usize,
+            f.n_values as usize,
+            (f.meta_capacity as usize).saturating_sub(META_SLACK),
+        );
+        let fits = layout.is_some_and(|l| {
+            l.cycles_offset as u64 == f.cycles_offset
+                && l.spans_offset as u64 == f.spans_offset
+                && l.values_offset as u64 == f.values_offset
+                && l.file_bytes as u64 == f.file_bytes
+                && l.file_bytes <= self.len
+        });
+        if !fits || f.capacity == 0 || f.meta_offset != HEADER_BYTES as u64 {
+            return Err(bad_ring(
+                p,
+                format!(
+                    "the header's regions do not fit the file ({} bytes): truncated or damaged",
+                    self.len
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn live(&self) -> &Live {
+        // SAFETY: inside the header page (len checked), 64-aligned; loads
+        // of atomics from a read-only mapping are fine.
+        unsafe { &*(self.base.as_ptr().add(LIVE_OFFSET) as *const Live) }
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The writer's pid.
+    pub fn pid(&self) -> u32 {
+        self.fixed.pid
+    }
+
+    /// When the ring was created, in nanoseconds since the Unix epoch.
+    pub fn created_unix_ns(&self) -> u64 {
+        self.fixed.created_unix_ns
+    }
+
+    /// Ring capacity in cycles.
+    pub fn capacity(&self) -> u64 {
+        self.fixed.capacity
+    }
+
+    /// What the writer last said it was doing.
+    pub fn state(&self) -> RingState {
+        RingState::from_u32(self.live().state.load(Ordering::Acquire))
+    }
+
+    /// Cycles begun so far.
+    pub fn total_cycles(&self) -> u64 {
+        self.live().total.load(Ordering::Acquire)
+    }
+
+    /// Whether the process that wrote the ring still runs: its pid exists
+    /// and started when the ring's writer did (a reused pid does not count).
+    pub fn writer_alive(&self) -> bool {
+        pid_alive(self.fixed.pid, self.fixed.proc_start_ticks)
+    }
+
+    /// The meta region, read consistently (retried while the writer
+    /// rewrites it).
+    ///
+    /// # Errors
+    /// [`CaptureError::BadRing`] when it never reads consistently or is not
+    /// valid JSON.
+    pub fn meta(&self) -> Result<RingMeta> {
+        let live = self.live();
+        for _ in 0..1000 {
+            let s1 = live.meta_seq.load(Ordering::Acquire);
+            let n = live.meta_len.load(Ordering::Relaxed) as usize;
+            if s1 % 2 == 1 || n > self.fixed.meta_capacity as usize {
+                std::thread::yield_now();
+                continue;
+            }
+            let mut bytes = vec![0u8; n];
+            // SAFETY: the meta region is inside the mapping (checked) and
+            // `n` is within its capacity.
+            unsafe {
+                let src = self.base.as_ptr().add(self.fixed.meta_offset as usize);
+                for (i, b) in bytes.iter_mut().enumerate() {
+                    *b = std::ptr::read_volatile(src.add(i));
+                }
+            }
+            fence(Ordering::Acquire);
+            if live.meta_seq.load(Ordering::Relaxed) != s1 {
+                continue;
+            }
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                bad_ring(
+                    &self.path,
+                    format!("its meta region is not valid JSON ({e})"),
+                )
+            });
+        }
+        Err(bad_ring(
+            &self.path,
+            "its meta region kept changing while read",
+        ))
+    }
+
+    fn anchor(&self) -> ClockAnchor {
+        let live = self.live();
+        let unc = live.anchor_unc.load(Ordering::Acquire);
+        ClockAnchor {
+            raw: live.anchor_raw.load(Ordering::Relaxed),
+            monotonic_ns: live.anchor_mono.load(Ordering::Relaxed),
+            uncertainty_ns: unc,
+        }
+    }
+
+    /// The thread whose recorder writes this ring (`control`, or a
+    /// background thread's name), from its meta; `None` when the meta
+    /// cannot be read.
+    pub fn thread_name(&self) -> Option<String> {
+        self.meta().ok().map(|m| m.header.thread_name().to_string())
+    }
+
+    /// Read the newest `last` cycles (all retained ones with `None`).
+    ///
+    /// # Errors
+    /// As [`meta`](Self::meta).
+    pub fn read(&self, last: Option<u64>) -> Result<RingRead> {
+        let meta = self.meta()?;
+        let mut header = meta.header;
+        let tid = self.live().tid.load(Ordering::Relaxed);
+        if let Some(t) = header.thread.as_mut() {
+            t.tid = (tid != 0).then_some(tid);
+        }
+        let anchor = self.anchor();
+        header.tsc.start = anchor;
+        header.tsc.end = anchor;
+        header.tsc.ns_per_tick = f64::from_bits(self.fixed.ns_per_tick_bits);
+        header.tsc.slope_source = "quanta".to_string();
+        let map = TscMap::new(anchor, header.tsc.ns_per_tick);
+        let live = self.live();
+        let total = live.total.load(Ordering::Acquire);
+        let cap = self.fixed.capacity;
+        let mut lo = total.saturating_sub(cap);
+        if let Some(n) = last {
+            lo = lo.max(total.saturating_sub(n));
+        }
+        let mut out = RingRead {
+            header,
+            cycles: Vec::with_capacity((total - lo) as usize),
+            total_cycles: total,
+            in_progress: 0,
+            torn: 0,
+            damaged: 0,
+            spans_dropped: live.spans_dropped.load(Ordering::Relaxed),
+            spans_outside_cycle: live.spans_outside_cycle.load(Ordering::Relaxed),
+        };
+        let mut spans = Vec::with_capacity(self.fixed.max_spans as usize);
+        let mut values = vec![0u64; self.fixed.n_values as usize];
+        for k in lo..total {
+            match self.read_slot(k, &mut spans, &mut values) {
+                SlotRead::Complete(slot) => {
+                    if !slot_consistent(&slot, &spans, &out.header) {
+                        out.damaged += 1;
+                        continue;
+                    }
+                    let raw = RawCycle::new(&slot, &spans, &values);
+                    out.cycles.push(raw.to_record(&out.header, &map));
+                }
+                SlotRead::InProgress if k + 1 == total => out.in_progress += 1,
+                SlotRead::InProgress | SlotRead::Mismatch => out.torn += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_slot(&self, k: u64, spans: &mut Vec<SpanSlot>, values: &mut [u64]) -> SlotRead {
+        let f = &self.fixed;
+        let slot_i = (k % f.capacity) as usize;
+        let want = 2 * k + 2;
+        // SAFETY: slot_i < capacity; the regions were checked to fit the
+        // mapping. CycleSlot, SpanSlot and u64 are plain integers (and
+        // atomics of them), valid for any bytes, so volatile copies are
+        // sound even while the writer changes them; the sequence number
+        // says whether the copy is usable.
+        unsafe {
+            let base = self.base.as_ptr();
+            let cptr = base
+                .add(f.cycles_offset as usize)
+                .cast::<CycleSlot>()
+                .add(slot_i);
+            let seq = &*(cptr as *const AtomicU64);
+            let s1 = seq.load(Ordering::Acquire);
+            if s1 == want - 1 {
+                return SlotRead::InProgress;
+            }
+            if s1 != want {
+                return SlotRead::Mismatch;
+            }
+            let slot: CycleSlot = read_plain(cptr);
+            let n = (slot.n_spans as usize).min(f.max_spans as usize);
+            let sptr = base
+                .add(f.spans_offset as usize)
+                .cast::<SpanSlot>()
+                .add(slot_i * f.max_spans as usize);
+            spans.clear();
+            for i in 0..n {
+                spans.push(read_plain(sptr.add(i)));
+            }
+            let nv = f.n_values as usize;
+            let vptr = base
+                .add(f.values_offset as usize)
+                .cast::<u64>()
+                .add(slot_i * nv);
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = std::ptr::read_volatile(vptr.add(i));
+            }
+            fence(Ordering::Acquire);
+            if seq.load(Ordering::Relaxed) != want {
+                return SlotRead::Mismatch;
+            }
+            SlotRead::Complete(slot)
+        }
+    }
+}
+
+enum SlotRead {
+    Complete(CycleSlot),
+    InProgress,
+    Mismatch,
+}
+
+/// A volatile byte copy of a `T` of plain integers.
+///
+/// # Safety
+/// `src` must be readable for `size_of::<T>()` bytes, and every bit
+/// pattern must be a valid `T`.
+unsafe fn read_plain<T>(src: *const T) -> T {
+    let mut out = MaybeUninit::<T>::uninit();
+    let dst = out.as_mut_ptr() as *mut u8;
+    let src = src as *const u8;
+    for i in 0..size_of::<T>() {
+        // SAFETY: within both objects.
+        unsafe { *dst.add(i) = std::ptr::read_volatile(src.add(i)) };
+    }
+    // SAFETY: fully written, and any bytes are a valid T (caller).
+    unsafe { out.assume_init() }
+}
+
+fn slot_consistent(slot: &CycleSlot, spans: &[SpanSlot], header: &Header) -> bool {
+    (slot.phase as usize) < header.phases.len()
+        && slot.n_spans as usize == spans.len()
+        && spans.iter().enumerate().all(|(i, s)| {
+            (s.stage as usize) < header.stages.len()
+                && (s.parent == u16::MAX || (s.parent as usize) < i)
+        })
+}

@@ -1,0 +1,102 @@
+//! Evidence from the ring of a process that died: its complete cycles
+//! handed to the writer as records.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::error::{CaptureError, Result};
+use crate::format::{CaptureStatus, Recovery};
+use crate::writer::{write_evidence, Counts, FinishReport};
+
+/// What [`recover`] did with one ring.
+#[derive(Debug)]
+pub enum Recovered {
+    /// The evidence files were written from the ring, which was removed.
+    Written {
+        /// The ring file (now removed).
+        ring: PathBuf,
+        /// The episode directory written into.
+        dir: PathBuf,
+        /// The files and the summary.
+        report: Box<FinishReport>,
+    },
+    /// The writer had finished: its files were already written, so the
+    /// ring was only removed.
+    AlreadyFinished {
+        /// The ring file (now removed).
+        ring: PathBuf,
+        /// The episode directory named in the ring, if any.
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Turn the ring at `path`, left by a process that died, into the normal
+/// evidence files in the episode directory its header names (created if
+/// missing), with status `recovered`, then remove it.
+///
+/// # Errors
+/// [`CaptureError::RingInUse`] when the writer still runs (watch it
+/// instead), [`CaptureError::BadRing`] for a damaged ring or one that names
+/// no episode directory, and the write errors of
+/// [`Recorder::finish`](crate::Recorder::finish). The ring is kept on any
+/// error.
+pub fn recover(path: &Path) -> Result<Recovered> {
+    let reader = RingReader::open(path)?;
+    if reader.writer_alive() {
+        return Err(CaptureError::RingInUse {
+            path: path.to_path_buf(),
+            pid: reader.pid(),
+        });
+    }
+    let state = reader.state();
+    let meta = reader.meta()?;
+    if state == RingState::Finished {
+        drop(reader);
+        fs::remove_file(path).map_err(ring_err(path, "remove"))?;
+        return Ok(Recovered::AlreadyFinished {
+            ring: path.to_path_buf(),
+            dir: meta.episode_dir,
+        });
+    }
+    let Some(dir) = meta.episode_dir.clone() else {
+        return Err(bad_ring(path, "it names no episode directory (its recorder was built without one); nothing to write into"));
+    };
+    fs::create_dir_all(&dir).map_err(|source| CaptureError::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    let read = reader.read(None)?;
+    let last = read.cycles.last();
+    let recovery = Recovery {
+        ring_file: path.display().to_string(),
+        writer_pid: reader.pid(),
+        ring_state: state.as_str().to_string(),
+        cycles_recovered: read.cycles.len() as u64,
+        in_progress_records: read.in_progress,
+        torn_records: read.torn + read.damaged,
+        last_complete_cycle: last.map(|c| c.cycle),
+        last_complete_end_ns: last.and_then(|c| c.end_ns),
+    };
+    let counts = Counts {
+        total_cycles: read.total_cycles,
+        spans_dropped: read.spans_dropped,
+        spans_outside_cycle: read.spans_outside_cycle,
+    };
+    let report = write_evidence(
+        &dir,
+        &read.header,
+        read.cycles.into_iter(),
+        CaptureStatus::Recovered,
+        counts,
+        Some(recovery),
+        Vec::new(),
+    )?;
+    drop(reader);
+    fs::remove_file(path).map_err(ring_err(path, "remove"))?;
+    Ok(Recovered::Written {
+        ring: path.to_path_buf(),
+        dir,
+        report: Box::new(report),
+    })
+}
