@@ -42,10 +42,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod builder;
 mod error;
 mod finish;
 pub mod format;
 mod recorder;
+mod registry;
 pub mod ring;
 mod slot;
 pub mod summary;
@@ -59,11 +61,12 @@ pub use format::{
     MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
 };
 pub use recorder::{
-    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Recorders, Registry,
-    Release, SpanGuard, SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES,
-    DEFAULT_MAX_SPANS_PER_CYCLE, MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES,
-    MAX_SPANS_CEILING, MAX_SPAN_DEPTH, MAX_VALUES,
+    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SpanGuard,
+    SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE,
+    MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SPANS_CEILING,
+    MAX_SPAN_DEPTH, MAX_VALUES,
 };
+pub use registry::{Recorders, Registry};
 pub use ring::RingStorage;
 pub use writer::{parse_temp_name, sync_dir, temp_path, write_atomic, FinishReport};
 

@@ -1,0 +1,403 @@
+//! Registering a recorder: its names (stages, phases, attributes, caller
+//! values), capacities and options, each name turned into a small typed id
+//! before the loop starts. Below the recorder: [`RecorderBuilder::build`]
+//! is written beside the `Recorder` it allocates, so this module imports
+//! none of the recorder, the ring storage or the writer.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::error::{CaptureError, Result};
+use crate::format::{
+    AttributeInfo, ClockDomain, StageInfo, ValueInfo, ValueKind, CONTROL_THREAD, MAX_VALUES,
+};
+use crate::ring::RingStorage;
+use crate::slot::{CycleSlot, SpanSlot};
+
+/// Default number of cycles kept (`run.timing_max_cycles`).
+pub const DEFAULT_MAX_CYCLES: usize = 20_000;
+/// Default number of span slots per cycle.
+pub const DEFAULT_MAX_SPANS_PER_CYCLE: usize = 16;
+/// Deepest span nesting stored; deeper spans are counted as dropped.
+pub const MAX_SPAN_DEPTH: usize = 16;
+/// Largest accepted ring capacity (cycles).
+pub const MAX_CYCLES_CEILING: usize = 50_000_000;
+/// Largest accepted span slot count per cycle.
+pub const MAX_SPANS_CEILING: usize = 1024;
+
+pub(crate) const NAME_TABLE_MAX: usize = u16::MAX as usize - 1;
+
+/// Bytes the recorder preallocates for `max_cycles` cycles of
+/// `max_spans_per_cycle` span slots and `n_values` caller values: the cycle
+/// ring, the span slots and the value slots (what dominates; the name tables
+/// and the open-span stack are a few kilobytes). Saturates instead of
+/// overflowing, so an absurd request gives an absurd number, never a wrap.
+pub fn footprint_bytes(max_cycles: u64, max_spans_per_cycle: u64, n_values: u64) -> u64 {
+    let cycle = std::mem::size_of::<CycleSlot>() as u64;
+    let span = std::mem::size_of::<SpanSlot>() as u64;
+    let per_cycle = cycle
+        .saturating_add(span.saturating_mul(max_spans_per_cycle))
+        .saturating_add(8u64.saturating_mul(n_values));
+    max_cycles.saturating_mul(per_cycle)
+}
+
+/// A registered stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StageId(pub(crate) u16);
+/// A registered phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PhaseId(pub(crate) u16);
+/// A registered attribute key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttrKey(pub(crate) u16);
+/// A registered value of one attribute key (it carries its key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttrValue {
+    pub(crate) key: u16,
+    pub(crate) value: u16,
+}
+/// A registered per-cycle caller value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ValueId {
+    pub(crate) index: u8,
+    pub(crate) kind: ValueKind,
+}
+
+impl StageId {
+    /// Position in the header's stage table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl ValueId {
+    /// Integer or float.
+    pub fn kind(self) -> ValueKind {
+        self.kind
+    }
+}
+
+impl PhaseId {
+    /// Position in the header's phase table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What the scheduler says about the release point a cycle starts at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Release {
+    /// The scheduled target, in the domain declared with
+    /// [`RecorderBuilder::target_clock`].
+    pub target_ns: Option<u64>,
+    /// The release point had already passed when the scheduler came to it.
+    pub overdue: bool,
+    /// Whole release points skipped before this cycle.
+    pub skipped: u32,
+}
+
+impl Release {
+    /// A cycle with no schedule information.
+    pub const NONE: Release = Release {
+        target_ns: None,
+        overdue: false,
+        skipped: 0,
+    };
+
+    /// An on-time cycle scheduled for `target_ns`.
+    pub fn at(target_ns: u64) -> Release {
+        Release {
+            target_ns: Some(target_ns),
+            overdue: false,
+            skipped: 0,
+        }
+    }
+}
+
+/// Registers names and capacities, then allocates the [`Recorder`](crate::Recorder).
+///
+/// ```
+/// use looptime_capture::{RecorderBuilder, Release};
+/// let mut b = RecorderBuilder::new();
+/// b.max_cycles(1_000).max_spans_per_cycle(8);
+/// let running = b.phase("running").unwrap();
+/// let read = b.stage("camera_read").unwrap();
+/// let mut rec = b.build().unwrap();
+/// rec.begin_cycle(running, Release::NONE);
+/// {
+///     let _span = rec.span(read);
+/// }
+/// rec.end_cycle();
+/// assert_eq!(rec.total_cycles(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RecorderBuilder {
+    pub(crate) max_cycles: usize,
+    pub(crate) max_spans: usize,
+    pub(crate) thread_cpu: bool,
+    pub(crate) measure_overhead: bool,
+    pub(crate) nominal_period_ns: Option<u64>,
+    pub(crate) target_clock: ClockDomain,
+    pub(crate) stages: Vec<StageInfo>,
+    pub(crate) phases: Vec<String>,
+    pub(crate) attributes: Vec<AttributeInfo>,
+    pub(crate) values: Vec<ValueInfo>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    pub(crate) ring: RingStorage,
+    pub(crate) episode_dir: Option<PathBuf>,
+    pub(crate) thread: String,
+    pub(crate) threads: Vec<String>,
+    pub(crate) implicit_cycles: bool,
+}
+
+impl Default for RecorderBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecorderBuilder {
+    /// Defaults: 20,000 cycles, 16 spans a cycle, thread CPU time on,
+    /// targets on host monotonic time, overhead self-measurement on.
+    pub fn new() -> Self {
+        Self {
+            max_cycles: DEFAULT_MAX_CYCLES,
+            max_spans: DEFAULT_MAX_SPANS_PER_CYCLE,
+            thread_cpu: true,
+            measure_overhead: true,
+            nominal_period_ns: None,
+            target_clock: ClockDomain::HostMonotonic,
+            stages: Vec::new(),
+            phases: Vec::new(),
+            attributes: Vec::new(),
+            values: Vec::new(),
+            metadata: BTreeMap::new(),
+            ring: RingStorage::Auto,
+            episode_dir: None,
+            thread: CONTROL_THREAD.to_string(),
+            threads: Vec::new(),
+            implicit_cycles: false,
+        }
+    }
+
+    /// The thread this recorder records: [`CONTROL_THREAD`] (the default)
+    /// or a background thread's name, 1 to 48 ASCII letters, digits, `_`
+    /// or `-` (it becomes part of a file name). A background thread's
+    /// recorder joins an episode through a [`Registry`](crate::Registry).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for a name that is not allowed.
+    pub fn thread(&mut self, name: &str) -> Result<&mut Self> {
+        let ok = !name.is_empty()
+            && name.len() <= 48
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(CaptureError::Registration {
+                table: "thread",
+                name: name.to_string(),
+                reason: "a thread name is 1 to 48 ASCII letters, digits, '_' or '-'",
+            });
+        }
+        self.thread = name.to_string();
+        Ok(self)
+    }
+
+    /// For a thread that marks no cycles of its own: each top-level span
+    /// opened outside a cycle begins a cycle (phase `spans`, registered
+    /// first when no phase is) that ends when the span closes. Off by
+    /// default: spans outside a cycle are counted and not stored.
+    pub fn implicit_cycles(&mut self, on: bool) -> &mut Self {
+        self.implicit_cycles = on;
+        if on && self.phases.is_empty() {
+            self.phases.push("spans".to_string());
+        }
+        self
+    }
+
+    /// Where the ring lives (default [`RingStorage::Auto`]: a ring file in
+    /// `/dev/shm`, which survives a kill of this process, else the heap).
+    pub fn ring(&mut self, storage: RingStorage) -> &mut Self {
+        self.ring = storage;
+        self
+    }
+
+    /// The episode directory this recording's evidence belongs in, written
+    /// into the ring file for [`crate::ring::recover`] (also settable later
+    /// with [`Recorder::set_episode_dir`](crate::Recorder::set_episode_dir)).
+    pub fn episode_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.episode_dir = Some(dir.into());
+        self
+    }
+
+    /// Cycles kept in the ring (1 to [`MAX_CYCLES_CEILING`]).
+    pub fn max_cycles(&mut self, n: usize) -> &mut Self {
+        self.max_cycles = n;
+        self
+    }
+
+    /// Span slots per cycle (1 to [`MAX_SPANS_CEILING`]).
+    pub fn max_spans_per_cycle(&mut self, n: usize) -> &mut Self {
+        self.max_spans = n;
+        self
+    }
+
+    /// Measure thread CPU time for spans (default on). When off, no stage
+    /// measures it, whatever it was registered with.
+    pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
+        self.thread_cpu = on;
+        self
+    }
+
+    /// Time the recorder's own bookkeeping when building (default on; takes
+    /// about a millisecond). When off, the header's overhead is all zeros.
+    pub fn measure_overhead(&mut self, on: bool) -> &mut Self {
+        self.measure_overhead = on;
+        self
+    }
+
+    /// Declare the loop's nominal period (written to the header).
+    pub fn nominal_period_ns(&mut self, ns: u64) -> &mut Self {
+        self.nominal_period_ns = Some(ns);
+        self
+    }
+
+    /// The clock domain of [`Release::target_ns`] (default host monotonic).
+    pub fn target_clock(&mut self, domain: ClockDomain) -> &mut Self {
+        self.target_clock = domain;
+        self
+    }
+
+    /// Bytes [`build`](Self::build) will allocate with the capacities and
+    /// values registered so far (see [`footprint_bytes`]).
+    pub fn footprint_bytes(&self) -> u64 {
+        footprint_bytes(
+            self.max_cycles as u64,
+            self.max_spans as u64,
+            self.values.len() as u64,
+        )
+    }
+
+    /// Free-form metadata copied to the header (at most
+    /// [`MAX_METADATA_ENTRIES`](crate::MAX_METADATA_ENTRIES) entries; [`build`](Self::build) refuses more).
+    pub fn metadata(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    fn check_name(table: &'static str, name: &str, taken: bool, len: usize) -> Result<()> {
+        let reason = if name.is_empty() {
+            Some("the name is empty")
+        } else if taken {
+            Some("it is already registered")
+        } else if len >= NAME_TABLE_MAX {
+            Some("the table is full")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(CaptureError::Registration {
+                table,
+                name: name.to_string(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Register a stage whose spans measure thread CPU time (when the
+    /// recorder does).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn stage(&mut self, name: &str) -> Result<StageId> {
+        self.stage_with_cpu_time(name, true)
+    }
+
+    /// Register a stage, choosing whether its spans measure thread CPU time.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn stage_with_cpu_time(&mut self, name: &str, cpu_time: bool) -> Result<StageId> {
+        let taken = self.stages.iter().any(|s| s.name == name);
+        Self::check_name("stage", name, taken, self.stages.len())?;
+        self.stages.push(StageInfo {
+            name: name.to_string(),
+            cpu_time,
+        });
+        Ok(StageId((self.stages.len() - 1) as u16))
+    }
+
+    /// Register a phase.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn phase(&mut self, name: &str) -> Result<PhaseId> {
+        let taken = self.phases.iter().any(|p| p == name);
+        Self::check_name("phase", name, taken, self.phases.len())?;
+        self.phases.push(name.to_string());
+        Ok(PhaseId((self.phases.len() - 1) as u16))
+    }
+
+    /// Register an attribute key.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name.
+    pub fn attr_key(&mut self, name: &str) -> Result<AttrKey> {
+        let taken = self.attributes.iter().any(|a| a.key == name);
+        Self::check_name("attribute key", name, taken, self.attributes.len())?;
+        self.attributes.push(AttributeInfo {
+            key: name.to_string(),
+            values: Vec::new(),
+        });
+        Ok(AttrKey((self.attributes.len() - 1) as u16))
+    }
+
+    /// Register a value of attribute `key`.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate value.
+    pub fn attr_value(&mut self, key: AttrKey, name: &str) -> Result<AttrValue> {
+        let Some(attr) = self.attributes.get_mut(key.0 as usize) else {
+            return Err(CaptureError::Registration {
+                table: "attribute value",
+                name: name.to_string(),
+                reason: "its key was registered on another builder",
+            });
+        };
+        let taken = attr.values.iter().any(|v| v == name);
+        Self::check_name("attribute value", name, taken, attr.values.len())?;
+        attr.values.push(name.to_string());
+        Ok(AttrValue {
+            key: key.0,
+            value: (attr.values.len() - 1) as u16,
+        })
+    }
+
+    /// Register a per-cycle caller value (at most [`MAX_VALUES`]).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name, or when
+    /// [`MAX_VALUES`] are already registered.
+    pub fn value(&mut self, name: &str, kind: ValueKind, unit: &str) -> Result<ValueId> {
+        let taken = self.values.iter().any(|v| v.name == name);
+        Self::check_name("value", name, taken, self.values.len())?;
+        if self.values.len() >= MAX_VALUES {
+            return Err(CaptureError::Registration {
+                table: "value",
+                name: name.to_string(),
+                reason: "at most 16 values can be registered",
+            });
+        }
+        self.values.push(ValueInfo {
+            name: name.to_string(),
+            kind,
+            unit: unit.to_string(),
+        });
+        Ok(ValueId {
+            index: (self.values.len() - 1) as u8,
+            kind,
+        })
+    }
+}
