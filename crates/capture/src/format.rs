@@ -1,6 +1,11 @@
 //! The evidence file format: one set of types, written by the recorder and
 //! read by the analyzer.
 //!
+//! One idea, the schema, so one file, though it is over the crate's usual
+//! ~600 lines: the header, the cycle and span records, the summary, the
+//! limits a reader enforces and the reader itself belong together, since a
+//! change to any one is a change of the file format and its version.
+//!
 //! An episode directory holds two files written by [`crate::Recorder::finish`]:
 //!
 //! * [`CYCLES_FILE`] (`control_timing.jsonl`): one [`Header`] line, then one
@@ -641,6 +646,94 @@ fn check_header_bounds(path: &Path, h: &Header) -> Result<()> {
     Ok(())
 }
 
+/// The first line of `reader`, at most [`MAX_HEADER_BYTES`] long.
+fn read_first_line(path: &Path, reader: &mut BufReader<File>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    reader
+        .take(MAX_HEADER_BYTES as u64 + 1)
+        .read_until(b'\n', &mut raw)
+        .map_err(|source| CaptureError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if raw.len() > MAX_HEADER_BYTES && raw.last() != Some(&b'\n') {
+        return Err(bad_header(
+            path,
+            format!("the header line is longer than {MAX_HEADER_BYTES} bytes; a looptime header is a few kilobytes, so the file is damaged or not evidence"),
+        ));
+    }
+    Ok(raw)
+}
+
+/// The header line as text, without a byte-order mark or line ending
+/// (each noted).
+fn header_text<'a>(path: &Path, raw: &'a [u8]) -> Result<(&'a str, HeaderNotes)> {
+    let mut notes = HeaderNotes::default();
+    let mut line: &[u8] = raw;
+    if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
+        notes.bom = true;
+        line = rest;
+    }
+    if let Some(rest) = line.strip_suffix(b"\n") {
+        line = rest;
+        if let Some(rest) = line.strip_suffix(b"\r") {
+            notes.crlf = true;
+            line = rest;
+        }
+    }
+    let first = std::str::from_utf8(line).map_err(|e| {
+        bad_header(
+            path,
+            format!(
+                "the header is not valid UTF-8 (byte {} of the line); evidence is UTF-8 JSON, so the file is damaged",
+                e.valid_up_to() + 1
+            ),
+        )
+    })?;
+    if first.trim().is_empty() {
+        return Err(CaptureError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok((first, notes))
+}
+
+/// Check the kind and version before the full header, so that a file
+/// without its header, or a future schema, gets a message that says so,
+/// not a confusing missing-field error.
+fn probe_header(path: &Path, first: &str) -> Result<()> {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        schema_version: Option<u32>,
+    }
+    let probe: Probe = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
+        path: path.to_path_buf(),
+        line: 1,
+        source,
+    })?;
+    if probe.kind.as_deref() == Some("cycle") {
+        return Err(bad_header(
+            path,
+            "line 1 is a cycle record, not the header: the header line (type \"header\", with schema_version and the stage and phase tables) is missing, and the cycles cannot be read without it; was the file cut at the front or assembled by hand?",
+        ));
+    }
+    match probe.schema_version {
+        Some(v) if SUPPORTED_SCHEMA_VERSIONS.contains(&v) => Ok(()),
+        None if probe.kind.as_deref() != Some("header") => Err(bad_header(
+            path,
+            "line 1 is not a looptime header (no \"type\": \"header\" and no schema_version); is this a control_timing.jsonl?",
+        )),
+        found => Err(CaptureError::UnsupportedSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SUPPORTED_SCHEMA_VERSIONS,
+        }),
+    }
+}
+
 impl EvidenceReader {
     /// Opens `path` and parses its header line. A UTF-8 byte-order mark and
     /// a CRLF line ending are accepted and reported in [`notes`](Self::notes).
@@ -654,88 +747,15 @@ impl EvidenceReader {
     /// [`CaptureError::Parse`] when the header is not valid, and
     /// [`CaptureError::UnsupportedSchema`] for an unknown `schema_version`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        use std::io::Read;
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|source| CaptureError::Open {
             path: path.clone(),
             source,
         })?;
         let mut reader = BufReader::with_capacity(1 << 16, file);
-        let mut raw = Vec::new();
-        (&mut reader)
-            .take(MAX_HEADER_BYTES as u64 + 1)
-            .read_until(b'\n', &mut raw)
-            .map_err(|source| CaptureError::Read {
-                path: path.clone(),
-                source,
-            })?;
-        if raw.len() > MAX_HEADER_BYTES && raw.last() != Some(&b'\n') {
-            return Err(bad_header(
-                &path,
-                format!("the header line is longer than {MAX_HEADER_BYTES} bytes; a looptime header is a few kilobytes, so the file is damaged or not evidence"),
-            ));
-        }
-        let mut notes = HeaderNotes::default();
-        let mut line: &[u8] = &raw;
-        if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
-            notes.bom = true;
-            line = rest;
-        }
-        if let Some(rest) = line.strip_suffix(b"\n") {
-            line = rest;
-            if let Some(rest) = line.strip_suffix(b"\r") {
-                notes.crlf = true;
-                line = rest;
-            }
-        }
-        let first = std::str::from_utf8(line).map_err(|e| {
-            bad_header(
-                &path,
-                format!(
-                    "the header is not valid UTF-8 (byte {} of the line); evidence is UTF-8 JSON, so the file is damaged",
-                    e.valid_up_to() + 1
-                ),
-            )
-        })?;
-        if first.trim().is_empty() {
-            return Err(CaptureError::Empty { path });
-        }
-        // Check the kind and version before the full header so that a file
-        // without its header, or a future schema, gets a message that says
-        // so, not a confusing missing-field error.
-        #[derive(Deserialize)]
-        struct Probe {
-            #[serde(rename = "type")]
-            kind: Option<String>,
-            schema_version: Option<u32>,
-        }
-        let probe: Probe = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
-            path: path.clone(),
-            line: 1,
-            source,
-        })?;
-        if probe.kind.as_deref() == Some("cycle") {
-            return Err(bad_header(
-                &path,
-                "line 1 is a cycle record, not the header: the header line (type \"header\", with schema_version and the stage and phase tables) is missing, and the cycles cannot be read without it; was the file cut at the front or assembled by hand?",
-            ));
-        }
-        match probe.schema_version {
-            Some(v) if SUPPORTED_SCHEMA_VERSIONS.contains(&v) => {}
-            None if probe.kind.as_deref() != Some("header") => {
-                return Err(bad_header(
-                    &path,
-                    "line 1 is not a looptime header (no \"type\": \"header\" and no schema_version); is this a control_timing.jsonl?",
-                ))
-            }
-            found => {
-                return Err(CaptureError::UnsupportedSchema {
-                    path,
-                    found,
-                    supported: SUPPORTED_SCHEMA_VERSIONS,
-                })
-            }
-        }
+        let raw = read_first_line(&path, &mut reader)?;
+        let (first, notes) = header_text(&path, &raw)?;
+        probe_header(&path, first)?;
         let header: Header = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
             path: path.clone(),
             line: 1,
