@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CaptureError, Result};
 use crate::format::{ClockAnchor, Overhead, StageInfo};
-use crate::ring::{Layout, LiveRef, RingFile, RingStorage, Slab, DEFAULT_RING_DIR};
+use crate::ring::{try_boxed, Layout, LiveRef, RingFile, RingStorage, Slab, DEFAULT_RING_DIR};
 use crate::slot::{take_anchor, CycleSlot, SpanSlot, NO_SPAN};
 
 pub use crate::format::MAX_METADATA_ENTRIES;
@@ -18,20 +18,6 @@ pub use crate::builder::{
     PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_SPANS_CEILING,
     MAX_SPAN_DEPTH,
 };
-
-/// A boxed slice of `n` copies of `value`, or [`CaptureError::OutOfMemory`]
-/// when the allocator refuses: never an abort. Every page is written here,
-/// so none faults in later on the control thread.
-fn try_boxed<T: Default>(what: &'static str, n: usize) -> Result<Slab<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| CaptureError::OutOfMemory {
-            what,
-            bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
-        })?;
-    v.resize_with(n, T::default);
-    Ok(Slab::from_box(v.into_boxed_slice()))
-}
 
 /// The recorder's buffers, on the heap or in a ring file.
 struct Storage {

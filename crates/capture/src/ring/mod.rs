@@ -42,8 +42,8 @@
 //! crate allowed `unsafe`.
 //!
 //! Submodules, each importing only this one and the crate's lower modules:
-//! `storage` (the heap slab and the shared-memory ring file the recorder
-//! writes), `reader` (a ring opened read-only: `watch`, and `recover`'s
+//! `heap` (the heap slab) and `shm` (the shared-memory ring file), the two
+//! storages the recorder writes, `reader` (a ring opened read-only: `watch`, and `recover`'s
 //! input) and `recover` (a dead writer's ring handed to the writer as
 //! records). This file holds what they share: the layout, the live
 //! counters, the ring states and the process checks.
@@ -64,13 +64,15 @@ use crate::error::{CaptureError, Result};
 use crate::format::{ClockAnchor, Header};
 use crate::slot::{CycleSlot, SpanSlot};
 
+mod heap;
 mod reader;
 mod recover;
-mod storage;
+mod shm;
 
+pub(crate) use heap::{try_boxed, Slab};
 pub use reader::{RingRead, RingReader};
 pub use recover::{recover, Recovered};
-pub(crate) use storage::{RingFile, Slab};
+pub(crate) use shm::RingFile;
 
 /// The first eight bytes of every ring file.
 pub const RING_MAGIC: [u8; 8] = *b"LOOPTRNG";

@@ -1,7 +1,6 @@
-//! Where a recorder's ring lives: a heap slab, or a shared-memory ring
-//! file that outlives the process (see the layout in [`super`]).
-
-#![allow(unsafe_code)]
+//! The shared-memory storage of a recorder's ring: a ring file (under
+//! `/dev/shm` unless configured) that the recorder maps once, at build, and
+//! that outlives the process (see the layout in [`super`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -12,89 +11,11 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
+use super::heap::Slab;
 use super::*;
 use crate::error::{CaptureError, Result};
 use crate::format::ClockAnchor;
 use crate::slot::{CycleSlot, SpanSlot};
-
-/// A block of `len` values of `T`, on the heap or inside a mapping. Derefs
-/// to a slice, so the recorder indexes both the same way.
-pub(crate) struct Slab<T> {
-    ptr: NonNull<T>,
-    len: usize,
-    heap: bool,
-}
-
-// SAFETY: a Slab owns its elements exclusively (heap) or is the only writer
-// of its part of a mapping that lives as long as the recorder holding both;
-// it hands out `&[T]` / `&mut [T]` only through `&self` / `&mut self`.
-unsafe impl<T: Send> Send for Slab<T> {}
-// SAFETY: as above; shared access gives only `&[T]`.
-unsafe impl<T: Sync> Sync for Slab<T> {}
-
-impl<T> Slab<T> {
-    pub(crate) fn from_box(b: Box<[T]>) -> Slab<T> {
-        let len = b.len();
-        let raw = Box::into_raw(b) as *mut T;
-        Slab {
-            // SAFETY: Box::into_raw never returns null.
-            ptr: unsafe { NonNull::new_unchecked(raw) },
-            len,
-            heap: true,
-        }
-    }
-
-    /// # Safety
-    /// `ptr` must point at `len` initialised, properly aligned `T`s that stay
-    /// valid (and are written by nobody else) for the slab's whole life.
-    unsafe fn mapped(ptr: *mut T, len: usize) -> Slab<T> {
-        Slab {
-            // SAFETY: the caller passes a pointer into a live mapping.
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
-            len,
-            heap: false,
-        }
-    }
-}
-
-impl<T> std::ops::Deref for Slab<T> {
-    type Target = [T];
-    #[inline]
-    fn deref(&self) -> &[T] {
-        // SAFETY: see the constructors.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<T> std::ops::DerefMut for Slab<T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: see the constructors; `&mut self` makes this the only view.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<T> Drop for Slab<T> {
-    fn drop(&mut self) {
-        if self.heap {
-            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
-            // SAFETY: built by `from_box` from exactly this slice.
-            drop(unsafe { Box::from_raw(slice) });
-        }
-    }
-}
-
-impl<T> std::fmt::Debug for Slab<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Slab({} x {} bytes, {})",
-            self.len,
-            size_of::<T>(),
-            if self.heap { "heap" } else { "ring file" }
-        )
-    }
-}
 
 /// The recorder's view of its ring file: the mapping, its path, and whether
 /// it was locked. Unmapped on drop, and the file removed unless the thread
