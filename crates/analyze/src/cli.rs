@@ -395,7 +395,7 @@ fn make_dir(dir: &std::path::Path) -> Result<()> {
 }
 
 fn write_text(path: PathBuf, text: &str) -> Result<()> {
-    std::fs::write(&path, text).map_err(|source| AnalyzeError::Write { path, source })
+    crate::atomic::write_bytes(&path, text.as_bytes()).map(|_| ())
 }
 
 /// Analyze one episode.
@@ -462,7 +462,11 @@ fn emit(
 /// # Errors
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_export(req: &ExportRequest) -> Result<()> {
-    type Writer = fn(&crate::Evidence, &std::path::Path, &std::path::Path) -> Result<String>;
+    type Writer = fn(
+        &crate::Evidence,
+        &mut std::io::BufWriter<std::fs::File>,
+        &std::path::Path,
+    ) -> Result<String>;
     let write: Writer = match req.format {
         ExportFormat::Parquet => return run_dataset_export(req),
         ExportFormat::Chrome => write_chrome,
@@ -473,48 +477,38 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         make_dir(dir)?;
     }
-    let name = out
-        .file_name()
-        .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let what = write(&ev, &tmp, out).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
-    std::fs::rename(&tmp, out).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        AnalyzeError::Write {
-            path: out.clone(),
-            source,
-        }
+    let mut what = String::new();
+    crate::atomic::write_atomic(out, |w| {
+        what = write(&ev, w, out)?;
+        Ok(())
     })?;
     eprintln!("wrote {} ({what})", out.display());
     Ok(())
 }
 
-/// The trace of `ev` into `tmp` (errors name `out`).
+/// The trace of `ev` into `w` (errors name `out`).
 fn write_chrome(
     ev: &crate::Evidence,
-    tmp: &std::path::Path,
+    w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
 ) -> Result<String> {
-    let werr = |source| AnalyzeError::Write {
-        path: out.to_path_buf(),
-        source,
-    };
-    let mut w = std::io::BufWriter::new(std::fs::File::create(tmp).map_err(werr)?);
-    let n = crate::export::chrome::write(ev, &mut w, out)?;
-    w.flush().map_err(werr)?;
+    let n = crate::export::chrome::write(ev, w, out)?;
     Ok(format!("{n} trace events"))
 }
 
-/// The HdrHistogram log of `ev` into `tmp`.
-fn write_hdr(ev: &crate::Evidence, tmp: &std::path::Path, out: &std::path::Path) -> Result<String> {
+/// The HdrHistogram log of `ev` into `w` (errors name `out`).
+fn write_hdr(
+    ev: &crate::Evidence,
+    w: &mut std::io::BufWriter<std::fs::File>,
+    out: &std::path::Path,
+) -> Result<String> {
     let log = crate::export::hdr_log(ev);
     let n = log.lines().filter(|l| l.starts_with("Tag=")).count();
-    std::fs::write(tmp, log).map_err(|source| AnalyzeError::Write {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    w.write_all(log.as_bytes())
+        .map_err(|source| AnalyzeError::Write {
+            path: out.to_path_buf(),
+            source,
+        })?;
     Ok(format!("{n} histograms"))
 }
 

@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod atomic;
 pub mod cli;
 pub mod compare;
 pub mod crosscheck;

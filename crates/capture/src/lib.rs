@@ -46,6 +46,7 @@ mod builder;
 mod error;
 mod finish;
 pub mod format;
+pub mod quantile;
 mod recorder;
 mod registry;
 pub mod ring;

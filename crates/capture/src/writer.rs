@@ -69,7 +69,9 @@ pub fn parse_temp_name(file_name: &str) -> Option<(&str, u32)> {
 }
 
 /// Writes `fill`'s output to `dir/name` atomically: into [`temp_path`],
-/// flushed and `fsync`ed, then renamed into place. Returns the final path
+/// flushed and `fsync`ed, then renamed into place, and `dir` `fsync`ed.
+/// The one atomic write of looptime: the evidence, the runtime's episode
+/// files and every file the analyzer writes go through it. Returns the final path
 /// and the bytes written. On any failure the temporary file is removed, so
 /// nothing complete-looking and no temporary is left (a process killed
 /// mid-write leaves its temporary, named with its pid).
@@ -94,6 +96,8 @@ pub fn write_atomic(
         file.sync_all().map_err(write_err(&tmp_path))?;
         let bytes = file.metadata().map_err(write_err(&tmp_path))?.len();
         fs::rename(&tmp_path, &final_path).map_err(write_err(&final_path))?;
+        // The rename is durable only once the directory is synced.
+        sync_dir(dir)?;
         Ok(bytes)
     })();
     match result {

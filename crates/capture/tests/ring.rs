@@ -520,16 +520,23 @@ fn a_reader_racing_a_writer_that_overwrites_gets_only_whole_cycles() {
     let ids = register(&mut b);
     let mut rec = b.build().unwrap();
     let reader = RingReader::open(rec.ring_path().unwrap()).unwrap();
+    // The writer goes on until the reader has read 100 times, so the two
+    // overlap however the machine schedules them.
+    let reads_done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = reads_done.clone();
     let writer = std::thread::spawn(move || {
-        for i in 0..CYCLES {
+        let mut i = 0;
+        while i < CYCLES || seen.load(std::sync::atomic::Ordering::Relaxed) < 100 {
             record(&mut rec, &ids, i);
+            i += 1;
         }
         rec
     });
     let (mut reads, mut returned, mut torn) = (0u64, 0u64, 0u64);
-    while !writer.is_finished() || reads == 0 {
+    while !writer.is_finished() {
         let r = reader.read(None).unwrap();
         reads += 1;
+        reads_done.store(reads, std::sync::atomic::Ordering::Relaxed);
         torn += r.torn;
         assert!(r.cycles.len() <= 8, "{}", r.cycles.len());
         let mut prev = None;
@@ -552,8 +559,8 @@ fn a_reader_racing_a_writer_that_overwrites_gets_only_whole_cycles() {
         }
     }
     let rec = writer.join().unwrap();
-    assert_eq!(rec.total_cycles(), CYCLES);
-    assert!(reads > 1, "the reader read while the writer wrote");
+    assert!(rec.total_cycles() >= CYCLES);
+    assert!(reads >= 100, "the reader read while the writer wrote");
     eprintln!("{reads} reads, {returned} whole cycles returned, {torn} torn records left out");
 }
 

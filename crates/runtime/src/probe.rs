@@ -46,7 +46,7 @@ pub fn percentiles(v: &mut [i64]) -> Percentiles {
     }
     v.sort_unstable();
     let n = v.len();
-    let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let rank = |q: f64| v[looptime_capture::quantile::nearest_rank_index(n, q)];
     Percentiles {
         count: n as u64,
         p50_ns: rank(0.5),

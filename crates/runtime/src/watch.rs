@@ -38,7 +38,7 @@ impl Spread {
             return None;
         }
         v.sort_unstable();
-        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        let rank = |p: f64| v[looptime_capture::quantile::nearest_rank_index(v.len(), p)];
         Some(Spread {
             count: v.len() as u64,
             p50_ns: rank(0.50),

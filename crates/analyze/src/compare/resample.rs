@@ -344,7 +344,7 @@ pub(crate) fn bootstrap_diffs<const K: usize>(
         let w = inflate * t975(nu) / Z975;
         let se = variance(&d).sqrt() * inflate;
         d.sort_by(f64::total_cmp);
-        let at = |q: f64| d[((q * d.len() as f64).ceil() as usize).clamp(1, d.len()) - 1];
+        let at = |q: f64| d[looptime_capture::quantile::nearest_rank_index(d.len(), q)];
         let widen = |q: f64| observed[k] + w * (q - observed[k]);
         Estimate {
             interval: [widen(at(0.025)), widen(at(0.975))],
@@ -369,13 +369,9 @@ pub(crate) fn t975(nu: f64) -> f64 {
         + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * n.powi(3))
 }
 
-/// Nearest-rank quantile of `v` (reorders `v`).
+/// Nearest-rank quantile of `v` (reorders `v`; 0 when empty).
 pub(crate) fn rank(v: &mut [i64], q: f64) -> i64 {
-    if v.is_empty() {
-        return 0;
-    }
-    let k = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    *v.select_nth_unstable(k).1
+    looptime_capture::quantile::select_nearest_rank(v, q).unwrap_or(0)
 }
 
 /// The standard normal's upper tail doubled: the two-sided p-value of `z`.

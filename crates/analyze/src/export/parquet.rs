@@ -328,29 +328,18 @@ fn write_table(dir: &Path, df: DataFrame) -> Result<u64> {
     write_parquet(&dir.join("part-0.parquet"), df)
 }
 
-/// Write `df` to `path` as one zstd-compressed Parquet file, through a
-/// temporary beside it and a rename; returns the bytes written.
+/// Write `df` to `path` as one zstd-compressed Parquet file, through the
+/// one atomic write ([`crate::atomic`]); returns the bytes written.
 ///
 /// # Errors
 /// [`AnalyzeError::Write`] or a polars error.
 pub fn write_parquet(path: &Path, mut df: DataFrame) -> Result<u64> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let werr = |source| AnalyzeError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let f = std::fs::File::create(&tmp).map_err(werr)?;
-    let bytes = ParquetWriter::new(f)
-        .with_compression(ParquetCompression::Zstd(None))
-        .finish(&mut df)
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-    std::fs::rename(&tmp, path).map_err(werr)?;
-    Ok(bytes)
+    crate::atomic::write_atomic(path, |w| {
+        ParquetWriter::new(w)
+            .with_compression(ParquetCompression::Zstd(None))
+            .finish(&mut df)?;
+        Ok(())
+    })
 }
 
 /// Remove from the dataset at `root` every partition that an earlier

@@ -171,23 +171,7 @@ pub fn write(dir: &Path, fleet: &Fleet, summary: &str) -> Result<()> {
         (ERRORS_CSV, errors_csv(&fleet.failures)),
         (SUMMARY_TXT, summary.to_string()),
     ] {
-        write_atomic(&dir.join(name), text.as_bytes())?;
+        crate::atomic::write_bytes(&dir.join(name), text.as_bytes())?;
     }
     Ok(())
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let werr = |source| AnalyzeError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, bytes).map_err(werr)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        werr(e)
-    })
 }

@@ -225,12 +225,9 @@ fn sorted(v: &[f64]) -> Vec<f64> {
     s
 }
 
-/// The value at nearest rank ⌈q·N⌉ of sorted `s`.
+/// The value at nearest rank ⌈q·N⌉ of sorted `s` (0 when empty).
 fn quantile(s: &[f64], q: f64) -> f64 {
-    if s.is_empty() {
-        return 0.0;
-    }
-    s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
+    looptime_capture::quantile::nearest_rank(s, q).unwrap_or(0.0)
 }
 
 fn cdf_points(s: &[f64]) -> Vec<(f64, f64)> {
