@@ -211,6 +211,16 @@ pub struct SpanRow {
 }
 
 impl Evidence {
+    /// The string at JSON `pointer` in the manifest (`/created_utc`, say),
+    /// when there is a manifest and the value is a string.
+    pub fn manifest_str(&self, pointer: &str) -> Option<String> {
+        self.manifest
+            .as_ref()
+            .and_then(|m| m.pointer(pointer))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    }
+
     /// The name of phase index `i` (empty for an index the header lacks).
     pub fn phase_name(&self, i: u32) -> String {
         self.header

@@ -284,15 +284,8 @@ fn values(ev: &Evidence, thread: &str) -> Result<DataFrame> {
 /// The episode's one row: manifest facts, state, caveats.
 fn episode_row(ev: &Evidence, report: &Report) -> Result<DataFrame> {
     let m = ev.manifest.as_ref();
-    let text = |p: &str| -> Option<String> {
-        m.and_then(|m| m.pointer(p))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
-    let state = serde_json::to_value(report.state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let text = |p: &str| ev.manifest_str(p);
+    let state = report.state.name().to_string();
     let caveats = Series::new("".into(), report.caveats.clone());
     Ok(DataFrame::new(
         1,

@@ -266,17 +266,8 @@ fn known(d: &Option<Dist>) -> Option<&Dist> {
 /// The table rows of one analyzed episode: one per phase of its report.
 pub fn rows(ev: &Evidence, report: &Report) -> Vec<FleetRow> {
     let part = Partition::of(ev);
-    let text = |p: &str| -> Option<String> {
-        ev.manifest
-            .as_ref()
-            .and_then(|m| m.pointer(p))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
-    let state = serde_json::to_value(report.state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let text = |p: &str| ev.manifest_str(p);
+    let state = report.state.name().to_string();
     report
         .phases
         .iter()

@@ -146,6 +146,18 @@ pub enum EpisodeState {
     Incomplete,
 }
 
+impl EpisodeState {
+    /// Its name as the report's JSON writes it (`complete`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            EpisodeState::Complete => "complete",
+            EpisodeState::Aborted => "aborted",
+            EpisodeState::Recovered => "recovered",
+            EpisodeState::Incomplete => "incomplete",
+        }
+    }
+}
+
 /// What was captured and what was lost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CaptureReport {
@@ -393,4 +405,21 @@ pub struct Report {
     pub diagnosis: Vec<String>,
     /// Cross-check of the summary.
     pub crosscheck: CrossCheck,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EpisodeState;
+
+    #[test]
+    fn a_states_name_is_what_the_json_says() {
+        for s in [
+            EpisodeState::Complete,
+            EpisodeState::Aborted,
+            EpisodeState::Recovered,
+            EpisodeState::Incomplete,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+    }
 }
