@@ -177,6 +177,18 @@ pub enum Sub {
         #[arg(long, default_value_t = 0x5EED_1007)]
         seed: u64,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page for `analyze_control_timing` and one per subcommand
+    /// into DIR (`analyze_control_timing.1`, `analyze_control_timing-compare.1`, …).
+    Man {
+        /// Where the pages go (created if missing).
+        dir: PathBuf,
+    },
 }
 
 /// What `export` writes.
@@ -259,6 +271,10 @@ pub enum Command {
     Export(ExportRequest),
     /// Analyze a fleet.
     Fleet(FleetRequest),
+    /// Print a shell completion script.
+    Completions(clap_complete::Shell),
+    /// Write the man pages into a directory.
+    Man(PathBuf),
 }
 
 /// Validation failure of the arguments.
@@ -346,6 +362,8 @@ impl Cli {
                     load: input.load(),
                 }))
             }
+            Some(Sub::Completions { shell }) => Ok(Command::Completions(shell)),
+            Some(Sub::Man { dir }) => Ok(Command::Man(dir)),
             Some(Sub::Fleet {
                 roots,
                 out,
@@ -678,6 +696,34 @@ pub fn run_fleet(req: &FleetRequest, out: &mut dyn Write) -> Result<crate::fleet
 const RECOVER_HINT: &str =
     "; a rollout without control_timing.jsonl may need `looptime recover` (docs/durability.md)";
 
+/// Write `cmd`'s man page and one per subcommand (named `NAME-SUB`) into
+/// `dir`, each through the one atomic write.
+///
+/// # Errors
+/// [`AnalyzeError::Write`] for a page or a directory that cannot be written.
+pub fn man_pages(cmd: clap::Command, dir: &std::path::Path) -> Result<()> {
+    make_dir(dir)?;
+    let name = cmd.get_name().to_string();
+    let subs: Vec<clap::Command> = cmd
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help")
+        .map(|s| s.clone().name(format!("{name}-{}", s.get_name())))
+        .collect();
+    for page in std::iter::once(cmd).chain(subs) {
+        let path = dir.join(format!("{}.1", page.get_name()));
+        crate::atomic::write_atomic(&path, |w| {
+            clap_mangen::Man::new(page)
+                .render(w)
+                .map_err(|source| AnalyzeError::Write {
+                    path: path.clone(),
+                    source,
+                })
+        })?;
+    }
+    eprintln!("wrote the man pages into {}", dir.display());
+    Ok(())
+}
+
 /// Compare two episodes.
 ///
 /// # Errors
@@ -758,6 +804,12 @@ pub fn run(cli: Cli) -> i32 {
         Command::Compare(req) => run_compare(req, &mut stdout).map(|_| ()),
         Command::Export(req) => run_export(req),
         Command::Fleet(req) => run_fleet(req, &mut stdout).map(|_| ()),
+        Command::Completions(shell) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "analyze_control_timing", &mut stdout);
+            Ok(())
+        }
+        Command::Man(dir) => man_pages(<Cli as clap::CommandFactory>::command(), dir),
     };
     match result {
         Ok(()) => EXIT_OK,

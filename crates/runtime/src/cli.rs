@@ -35,6 +35,41 @@ pub enum Command {
     Watch(WatchArgs),
     /// Print the embedded default config (equal to configs/default.toml).
     DefaultConfig,
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page for `looptime` and one per subcommand into DIR
+    /// (`looptime.1`, `looptime-serve.1`, …).
+    Man {
+        /// Where the pages go (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// Write `cmd`'s man page and one per subcommand (named `NAME-SUB`) into
+/// `dir`, each through the one atomic write; returns the files.
+///
+/// # Errors
+/// A page that cannot be written.
+pub fn man_pages(cmd: clap::Command, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = cmd.get_name().to_string();
+    let mut pages = vec![(name.clone(), cmd.clone())];
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let full = format!("{name}-{}", sub.get_name());
+        pages.push((full.clone(), sub.clone().name(full)));
+    }
+    let mut out = Vec::new();
+    for (page, c) in pages {
+        let file = format!("{page}.1");
+        let (path, _) =
+            looptime_capture::write_atomic(dir, &file, |w| clap_mangen::Man::new(c).render(w))?;
+        out.push(path);
+    }
+    Ok(out)
 }
 
 /// `looptime recover`
@@ -184,6 +219,16 @@ pub const EXIT_ABORTED: i32 = 130;
 /// Any error worth printing; `main` prints it once and exits 1.
 pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "looptime", &mut std::io::stdout());
+            Ok(EXIT_OK)
+        }
+        Command::Man { dir } => {
+            let pages = man_pages(<Cli as clap::CommandFactory>::command(), &dir)?;
+            eprintln!("wrote {} man pages into {}", pages.len(), dir.display());
+            Ok(EXIT_OK)
+        }
         Command::DefaultConfig => {
             print!("{}", Config::default().to_toml());
             Ok(EXIT_OK)

@@ -578,3 +578,51 @@ fn the_config_and_source_hashes_are_what_runtime_md_defines() {
     }
     assert_eq!(m["source_hash"], sha256(&bytes));
 }
+
+#[test]
+fn completions_for_three_shells_and_a_man_page_per_subcommand() {
+    for (shell, marker) in [
+        ("bash", "_looptime()"),
+        ("zsh", "#compdef looptime"),
+        ("fish", "complete -c looptime"),
+    ] {
+        let o = looptime().args(["completions", shell]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{shell}");
+        assert!(
+            text.contains(marker),
+            "{shell}: {}",
+            &text[..text.len().min(200)]
+        );
+        assert!(
+            text.contains("serve") && text.contains("recover"),
+            "{shell}"
+        );
+    }
+    // The bash script completes a subcommand name: `looptime se<TAB>`.
+    let bin = env!("CARGO_BIN_EXE_looptime");
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source <(\"{bin}\" completions bash); COMP_WORDS=(looptime se); COMP_CWORD=1; \
+             _looptime looptime se looptime; echo \"${{COMPREPLY[*]}}\""
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "serve");
+    // One page for the binary and one per subcommand, each a roff page
+    // titled with its name.
+    let dir = tempfile::tempdir().unwrap();
+    let o = looptime().arg("man").arg(dir.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for page in [
+        "looptime",
+        "looptime-serve",
+        "looptime-probe",
+        "looptime-recover",
+        "looptime-watch",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(format!("{page}.1"))).unwrap();
+        assert!(text.contains(&format!(".TH {page} 1")), "{page}");
+    }
+}

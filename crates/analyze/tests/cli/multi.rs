@@ -229,3 +229,44 @@ fn help_and_version_exit_0_and_a_usage_error_exits_2() {
     let r = analyze(&["--no-such-flag"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+#[test]
+fn completions_and_man_pages_of_the_analyzer() {
+    for (shell, marker) in [
+        ("bash", "_analyze_control_timing()"),
+        ("zsh", "#compdef analyze_control_timing"),
+        ("fish", "complete -c analyze_control_timing"),
+    ] {
+        let r = analyze(&["completions", shell]);
+        assert_eq!(r.code, 0, "{shell}: {}", r.stderr);
+        assert!(r.stdout.contains(marker), "{shell}");
+        assert!(
+            r.stdout.contains("fleet") && r.stdout.contains("compare"),
+            "{shell}"
+        );
+    }
+    // `analyze_control_timing fl<TAB>` completes to fleet.
+    let bin = env!("CARGO_BIN_EXE_analyze_control_timing");
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source <(\"{bin}\" completions bash); COMP_WORDS=(analyze_control_timing fl); \
+             COMP_CWORD=1; _analyze_control_timing analyze_control_timing fl analyze_control_timing; \
+             echo \"${{COMPREPLY[*]}}\""
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "fleet");
+    let dir = tempfile::tempdir().unwrap();
+    let r = analyze(&["man", dir.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for page in [
+        "analyze_control_timing",
+        "analyze_control_timing-compare",
+        "analyze_control_timing-export",
+        "analyze_control_timing-fleet",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(format!("{page}.1"))).unwrap();
+        assert!(text.contains(&format!(".TH {page} 1")), "{page}");
+    }
+}
