@@ -210,6 +210,16 @@ pub struct SpanRow {
     pub cpu_ns: i64,
 }
 
+/// A stage group's name as the exports and `fleet` write it: its tree
+/// path, then `[k=v;…]` (keys sorted) when it has attributes.
+pub fn group_name(path: &str, attrs: &BTreeMap<String, String>) -> String {
+    if attrs.is_empty() {
+        return path.to_string();
+    }
+    let kv: Vec<String> = attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{path}[{}]", kv.join(";"))
+}
+
 impl Evidence {
     /// The string at JSON `pointer` in the manifest (`/created_utc`, say),
     /// when there is a manifest and the value is a string.

@@ -77,11 +77,7 @@ fn histograms(ev: &Evidence, prefix: &str, out: &mut BTreeMap<String, Tagged>) {
         let Some(g) = groups.get(&s.key) else {
             continue;
         };
-        let mut name = g.path.clone();
-        if !g.attrs.is_empty() {
-            let attrs: Vec<String> = g.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            name = format!("{name}[{}]", attrs.join(";"));
-        }
+        let name = crate::evidence::group_name(&g.path, &g.attrs);
         let p = phase(g.phase);
         push(
             format!("{prefix}{p}/stage_wall/{name}"),

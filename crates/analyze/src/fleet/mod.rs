@@ -300,15 +300,7 @@ pub fn rows(ev: &Evidence, report: &Report) -> Vec<FleetRow> {
                 overruns_per_1000: (p.cycles > 0)
                     .then(|| 1000.0 * p.overruns as f64 / p.cycles as f64),
                 work_p99_ns: known(&p.work).map(|d| d.p99_ns),
-                top_stage: top.map(|s| {
-                    if s.attrs.is_empty() {
-                        s.path.clone()
-                    } else {
-                        let kv: Vec<String> =
-                            s.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                        format!("{}[{}]", s.path, kv.join(";"))
-                    }
-                }),
+                top_stage: top.map(|s| crate::evidence::group_name(&s.path, &s.attrs)),
                 top_stage_p99_ns: top.map(|s| s.wall.p99_ns),
             }
         })
