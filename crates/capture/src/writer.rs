@@ -166,7 +166,7 @@ pub(crate) fn write_evidence(
         serde_json::to_writer_pretty(&mut *w, &summary)?;
         w.write_all(b"\n")
     })?;
-    sync_dir(dir)?;
+    // Each write_atomic synced the directory after its rename.
     Ok(FinishReport {
         cycles_path,
         summary_path,
