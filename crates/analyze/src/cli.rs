@@ -595,7 +595,8 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
     );
     let left_out = total - written + found.without_evidence.len();
     match first_error {
-        Some(e) if written == 0 && found.without_evidence.is_empty() => Err(e),
+        // Nothing usable: the first episode's error, exit 2 (docs/dataset.md).
+        Some(e) if written == 0 => Err(e),
         _ if left_out > 0 => Err(AnalyzeError::Partial {
             used: written,
             found: total + found.without_evidence.len(),

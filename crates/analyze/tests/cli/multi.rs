@@ -270,3 +270,36 @@ fn completions_and_man_pages_of_the_analyzer() {
         assert!(text.contains(&format!(".TH {page} 1")), "{page}");
     }
 }
+
+#[test]
+fn a_dataset_export_that_writes_nothing_exits_2_even_with_a_dead_rollout() {
+    // A session of a corrupt rollout and a dead one: no episode usable, so
+    // the bad input's code (2), not partial input (4).
+    let tmp = session_with_a_dead_rollout();
+    let s = tmp.path().join("session");
+    std::fs::remove_dir_all(s.join("rollout-001")).unwrap();
+    let jsonl = s.join("rollout-000/control_timing.jsonl");
+    let mut lines: Vec<String> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[3] = "{not json".into();
+    std::fs::write(&jsonl, joined(lines)).unwrap();
+    let out = tmp.path().join("dataset");
+    let r = analyze(&[
+        "export",
+        s.to_str().unwrap(),
+        "--format",
+        "parquet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("control_timing.jsonl:4"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rollout-002 has no control_timing.jsonl"),
+        "{}",
+        r.stderr
+    );
+}
