@@ -32,7 +32,7 @@ ROLLOUTS=${ROLLOUTS:-3}
 SHIFT_US=${SHIFT_US:-500}
 ORDER=${ORDER:-interleaved}
 OUT=${OUT:-target/calibration}
-cargo build --release -q -p looptime-runtime -p looptime-analyze
+cargo build --release -q -p looptime-cli -p looptime-analyze
 LOOPTIME=target/release/looptime
 ANALYZE=target/release/analyze_control_timing
 rm -rf "$OUT"

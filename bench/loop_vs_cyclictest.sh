@@ -17,7 +17,7 @@ if ! command -v cyclictest >/dev/null; then
     echo "installing rt-tests (cyclictest)..." >&2
     apt-get update -qq && apt-get install -y -qq rt-tests >/dev/null
 fi
-cargo build --release -q -p looptime-runtime
+cargo build --release -q -p looptime-cli
 tmp="$(mktemp -d)"
 loops=$((DURATION * 100))
 echo "cyclictest: ${loops} loops at 10,000 µs ..." >&2

@@ -36,7 +36,7 @@ fi
 start=$(date +%s.%N)
 # LOOPTIME names a prebuilt binary (CI's smoke test uses the debug build).
 if [[ -z "${LOOPTIME:-}" ]]; then
-    cargo build --release -q -p looptime-runtime --bin looptime
+    cargo build --release -q -p looptime-cli --bin looptime
     LOOPTIME=target/release/looptime
 fi
 looptime="$LOOPTIME"

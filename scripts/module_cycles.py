@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when the modules of a crate import each other in a circle.
 
-    python3 scripts/module_cycles.py [CRATE_DIR...]   (default: crates/*)
+    python3 scripts/module_cycles.py [CRATE_DIR...]   (default: every package under crates/)
 
 Each `.rs` file under a crate's `src/` is a module (`a/mod.rs` and `a.rs`
 are `a`). A file depends on another module when it names it by path:
@@ -204,7 +204,11 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     root = pathlib.Path(__file__).resolve().parent.parent
-    crates = [pathlib.Path(a) for a in sys.argv[1:]] or sorted((root / "crates").iterdir())
+    # Every package: crates/* and the packages nested one level below one
+    # (crates/runtime/cli, the `looptime` command).
+    crates = [pathlib.Path(a) for a in sys.argv[1:]] or sorted(
+        p.parent for p in (root / "crates").glob("*/**/Cargo.toml") if "target" not in p.parts
+    )
     bad = 0
     for crate in crates:
         if not (crate / "src").is_dir():

@@ -94,7 +94,7 @@ python_tests() {
 suite "Python: pip install ./crates/python and pytest" python_tests
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
-cargo build -q -p looptime-runtime --bin looptime
+cargo build -q -p looptime-cli --bin looptime
 suite "HdrHistogram export decodes in Python's hdrhistogram" \
     python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \

@@ -1,5 +1,6 @@
-//! Embeds a hash of the workspace's source (every crate's `src/`, `Cargo.toml`
-//! files and `Cargo.lock`) as `LOOPTIME_SOURCE_HASH`, so a manifest says
+//! Embeds a hash of the workspace's source (the capture, runtime, runtime/cli
+//! and analyze crates' `src/` and `Cargo.toml`, the root `Cargo.toml` and
+//! `Cargo.lock`) as `LOOPTIME_SOURCE_HASH`, so a manifest says
 //! which code produced an episode: SHA-256 over the sorted files, each as
 //! its repository-relative path, a NUL byte, then its contents (written
 //! `sha256:<hex>`; docs/runtime.md shows how to recompute it).
@@ -25,7 +26,7 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest_dir.join("../..");
     let mut files = Vec::new();
-    for krate in ["capture", "runtime", "analyze"] {
+    for krate in ["capture", "runtime", "runtime/cli", "analyze"] {
         let base = root.join("crates").join(krate);
         collect(&base.join("src"), &mut files);
         files.push(base.join("Cargo.toml"));

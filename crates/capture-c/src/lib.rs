@@ -922,6 +922,37 @@ pub struct Tick {
     pub dt_clamped: bool,
 }
 
+/// The C view of the runtime's one `Tick`: the same fields, in the order
+/// (and so the layout) that `looptime.h` fixes.
+impl From<looptime_runtime::scheduler::Tick> for Tick {
+    fn from(t: looptime_runtime::scheduler::Tick) -> Tick {
+        let looptime_runtime::scheduler::Tick {
+            cycle,
+            target_ns,
+            wait_start_ns,
+            sleep_return_ns,
+            wake_ns,
+            spin_ns,
+            overdue,
+            skipped,
+            dt_measured_ns,
+            dt_clamped,
+        } = t;
+        Tick {
+            cycle,
+            target_ns,
+            wait_start_ns,
+            sleep_return_ns,
+            wake_ns,
+            spin_ns,
+            dt_measured_ns,
+            skipped,
+            overdue,
+            dt_clamped,
+        }
+    }
+}
+
 /// A scheduler with `settings` (NULL: the defaults for 100 Hz), written to
 /// `*out`. The first release point is one period after the first wait.
 ///
@@ -987,21 +1018,8 @@ pub unsafe extern "C" fn looptime_scheduler_wait(s: *mut CScheduler, tick: *mut 
         if tick.is_null() {
             return Err(null_error("tick pointer"));
         }
-        let t = h.s.wait();
-        let t = Tick {
-            cycle: t.cycle,
-            target_ns: t.target_ns,
-            wait_start_ns: t.wait_start_ns,
-            sleep_return_ns: t.sleep_return_ns,
-            wake_ns: t.wake_ns,
-            spin_ns: t.spin_ns,
-            dt_measured_ns: t.dt_measured_ns,
-            skipped: t.skipped,
-            overdue: t.overdue,
-            dt_clamped: t.dt_clamped,
-        };
         // SAFETY: checked non-NULL above.
-        unsafe { tick.write(t) };
+        unsafe { tick.write(Tick::from(h.s.wait())) };
         Ok(LOOPTIME_OK)
     })
 }
@@ -1361,5 +1379,35 @@ mod tests {
             LOOPTIME_ERR_INVALID
         );
         assert_eq!(last(), "t: a b");
+    }
+
+    #[test]
+    fn the_c_tick_is_the_runtime_tick_field_for_field() {
+        // Distinct values in every field, so a swapped pair shows.
+        let t = looptime_runtime::scheduler::Tick {
+            cycle: 1,
+            target_ns: 2,
+            wait_start_ns: 3,
+            sleep_return_ns: 4,
+            wake_ns: 5,
+            spin_ns: 6,
+            overdue: true,
+            skipped: 7,
+            dt_measured_ns: 8,
+            dt_clamped: false,
+        };
+        let c = Tick::from(t);
+        assert_eq!(
+            (c.cycle, c.target_ns, c.wait_start_ns, c.sleep_return_ns),
+            (1, 2, 3, 4)
+        );
+        assert_eq!((c.wake_ns, c.spin_ns, c.dt_measured_ns), (5, 6, 8));
+        assert_eq!((c.skipped, c.overdue, c.dt_clamped), (7, true, false));
+        // The ABI layout looptime.h fixes: seven u64, a u32, two bools,
+        // padded to 8 bytes.
+        assert_eq!(std::mem::size_of::<Tick>(), 7 * 8 + 4 + 2 + 2);
+        assert_eq!(std::mem::offset_of!(Tick, skipped), 56);
+        assert_eq!(std::mem::offset_of!(Tick, overdue), 60);
+        assert_eq!(std::mem::offset_of!(Tick, dt_clamped), 61);
     }
 }

@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod cycle;
 mod error;
 mod finish;
 pub mod format;

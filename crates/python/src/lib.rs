@@ -34,7 +34,9 @@ use looptime_capture::{
 use looptime_runtime::clock::{LoopClock, MonotonicClock};
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
 use looptime_runtime::rt::{setup_control_thread, RealtimeObtained, RealtimeRequest};
-use looptime_runtime::scheduler::{OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig};
+use looptime_runtime::scheduler::{
+    OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig, Tick as RustTick,
+};
 use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
@@ -152,64 +154,77 @@ fn runtime_err(e: looptime_runtime::error::ServeError) -> PyErr {
 
 /// What one `Scheduler.wait()` did. The scheduler updates one `Tick` in
 /// place at every wait, so keep the fields, not the object, across cycles.
+///
+/// The Python view of the runtime's one `Tick`: it holds that value, and
+/// each attribute reads one of its fields.
 #[pyclass(module = "looptime._looptime")]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Tick {
-    /// Cycle index (0 for the first wait).
-    #[pyo3(get)]
-    cycle: u64,
-    /// The release point this cycle runs for (host monotonic ns).
-    #[pyo3(get)]
-    target_ns: u64,
-    /// When the wait began.
-    #[pyo3(get)]
-    wait_start_ns: u64,
-    /// When the absolute sleep returned.
-    #[pyo3(get)]
-    sleep_return_ns: u64,
-    /// When the wait ended; the cycle starts here.
-    #[pyo3(get)]
-    wake_ns: u64,
-    /// Time spent spinning.
-    #[pyo3(get)]
-    spin_ns: u64,
-    /// Measured time since the previous cycle start, bounded by `max_dt`.
-    #[pyo3(get)]
-    dt_measured_ns: u64,
-    /// Whole release points skipped (keep-phase only).
-    #[pyo3(get)]
-    skipped: u32,
-    /// The release point had passed when the wait began (an overrun).
-    #[pyo3(get)]
-    overdue: bool,
-    /// `dt_measured_ns` was clamped to `max_dt`.
-    #[pyo3(get)]
-    dt_clamped: bool,
-}
+#[derive(Clone, Copy, Debug)]
+pub struct Tick(RustTick);
 
 #[pymethods]
 impl Tick {
+    /// Cycle index (0 for the first wait).
+    #[getter]
+    fn cycle(&self) -> u64 {
+        self.0.cycle
+    }
+    /// The release point this cycle runs for (host monotonic ns).
+    #[getter]
+    fn target_ns(&self) -> u64 {
+        self.0.target_ns
+    }
+    /// When the wait began.
+    #[getter]
+    fn wait_start_ns(&self) -> u64 {
+        self.0.wait_start_ns
+    }
+    /// When the absolute sleep returned.
+    #[getter]
+    fn sleep_return_ns(&self) -> u64 {
+        self.0.sleep_return_ns
+    }
+    /// When the wait ended; the cycle starts here.
+    #[getter]
+    fn wake_ns(&self) -> u64 {
+        self.0.wake_ns
+    }
+    /// Time spent spinning.
+    #[getter]
+    fn spin_ns(&self) -> u64 {
+        self.0.spin_ns
+    }
+    /// Measured time since the previous cycle start, bounded by `max_dt`.
+    #[getter]
+    fn dt_measured_ns(&self) -> u64 {
+        self.0.dt_measured_ns
+    }
+    /// Whole release points skipped (keep-phase only).
+    #[getter]
+    fn skipped(&self) -> u32 {
+        self.0.skipped
+    }
+    /// The release point had passed when the wait began (an overrun).
+    #[getter]
+    fn overdue(&self) -> bool {
+        self.0.overdue
+    }
+    /// `dt_measured_ns` was clamped to `max_dt`.
+    #[getter]
+    fn dt_clamped(&self) -> bool {
+        self.0.dt_clamped
+    }
     /// `dt_measured_ns` in seconds: the `dt` to hand the controller.
     #[getter]
     fn dt_measured(&self) -> f64 {
-        self.dt_measured_ns as f64 * 1e-9
+        self.0.dt_measured_ns as f64 * 1e-9
     }
 
     fn __repr__(&self) -> String {
+        let t = &self.0;
         format!(
             "Tick(cycle={}, target_ns={}, overdue={}, skipped={}, dt_measured_ns={})",
-            self.cycle, self.target_ns, self.overdue, self.skipped, self.dt_measured_ns
+            t.cycle, t.target_ns, t.overdue, t.skipped, t.dt_measured_ns
         )
-    }
-}
-
-impl Tick {
-    fn release(&self) -> Release {
-        Release {
-            target_ns: Some(self.target_ns),
-            overdue: self.overdue,
-            skipped: self.skipped,
-        }
     }
 }
 
@@ -269,7 +284,7 @@ impl Scheduler {
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Scheduler {
             s,
-            tick: Py::new(py, Tick::default())?,
+            tick: Py::new(py, Tick(RustTick::default()))?,
             release_gil_during_spin,
         })
     }
@@ -301,21 +316,7 @@ impl Scheduler {
         if let Some(r) = recorder {
             r.borrow_mut().rec.end_wait();
         }
-        {
-            let mut tick = self.tick.borrow_mut(py);
-            *tick = Tick {
-                cycle: t.cycle,
-                target_ns: t.target_ns,
-                wait_start_ns: t.wait_start_ns,
-                sleep_return_ns: t.sleep_return_ns,
-                wake_ns: t.wake_ns,
-                spin_ns: t.spin_ns,
-                dt_measured_ns: t.dt_measured_ns,
-                skipped: t.skipped,
-                overdue: t.overdue,
-                dt_clamped: t.dt_clamped,
-            };
-        }
+        self.tick.borrow_mut(py).0 = t;
         py.check_signals()?;
         Ok(self.tick.clone_ref(py))
     }
@@ -600,7 +601,7 @@ impl Recorder {
     ) -> PyResult<()> {
         self.live()?;
         let p = resolve(&self.phases, phase, "phase")?;
-        let release = tick.map_or(Release::NONE, |t| t.release());
+        let release = tick.map_or(Release::NONE, |t| t.0.release());
         self.rec.begin_cycle(p, release);
         self.n_open = 0;
         Ok(())
@@ -625,7 +626,7 @@ impl Recorder {
     ) -> PyResult<PyRefMut<'py, Self>> {
         slf.live()?;
         let p = resolve(&slf.phases, phase, "phase")?;
-        let release = tick.map_or(Release::NONE, |t| t.release());
+        let release = tick.map_or(Release::NONE, |t| t.0.release());
         slf.pending = Pending::Cycle(p, release);
         Ok(slf)
     }

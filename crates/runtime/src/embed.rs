@@ -27,12 +27,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::episode::{
-    create_session_dir, file_name, remove_stale_temps, sha256, update_latest, utc_rfc3339,
-    write_file, Counts, ManifestStatus, RecorderFacts, RolloutState, ScheduleFacts, SessionRecord,
-    MANIFEST_SCHEMA_VERSION, SOURCE_HASH,
+    create_session_dir, file_name, manifest_files, remove_stale_temps, sha256, update_latest,
+    utc_rfc3339, Counts, Manifest, ManifestStatus, ProgramRecord, RecorderFacts, RolloutState,
+    ScheduleFacts, SessionRecord, MANIFEST_SCHEMA_VERSION, SOURCE_HASH,
 };
 use crate::error::{io_err, ServeError};
 use crate::rt::{host_facts, HostFacts, RealtimeObtained};
@@ -112,34 +110,6 @@ impl EpisodeEnd {
         self.overruns = s.overruns();
         self.skipped = s.skipped();
     }
-}
-
-/// `manifest.json` of a program's episode; see the module docs.
-#[derive(Debug, Serialize)]
-struct ProgramManifest<'a> {
-    schema_version: u32,
-    producer: &'a str,
-    created_utc: String,
-    session: String,
-    rollout: &'a str,
-    status: ManifestStatus,
-    config_source: String,
-    config: &'a serde_json::Value,
-    config_hash: String,
-    source_hash: &'static str,
-    program: ProgramRecord<'a>,
-    host: &'a HostFacts,
-    realtime: Option<&'a RealtimeObtained>,
-    recorder: Option<RecorderFacts>,
-    schedule: ScheduleFacts,
-    counts: Counts,
-    files: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct ProgramRecord<'a> {
-    path: &'a str,
-    source_hashes: &'a BTreeMap<String, String>,
 }
 
 /// The rollout directory of a program's episode, from creation to finish.
@@ -259,29 +229,24 @@ impl HostEpisode {
 
     fn write_manifest(&self, status: ManifestStatus, end: &EpisodeEnd) -> Result<(), ServeError> {
         let f = &self.facts;
-        let mut files = vec!["manifest.json".to_string()];
-        if end.evidence {
-            files.push(looptime_capture::CYCLES_FILE.into());
-            files.push(looptime_capture::SUMMARY_FILE.into());
-        }
-        files.sort();
-        let m = ProgramManifest {
+        Manifest {
             schema_version: MANIFEST_SCHEMA_VERSION,
             producer: &f.producer,
             created_utc: utc_rfc3339(),
             session: file_name(&self.session),
             rollout: ROLLOUT,
             status,
-            config_source: format!("program {}", f.program),
+            config_source: &format!("program {}", f.program),
             config: &self.config,
             config_hash: sha256(self.config.to_string().as_bytes()),
             source_hash: SOURCE_HASH,
-            program: ProgramRecord {
+            program: Some(ProgramRecord {
                 path: &f.program,
                 source_hashes: &self.hashes,
-            },
+            }),
             host: &self.host,
             realtime: end.realtime.as_ref(),
+            cpu_dma_latency_held: None,
             recorder: f.control_timing.then(|| RecorderFacts {
                 footprint_bytes: end.footprint_bytes.unwrap_or(0),
                 budget_bytes: 0,
@@ -303,11 +268,9 @@ impl HostEpisode {
                 stats_dropped: 0,
                 events_dropped: 0,
             },
-            files,
-        };
-        let mut text = serde_json::to_vec_pretty(&m).unwrap_or_default();
-        text.push(b'\n');
-        write_file(&self.dir, "manifest.json", &text)
+            files: manifest_files(&[], end.evidence),
+        }
+        .write(&self.dir)
     }
 }
 

@@ -4,13 +4,13 @@
 //! the timestamp and hash formats. A real robot runtime built on the
 //! library (or a binding) reuses these to write the same layout as `serve`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::Config;
 use crate::error::{io_err, ServeError};
 use crate::rt::{HostFacts, RealtimeObtained};
 
@@ -76,43 +76,90 @@ pub fn sha256(bytes: &[u8]) -> String {
 }
 
 /// `manifest.json`: everything that could explain a difference.
+///
+/// One type for both writers: `looptime serve` (its [`config`](Self::config)
+/// is the resolved TOML config) and a program that embeds the scheduler and
+/// recorder ([`crate::embed`]; its config is a JSON value, and it adds a
+/// [`program`](Self::program) record). The fields are serialized in this
+/// order; `program` and `cpu_dma_latency_held` are left out when absent.
 #[derive(Debug, Serialize)]
-pub struct Manifest<'a> {
-    /// Manifest schema version.
+pub struct Manifest<'a, C: Serialize> {
+    /// Manifest schema version ([`MANIFEST_SCHEMA_VERSION`]).
     pub schema_version: u32,
-    /// `looptime <version>`.
-    pub producer: String,
-    /// When the episode was written (UTC).
+    /// Who wrote the episode: `looptime 0.1.0`, `looptime-python 0.1.0`.
+    pub producer: &'a str,
+    /// When the manifest was written (UTC, [`utc_rfc3339`]).
     pub created_utc: String,
     /// Session directory name.
     pub session: String,
     /// Rollout directory name.
-    pub rollout: String,
+    pub rollout: &'a str,
     /// Complete, aborted or running (`recovered` after `looptime recover`).
     pub status: ManifestStatus,
-    /// Where the config came from (a path, or `embedded default`).
+    /// Where the config came from (a path, `embedded default`, or
+    /// `program <path>`).
     pub config_source: &'a str,
     /// The resolved configuration.
-    pub config: &'a Config,
-    /// Hash of the resolved configuration's canonical TOML.
+    pub config: &'a C,
+    /// Hash of the configuration's canonical text.
     pub config_hash: String,
-    /// Hash of the source the binary was built from.
+    /// Hash of the source the binary was built from ([`SOURCE_HASH`]).
     pub source_hash: &'static str,
+    /// The embedding program and the hashes of its sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramRecord<'a>>,
     /// Host facts.
     pub host: &'a HostFacts,
-    /// Real-time settings obtained by the control thread.
-    pub realtime: &'a RealtimeObtained,
-    /// Whether /dev/cpu_dma_latency was held at 0.
-    pub cpu_dma_latency_held: bool,
+    /// Real-time settings obtained by the control thread (`null` when a
+    /// program did not set them up through looptime).
+    pub realtime: Option<&'a RealtimeObtained>,
+    /// Whether /dev/cpu_dma_latency was held at 0 (serve only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_dma_latency_held: Option<bool>,
     /// The recorder's preallocated memory and its budget (absent when
-    /// `run.control_timing` is off: no recorder is allocated).
+    /// the recorder is off: none is allocated).
     pub recorder: Option<RecorderFacts>,
     /// The schedule the loop ran.
     pub schedule: ScheduleFacts,
     /// What happened.
     pub counts: Counts,
-    /// Files written into the rollout directory.
+    /// Files written into the rollout directory, sorted.
     pub files: Vec<String>,
+}
+
+impl<C: Serialize> Manifest<'_, C> {
+    /// Write `dir/manifest.json` atomically (pretty JSON and a newline).
+    ///
+    /// # Errors
+    /// [`ServeError::Capture`] when it cannot be written.
+    pub fn write(&self, dir: &Path) -> Result<(), ServeError> {
+        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
+        text.push(b'\n');
+        write_file(dir, "manifest.json", &text)
+    }
+}
+
+/// The files a manifest lists: `manifest.json`, the names in `extra`, and
+/// the recorder's two evidence files when `evidence` is true; sorted.
+pub fn manifest_files(extra: &[&str], evidence: bool) -> Vec<String> {
+    let mut files = vec!["manifest.json".to_string()];
+    files.extend(extra.iter().map(|f| f.to_string()));
+    if evidence {
+        files.push(looptime_capture::CYCLES_FILE.into());
+        files.push(looptime_capture::SUMMARY_FILE.into());
+    }
+    files.sort();
+    files
+}
+
+/// A program's record in its manifest: its path and the SHA-256 of each
+/// source file it names.
+#[derive(Debug, Serialize)]
+pub struct ProgramRecord<'a> {
+    /// The program's path (the script, or `argv[0]`).
+    pub path: &'a str,
+    /// Source path to `sha256:<hex>` (or `unreadable: <reason>`).
+    pub source_hashes: &'a BTreeMap<String, String>,
 }
 
 /// The recorder's memory, as checked before the session started.
@@ -334,96 +381,131 @@ pub fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// What the manifest records of an episode whose loop has ended.
-#[derive(Debug)]
-pub struct ManifestFacts<'a> {
-    /// The episode's resolved config.
-    pub config: &'a Config,
-    /// Where the config came from.
-    pub config_source: &'a str,
-    /// The session directory.
-    pub session: &'a Path,
-    /// `rollout-NNN`.
-    pub rollout: &'a str,
-    /// Host facts.
-    pub host: &'a HostFacts,
-    /// Complete, aborted, or running (before the first cycle).
-    pub status: ManifestStatus,
-    /// Cycles run.
-    pub cycles: u64,
-    /// Overruns.
-    pub overruns: u64,
-    /// Skipped release points.
-    pub skipped: u64,
-    /// Whether the evidence files are (about to be) written.
-    pub evidence: bool,
-    /// Real-time settings obtained.
-    pub realtime: &'a RealtimeObtained,
-    /// Whether /dev/cpu_dma_latency was held at 0.
-    pub dma_held: bool,
-    /// Live statistics and events dropped.
-    pub live_dropped: (u64, u64),
-    /// The ring file, when the recorder has one.
-    pub ring_file: Option<&'a Path>,
-    /// Why the ring is on the heap, when `shm` was asked for.
-    pub ring_note: Option<&'a str>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Write `dir/manifest.json` atomically.
-///
-/// # Errors
-/// [`ServeError::Capture`] when it cannot be written.
-pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
-    let cfg = r.config;
-    let sc = cfg.scheduler_config();
-    let mut files = vec!["events.jsonl".to_string(), "manifest.json".to_string()];
-    if r.evidence {
-        files.push(looptime_capture::CYCLES_FILE.into());
-        files.push(looptime_capture::SUMMARY_FILE.into());
+    #[test]
+    fn hashes_are_sha256_as_sha256sum_prints_them() {
+        // FIPS 180-2's test vector for "abc".
+        assert_eq!(
+            sha256(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(SOURCE_HASH.starts_with("sha256:") && SOURCE_HASH.len() == 7 + 64);
     }
-    files.sort();
-    let m = Manifest {
-        schema_version: MANIFEST_SCHEMA_VERSION,
-        producer: format!("looptime {}", env!("CARGO_PKG_VERSION")),
-        created_utc: utc_rfc3339(),
-        session: file_name(r.session),
-        rollout: r.rollout.to_string(),
-        status: r.status,
-        config_source: r.config_source,
-        config: cfg,
-        config_hash: sha256(cfg.to_toml().as_bytes()),
-        source_hash: SOURCE_HASH,
-        host: r.host,
-        realtime: r.realtime,
-        cpu_dma_latency_held: r.dma_held,
-        recorder: cfg.run.control_timing.then(|| RecorderFacts {
-            footprint_bytes: cfg.recorder_footprint_bytes(),
-            budget_bytes: cfg.run.timing_memory_budget_mb << 20,
-            ring_file: r.ring_file.map(|p| p.display().to_string()),
-            ring_note: r.ring_note.map(str::to_string),
-        }),
-        schedule: ScheduleFacts {
-            nominal_period_ns: cfg.nominal_period_ns(),
-            effective_period_ns: sc.period_ns,
-            spin_margin_ns: sc.spin_margin_ns,
-            overrun_policy: sc.policy.as_str(),
-            clock: if cfg.run.rtf == 0.0 {
-                "simulation"
-            } else {
-                "host_monotonic"
-            },
-        },
-        counts: Counts {
-            cycles: r.cycles,
-            planned_cycles: cfg.warmup_cycles() + cfg.running_cycles(),
-            overruns: r.overruns,
-            skipped: r.skipped,
-            stats_dropped: r.live_dropped.0,
-            events_dropped: r.live_dropped.1,
-        },
-        files,
-    };
-    let mut text = serde_json::to_vec_pretty(&m).unwrap_or_default();
-    text.push(b'\n');
-    write_file(dir, "manifest.json", &text)
+
+    #[test]
+    fn utc_stamps_have_the_documented_shapes() {
+        let r = utc_rfc3339();
+        assert_eq!(r.len(), 20, "{r}");
+        assert!(r.ends_with('Z') && r.as_bytes()[10] == b'T', "{r}");
+        let s = utc_stamp();
+        assert_eq!(s.len(), 16, "{s}");
+        assert!(s.chars().enumerate().all(|(i, c)| match i {
+            8 => c == 'T',
+            15 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        }));
+    }
+
+    /// The top-level keys of a manifest's text, in the order written.
+    fn keys_in_order(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("  \"")) // two spaces: top level
+            .map(|l| l[..l.find('"').unwrap()].to_string())
+            .collect()
+    }
+
+    #[test]
+    fn one_manifest_type_writes_serve_and_program_manifests_in_their_documented_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host = crate::rt::host_facts();
+        let rt = RealtimeObtained::default();
+        let hashes = BTreeMap::from([("p.py".to_string(), sha256(b"x"))]);
+        let manifest = |program: Option<ProgramRecord<'_>>, dma: Option<bool>| {
+            let cfg = serde_json::json!({"run": {"rtf": 1.0}});
+            let m = Manifest {
+                schema_version: MANIFEST_SCHEMA_VERSION,
+                producer: "looptime-test 0",
+                created_utc: utc_rfc3339(),
+                session: "session-x".into(),
+                rollout: "rollout-000",
+                status: ManifestStatus::Running,
+                config_source: "test",
+                config: &cfg,
+                config_hash: sha256(cfg.to_string().as_bytes()),
+                source_hash: SOURCE_HASH,
+                program,
+                host: &host,
+                realtime: dma.map(|_| &rt),
+                cpu_dma_latency_held: dma,
+                recorder: None,
+                schedule: ScheduleFacts {
+                    nominal_period_ns: 10_000_000,
+                    effective_period_ns: 10_000_000,
+                    spin_margin_ns: 200_000,
+                    overrun_policy: "rebase",
+                    clock: "host_monotonic",
+                },
+                counts: Counts {
+                    cycles: 0,
+                    planned_cycles: 0,
+                    overruns: 0,
+                    skipped: 0,
+                    stats_dropped: 0,
+                    events_dropped: 0,
+                },
+                files: manifest_files(&["events.jsonl"], true),
+            };
+            m.write(tmp.path()).unwrap();
+            std::fs::read_to_string(tmp.path().join("manifest.json")).unwrap()
+        };
+        // serve's manifest: no `program`, a `cpu_dma_latency_held` after
+        // `realtime` (the order docs/runtime.md's table gives).
+        let serve = manifest(None, Some(false));
+        let common = [
+            "schema_version",
+            "producer",
+            "created_utc",
+            "session",
+            "rollout",
+            "status",
+            "config_source",
+            "config",
+            "config_hash",
+            "source_hash",
+        ];
+        let tail = ["recorder", "schedule", "counts", "files"];
+        let mut want: Vec<&str> = common.to_vec();
+        want.extend(["host", "realtime", "cpu_dma_latency_held"]);
+        want.extend(tail);
+        assert_eq!(keys_in_order(&serve), want, "{serve}");
+        // An embedded program's: `program` before `host`, `realtime` null
+        // when the program did not set it up, no DMA hold.
+        let program = manifest(
+            Some(ProgramRecord {
+                path: "p.py",
+                source_hashes: &hashes,
+            }),
+            None,
+        );
+        let mut want: Vec<&str> = common.to_vec();
+        want.extend(["program", "host", "realtime"]);
+        want.extend(tail);
+        assert_eq!(keys_in_order(&program), want, "{program}");
+        assert!(program.contains("\"realtime\": null"), "{program}");
+        // The files list: manifest.json, the extras and the evidence, sorted.
+        let v: serde_json::Value = serde_json::from_str(&serve).unwrap();
+        assert_eq!(
+            v["files"],
+            serde_json::json!([
+                "control_timing.jsonl",
+                "control_timing_summary.json",
+                "events.jsonl",
+                "manifest.json"
+            ])
+        );
+        assert_eq!(manifest_files(&[], false), vec!["manifest.json"]);
+    }
 }

@@ -1,5 +1,11 @@
-//! `looptime-runtime`: the loop scheduler, real-time setup and the
-//! simulated robot runtime behind the `looptime` binary.
+//! `looptime-runtime`: the loop scheduler, clocks, real-time setup, live
+//! statistics and the episode directory layout, as a library.
+//!
+//! It is what the Python binding (`crates/python`) and the C library
+//! (`crates/capture-c`) link, and what the `looptime` command
+//! (`crates/runtime/cli`, crate `looptime-cli`) is built on. It has no
+//! command line, no config file format and no terminal UI: those, and the
+//! simulated robot, are the command's.
 //!
 //! The [`scheduler`] is a library a real robot runtime can use on its own:
 //! absolute deadlines, sleep-then-spin, overrun policies and measured `dt`,
@@ -24,21 +30,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(test)]
-mod alloc_probe;
-pub mod cli;
 pub mod clock;
-pub mod config;
-pub mod control;
 pub mod embed;
 pub mod episode;
 pub mod error;
-pub mod probe;
-pub mod recover;
 pub mod rt;
 pub mod scheduler;
-pub mod serve;
-pub mod sim;
 pub mod stats;
-mod sys;
-pub mod watch;
+pub mod sys;

@@ -131,8 +131,8 @@ pub enum SchedulerError {
 /// The longest period a scheduler takes: one hour, in ns.
 pub const MAX_PERIOD_NS: u64 = 3_600_000_000_000;
 
-/// What one [`Scheduler::wait`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What one [`Scheduler::wait`] did (all zero before the first wait).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tick {
     /// Cycle index (0 for the first wait after `start`).
     pub cycle: u64,
@@ -155,6 +155,20 @@ pub struct Tick {
     pub dt_measured_ns: u64,
     /// True when `dt_measured_ns` was clamped.
     pub dt_clamped: bool,
+}
+
+impl Tick {
+    /// What the recorder's `begin_cycle` takes of this tick: its release
+    /// point, whether it was overdue and how many release points were
+    /// skipped. The runtime's control loop, the Python binding and the C
+    /// library all mark a cycle with this.
+    pub fn release(&self) -> looptime_capture::Release {
+        looptime_capture::Release {
+            target_ns: Some(self.target_ns),
+            overdue: self.overdue,
+            skipped: self.skipped,
+        }
+    }
 }
 
 /// The absolute-deadline scheduler, generic over its clock.

@@ -1,7 +1,9 @@
 //! Per-cycle metric columns (period, work, overshoot, lag) and command
-//! submissions: one definition each, from which every distribution, rate and
-//! attribution is aggregated.
+//! submissions, from which every distribution, rate and attribution is
+//! aggregated. The per-cycle definitions themselves are
+//! `looptime_capture::cycle`'s, which `looptime watch` uses too.
 
+use looptime_capture::cycle;
 use polars::prelude::{Column, DataFrame};
 
 use crate::error::Result;
@@ -39,27 +41,46 @@ pub fn cycle_columns(ev: &Evidence, comparable: bool) -> CycleColumns {
     let mut seg = 0u32;
     let mut prev: Option<&CycleRow> = None;
     for c in &ev.cycles {
-        let same = prev.is_some_and(|p| p.phase == c.phase && p.cycle + 1 == c.cycle);
-        if prev.is_some() && !same {
+        if prev.is_some() && !cycle::continues(prev, c) {
             seg += 1;
         }
+        let f = cycle::figures(prev, c, comparable);
         out.segment.push(seg);
         out.phase.push(c.phase);
-        out.period
-            .push(same.then(|| c.start_ns - prev.map_or(0, |p| p.start_ns)));
-        out.work.push(c.end_ns.map(|e| e - c.start_ns));
-        out.overshoot
-            .push(match (comparable, c.overdue, c.wake_ns, c.target_ns) {
-                (true, false, Some(w), Some(t)) => Some(w - t),
-                _ => None,
-            });
-        out.lag.push(match (comparable, c.target_ns) {
-            (true, Some(t)) => Some(c.start_ns - t),
-            _ => None,
-        });
+        out.period.push(f.period_ns);
+        out.work.push(f.work_ns);
+        out.overshoot.push(f.overshoot_ns);
+        out.lag.push(f.lag_ns);
         prev = Some(c);
     }
     out
+}
+
+/// The analyzer's cycle row, as the per-cycle definitions read it
+/// (`looptime_capture::cycle`, shared with `looptime watch`).
+impl cycle::CycleTimes for CycleRow {
+    type Phase = u32;
+    fn cycle(&self) -> u64 {
+        self.cycle
+    }
+    fn phase(&self) -> &u32 {
+        &self.phase
+    }
+    fn start_ns(&self) -> i64 {
+        self.start_ns
+    }
+    fn end_ns(&self) -> Option<i64> {
+        self.end_ns
+    }
+    fn target_ns(&self) -> Option<i64> {
+        self.target_ns
+    }
+    fn wake_ns(&self) -> Option<i64> {
+        self.wake_ns
+    }
+    fn overdue(&self) -> bool {
+        self.overdue
+    }
 }
 
 /// Command submissions: one row per command-stage span.

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use looptime_capture::ring::{self, Recovered, RingReader};
 use serde_json::{json, Value};
 
-use crate::episode::{write_file, SESSION_FILE};
-use crate::error::ServeError;
+use looptime_runtime::episode::{write_file, SESSION_FILE};
+use looptime_runtime::error::ServeError;
 
 /// What happened to each ring looked at.
 #[derive(Debug, Default)]
@@ -116,7 +116,7 @@ fn mark_episode(dir: &Path, s: &looptime_capture::Summary) -> Result<(), ServeEr
     if let Some(mut m) = read_json(&dir.join("manifest.json")) {
         m["status"] = json!("recovered");
         m["recovery"] = json!({
-            "recovered_utc": crate::episode::utc_rfc3339(),
+            "recovered_utc": looptime_runtime::episode::utc_rfc3339(),
             "cycles_recovered": recovery.map(|r| r.cycles_recovered),
             "total_cycles": s.capture.total_cycles,
             "in_progress_records": recovery.map(|r| r.in_progress_records),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
+use looptime_runtime::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
 
 /// Caller values the simulated runtime registers (the control loop's
 /// `build_recorder`); here because the recorder's footprint, which the

@@ -3,10 +3,11 @@
 //! The ring file is mapped read-only ([`RingReader`]): the watcher cannot
 //! write to it, takes no lock the loop could wait on, and reads only the
 //! newest `--window` cycles each refresh. Every figure is over that sliding
-//! window, with the analyzer's definitions (docs/metrics.md): periods are
-//! adjacent cycle starts within one phase, work is `end − start`, overshoot
-//! is `wake − target` (only when the schedule is on host time), percentiles
-//! are nearest-rank.
+//! window, with the analyzer's own per-cycle definitions
+//! (`looptime_capture::cycle`, docs/metrics.md): periods are adjacent cycle
+//! starts within one segment, work is `end − start`, overshoot is
+//! `wake − target` for a cycle that waited and was not overdue (only when
+//! the schedule is on host time); percentiles are nearest-rank.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use looptime_capture::ring::{self, RingReader};
-use looptime_capture::CycleRecord;
+use looptime_capture::{cycle, CycleRecord};
 use serde::Serialize;
 
 /// p50, p99 and max of a set of nanosecond values.
@@ -140,18 +141,16 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
         p.overruns += c.overdue as u64;
         p.skipped += c.skipped as u64;
         let (period, work, over) = acc.entry(c.phase.clone()).or_default();
-        // A period only between adjacent cycles of one segment.
-        if let Some(q) = prev.filter(|q| q.phase == c.phase && q.cycle + 1 == c.cycle) {
-            let d = c.start_ns as i64 - q.start_ns as i64;
+        // The analyzer's definitions (looptime_capture::cycle): a period only
+        // between adjacent cycles of one segment, an overshoot only for a
+        // cycle that waited and was not overdue.
+        let f = cycle::figures(prev, c, comparable);
+        if let Some(d) = f.period_ns {
             period.push(d);
             recent.push((d.max(0) / 1000) as u64);
         }
-        if let Some(e) = c.end_ns {
-            work.push(e as i64 - c.start_ns as i64);
-        }
-        if let (true, Some(w), Some(t)) = (comparable, c.wake_ns, c.target_ns) {
-            over.push(w as i64 - t as i64);
-        }
+        work.extend(f.work_ns);
+        over.extend(f.overshoot_ns);
         prev = Some(c);
     }
     for p in &mut phases {

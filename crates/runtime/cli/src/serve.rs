@@ -6,7 +6,7 @@
 //! threads read the camera, own the viewer transport, run the policy and
 //! print live statistics. SIGINT and SIGTERM set a flag that the loop checks
 //! every cycle: the episode then ends in order, its evidence written and
-//! marked aborted. The directory layout is [`crate::episode`]'s.
+//! marked aborted. The directory layout is [`looptime_runtime::episode`]'s.
 
 use std::fs;
 use std::io::Write;
@@ -16,15 +16,16 @@ use std::sync::Arc;
 
 use looptime_capture::{CaptureStatus, ClockDomain, FinishReport, Recorder};
 
-use crate::clock::{MonotonicClock, SimulationClock};
 use crate::config::{CameraMode, Config};
 use crate::control::{build_recorder, control_loop, Shared, ThreadRecorders};
-pub use crate::episode::*;
-use crate::error::io_err;
-pub use crate::error::ServeError;
-use crate::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained};
+use crate::manifest::{write_manifest, ManifestFacts};
 use crate::sim::{self, Mailbox, ThreadRecorder};
-use crate::stats::{Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
+use looptime_runtime::clock::{MonotonicClock, SimulationClock};
+pub use looptime_runtime::episode::*;
+use looptime_runtime::error::io_err;
+pub use looptime_runtime::error::ServeError;
+use looptime_runtime::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained};
+use looptime_runtime::stats::{Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
 
 /// What one episode did.
 #[derive(Debug)]
@@ -573,30 +574,6 @@ fn report_episode(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hashes_are_sha256_as_sha256sum_prints_them() {
-        // FIPS 180-2's test vector for "abc".
-        assert_eq!(
-            sha256(b"abc"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert!(SOURCE_HASH.starts_with("sha256:") && SOURCE_HASH.len() == 7 + 64);
-    }
-
-    #[test]
-    fn utc_stamps_have_the_documented_shapes() {
-        let r = utc_rfc3339();
-        assert_eq!(r.len(), 20, "{r}");
-        assert!(r.ends_with('Z') && r.as_bytes()[10] == b'T', "{r}");
-        let s = utc_stamp();
-        assert_eq!(s.len(), 16, "{s}");
-        assert!(s.chars().enumerate().all(|(i, c)| match i {
-            8 => c == 'T',
-            15 => c == 'Z',
-            _ => c.is_ascii_digit(),
-        }));
-    }
 
     #[test]
     fn enospc_is_stated_once_through_the_whole_chain() {

@@ -9,17 +9,17 @@ use std::sync::Arc;
 use std::path::Path;
 
 use looptime_capture::{
-    ClockDomain, PhaseId, Recorder, RecorderBuilder, Registry, Release, RingStorage, StageId,
-    ValueId, ValueKind,
+    ClockDomain, PhaseId, Recorder, RecorderBuilder, Registry, RingStorage, StageId, ValueId,
+    ValueKind,
 };
 
-use crate::clock::LoopClock;
 use crate::config::{CameraMode, Config, RingKind};
-use crate::error::ServeError;
-use crate::rt::{self, RealtimeObtained, RealtimeRequest};
-use crate::scheduler::Scheduler;
 use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot, ThreadRecorder};
-use crate::stats::{CycleStat, Event, EventKind, LiveChannel};
+use looptime_runtime::clock::LoopClock;
+use looptime_runtime::error::ServeError;
+use looptime_runtime::rt::{self, RealtimeObtained, RealtimeRequest};
+use looptime_runtime::scheduler::Scheduler;
+use looptime_runtime::stats::{CycleStat, Event, EventKind, LiveChannel};
 
 pub use crate::config::{SIM_VALUE_COUNT, THREAD_SPANS_PER_CYCLE};
 
@@ -516,14 +516,7 @@ pub(crate) fn control_loop<C: LoopClock>(
         let tick = sched.wait();
         rec.end_wait();
         let start_mono = looptime_capture::clock::monotonic_ns();
-        rec.begin_cycle(
-            phase,
-            Release {
-                target_ns: Some(tick.target_ns),
-                overdue: tick.overdue,
-                skipped: tick.skipped,
-            },
-        );
+        rec.begin_cycle(phase, tick.release());
         work.stages(
             &mut rec,
             ids,

@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use crate::clock::{LoopClock, MonotonicClock};
-use crate::rt::{self, HostFacts, RealtimeObtained, RealtimeRequest};
-use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerError};
+use looptime_runtime::clock::{LoopClock, MonotonicClock};
+use looptime_runtime::rt::{self, HostFacts, RealtimeObtained, RealtimeRequest};
+use looptime_runtime::scheduler::{Scheduler, SchedulerConfig, SchedulerError};
 
 /// Probe settings.
 #[derive(Clone, Copy, Debug)]
@@ -150,7 +150,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
             let mut wake = Vec::with_capacity(n);
             let mut os = Vec::with_capacity(n);
             sched.start();
-            let cpu0 = crate::sys::thread_cpu_ns();
+            let cpu0 = looptime_runtime::sys::thread_cpu_ns();
             let t0 = sched.clock().now_ns();
             for _ in 0..n {
                 let t = sched.wait();
@@ -164,7 +164,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
                 }
             }
             let wall = sched.clock().now_ns() - t0;
-            let cpu = crate::sys::thread_cpu_ns() - cpu0;
+            let cpu = looptime_runtime::sys::thread_cpu_ns() - cpu0;
             rt::teardown_control_thread(&obtained);
             Ok((
                 obtained,

@@ -8,10 +8,10 @@ use looptime_capture::format::read_summary;
 use looptime_capture::{
     CaptureStatus, CycleRecord, EvidenceReader, Header, CYCLES_FILE, SUMMARY_FILE,
 };
-use looptime_runtime::config::{Config, ConfigError};
+use looptime_cli::config::{Config, ConfigError};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 fn looptime() -> Command {
@@ -541,8 +541,8 @@ fn the_config_and_source_hashes_are_what_runtime_md_defines() {
         sha256(Config::default().to_toml().as_bytes())
     );
 
-    // source_hash: SHA-256 over the capture, runtime and analyze crates'
-    // src/**/*.rs and *.toml, their Cargo.toml, the root Cargo.toml and
+    // source_hash: SHA-256 over the capture, runtime, runtime/cli and
+    // analyze crates' src/**/*.rs and *.toml, their Cargo.toml, the root Cargo.toml and
     // Cargo.lock, sorted by repository-relative path, each as that path, a
     // NUL byte, then its contents. Recomputed here from the tree the binary
     // was built from.
@@ -558,7 +558,7 @@ fn the_config_and_source_hashes_are_what_runtime_md_defines() {
         }
     }
     let mut files = Vec::new();
-    for krate in ["capture", "runtime", "analyze"] {
+    for krate in ["capture", "runtime", "runtime/cli", "analyze"] {
         walk(&root.join("crates").join(krate).join("src"), &mut files);
         files.push(root.join("crates").join(krate).join("Cargo.toml"));
     }

@@ -65,7 +65,7 @@ pub fn spend_ns(ns: u64, kind: CostKind) {
     }
     let until = looptime_capture::clock::monotonic_ns() + ns;
     match kind {
-        CostKind::Sleep => crate::sys::sleep_until_monotonic_ns(until),
+        CostKind::Sleep => looptime_runtime::sys::sleep_until_monotonic_ns(until),
         CostKind::Busy => {
             let mut x = 0u64;
             while looptime_capture::clock::monotonic_ns() < until {
@@ -241,7 +241,7 @@ pub fn spawn_camera_reader(
             if next < now {
                 next = now;
             }
-            crate::sys::sleep_until_monotonic_ns(next);
+            looptime_runtime::sys::sleep_until_monotonic_ns(next);
         }
         rec
     })

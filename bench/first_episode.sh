@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Time from a fresh clone to the first analysed episode: the README's main
+# command (`cargo build --release`, a 5 s `looptime serve
+# --control-timing`, the analyzer on `runs/latest`), in a new clone with an
+# empty target directory, for each revision given, one after the other.
+# The cargo registry is whatever this machine has cached (CARGO_HOME);
+# nothing else should run meanwhile.
+#
+#   bash bench/first_episode.sh [REV...]        (default: HEAD)
+#   TIMINGS=1 bash bench/first_episode.sh REV   (adds cargo's --timings
+#                                               report; the path is printed)
+#
+# Prints one line per revision: rev, build seconds, serve + analyze
+# seconds, total seconds, the number of compiled units, and the size of
+# target/release.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+revs=("$@")
+[[ ${#revs[@]} -gt 0 ]] || revs=(HEAD)
+work=$(mktemp -d /tmp/looptime-first-episode.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+printf '%-10s %9s %9s %9s %6s %8s\n' rev build_s run_s total_s units release
+for rev in "${revs[@]}"; do
+    dir="$work/$rev"
+    git clone -q "$repo" "$dir"
+    git -C "$dir" checkout -q "$(git -C "$repo" rev-parse "$rev")"
+    cd "$dir"
+    extra=()
+    [[ "${TIMINGS:-0}" == 1 ]] && extra=(--timings)
+    t0=$(date +%s.%N)
+    cargo build --release -q "${extra[@]}" 2>"$dir/build.log"
+    t1=$(date +%s.%N)
+    ./target/release/looptime serve --control-timing >/dev/null
+    ./target/release/analyze_control_timing --episode runs/latest >/dev/null
+    t2=$(date +%s.%N)
+    units=$(find target/release/.fingerprint -mindepth 1 -maxdepth 1 -type d | wc -l)
+    size=$(du -sh target/release | cut -f1)
+    awk -v r="${rev:0:10}" -v a="$t0" -v b="$t1" -v c="$t2" -v u="$units" -v z="$size" \
+        'BEGIN { printf "%-10s %9.1f %9.1f %9.1f %6d %8s\n", r, b - a, c - b, c - a, u, z }'
+    if [[ "${TIMINGS:-0}" == 1 ]]; then
+        keep="/tmp/looptime-timings-${rev:0:10}.html"
+        cp target/cargo-timings/cargo-timing.html "$keep"
+        echo "  timings: $keep"
+    fi
+    cd "$repo"
+done
