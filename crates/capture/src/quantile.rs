@@ -12,17 +12,25 @@
 /// assert_eq!(nearest_rank_index(1200, 0.5), 599);  // rank 600
 /// assert_eq!(nearest_rank_index(1200, 0.99), 1187); // rank 1188
 /// ```
+#[inline]
 pub fn nearest_rank_index(n: usize, q: f64) -> usize {
     ((q * n as f64).ceil() as usize).clamp(1, n.max(1)) - 1
 }
 
 /// The nearest-rank `q`-quantile of `sorted` (ascending); `None` when empty.
+#[inline]
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     (!sorted.is_empty()).then(|| sorted[nearest_rank_index(sorted.len(), q)])
 }
 
 /// The nearest-rank `q`-quantile of `v`, found by selection (reorders `v`;
 /// no full sort); `None` when empty.
+///
+/// Inline, so that the selection is compiled with the caller's
+/// optimisation: the comparison's bootstrap calls it millions of times in
+/// the analyzer's optimised test build, and an unoptimised copy compiled
+/// into capture's debug build made that test take 229 s instead of 27 s.
+#[inline]
 pub fn select_nearest_rank(v: &mut [i64], q: f64) -> Option<i64> {
     if v.is_empty() {
         return None;
