@@ -2,16 +2,24 @@
 # Analyzer throughput and peak memory against the floor: reading the same
 # JSONL line by line into the schema types with serde_json alone, measured in
 # the same run. Each measurement is a separate process (peak RSS = VmHWM),
-# repeated RUNS times; medians are reported.
+# repeated RUNS times; medians are reported. Beside them, what a Python
+# user would write instead: polars (Python) computing the core figures
+# (bench/polars_baseline.py); POLARS_PY=0 leaves it out.
 #
-#   SIZES="20000 1000000" RUNS=3 bash bench/analyze_throughput.sh
+#   SIZES="200000 1000000" RUNS=3 bash bench/analyze_throughput.sh
+#   ANALYZER=/path/to/throughput  (a throughput harness built elsewhere,
+#                                  e.g. from an older tree, to compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES="${SIZES:-20000 1000000}"
 RUNS="${RUNS:-3}"
 WORK="${WORK:-/tmp/looptime-bench}"
-cargo build --release -q -p looptime-analyze --example throughput
-bin=target/release/examples/throughput
+if [[ -n "${ANALYZER:-}" ]]; then
+    bin=$ANALYZER
+else
+    cargo build --release -q -p looptime-analyze --example throughput
+    bin=target/release/examples/throughput
+fi
 mkdir -p "$WORK"
 for n in $SIZES; do
     dir="$WORK/episode-$n"
@@ -22,13 +30,16 @@ for n in $SIZES; do
     for r in $(seq "$RUNS"); do
         "$bin" floor "$dir"
         "$bin" analyze "$dir"
+        if [[ "${POLARS_PY:-1}" == 1 ]]; then
+            python3 bench/polars_baseline.py "$dir"
+        fi
     done > "$WORK/results-$n.jsonl"
 done
 python3 - "$WORK" $SIZES <<'PY'
 import json, statistics, sys
 work, sizes = sys.argv[1], sys.argv[2:]
-print("| cycles | JSONL MB | floor MB/s | analysis MB/s | analysis / floor | analysis cycles/s | floor peak RSS MB | analysis peak RSS MB | RSS / JSONL |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| cycles | JSONL MB | floor MB/s | analysis MB/s | analysis / floor | analysis cycles/s | floor peak RSS MB | analysis peak RSS MB | RSS / JSONL | polars-python s | analysis speed / polars-python |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for n in sizes:
     rows = [json.loads(l) for l in open(f"{work}/results-{n}.jsonl")]
     def med(mode, key):
@@ -36,5 +47,8 @@ for n in sizes:
     size = rows[0]["bytes"] / 1e6
     f_s, a_s = med("floor", "seconds"), med("analyze", "seconds")
     a_rss, f_rss = med("analyze", "peak_rss") / 1e6, med("floor", "peak_rss") / 1e6
-    print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} |")
+    py = [r["seconds"] for r in rows if r["mode"] == "polars_python"]
+    py_s = statistics.median(py) if py else None
+    py_cells = f"{py_s:.2f} | {py_s / a_s:.1f}×" if py_s else "n/a | n/a"
+    print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} | {py_cells} |")
 PY

@@ -2,7 +2,9 @@
 """Checks `analyze_control_timing export --format hdr`: the Python
 `hdrhistogram` package (a third-party decoder) reads every histogram of
 the log, its counts equal the analyzer's, and its percentiles agree with
-the analyzer's nearest-rank p50, p90 and p99 within one bucket.
+the analyzer's nearest-rank p50, p90 and p99 within one bucket, and its
+maximum (decoded, and the line's Interval_Max) is the analyzer's max within
+one bucket.
 
 Usage: python3 tests/hdr_check.py ANALYZER EPISODE_DIR [EPISODE_DIR ...]
 
@@ -67,12 +69,24 @@ def check(analyzer: str, ep: pathlib.Path) -> None:
             if h is None:
                 break
             got[h.get_tag()] = h
+        # Interval_Max (ms), from each line as written.
+        interval_max = {}
+        for line in log.read_text().splitlines():
+            if line.startswith("Tag="):
+                tag, _start, _length, mx = line[4:].split(",")[:4]
+                interval_max[tag] = float(mx)
     missing = sorted(set(want) - set(got))
     assert not missing, f"{ep}: tags missing from the log: {missing}"
     checked = exact = 0
     for tag, d in want.items():
         h = got[tag]
         assert h.get_total_count() == d["count"], (tag, h.get_total_count(), d["count"])
+        # The maximum, decoded and as Interval_Max, is the analyzer's exact
+        # max to within its bucket (HdrHistogram reports a bucket's top).
+        top = max(d["max_ns"], 0)
+        lo, hi = h.get_lowest_equivalent_value(top), h.get_highest_equivalent_value(top)
+        assert lo <= h.get_max_value() <= hi, (tag, h.get_max_value(), d["max_ns"])
+        assert lo / 1e6 - 5e-4 <= interval_max[tag] <= hi / 1e6 + 5e-4, (tag, interval_max[tag], d)
         for q, key in ((50, "p50_ns"), (90, "p90_ns"), (99, "p99_ns")):
             v = max(d[key], 0)
             hv = h.get_value_at_percentile(q)

@@ -173,15 +173,16 @@ fn analyze(dir: &Path) -> (u64, u64) {
     let t0 = Instant::now();
     let ev = looptime_analyze::load_episode(dir, looptime_analyze::LoadOptions::default()).unwrap();
     let t1 = Instant::now();
-    let r = looptime_analyze::analyze(&ev).unwrap();
+    let bytes = ev.bytes;
+    let a = looptime_analyze::analyze(ev).unwrap();
     eprintln!(
         "load {:.3} s (peak RSS {} MB), metrics {:.3} s",
         (t1 - t0).as_secs_f64(),
         peak_rss() >> 20,
         t1.elapsed().as_secs_f64()
     );
-    std::hint::black_box(&r);
-    (ev.bytes, r.capture.retained_cycles)
+    std::hint::black_box(&a);
+    (bytes, a.report.capture.retained_cycles)
 }
 
 fn main() {

@@ -1,23 +1,122 @@
-//! Assembling one episode's report: the metrics, then the cross-check of
-//! the saved summary against them. This is the layer above both; metrics
-//! never call the cross-check.
+//! One analysed episode: the evidence, its per-cycle columns, and the
+//! report, cross-checked against the saved summary. This is the layer above
+//! the metrics and the cross-check; metrics never call the cross-check.
+//!
+//! Every view of an episode takes an [`Analysis`]: the text, JSON and HTML
+//! reports, the plots, the Chrome trace, the HdrHistogram log, the Parquet
+//! dataset, `compare` and `fleet`. The cycle columns are computed here,
+//! once per episode and once per background thread, and nowhere else
+//! (`metrics::columns::cycle_columns` is reachable only from this module;
+//! a test counts its calls across every view).
 
 use crate::error::Result;
 use crate::evidence::Evidence;
-use crate::metrics::{self, Report};
+use crate::metrics::{self, CycleColumns, Report};
 
-/// Compute the report of `ev`, cross-checked against its summary.
+/// An episode, loaded and analysed.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The evidence as loaded.
+    pub evidence: Evidence,
+    /// The report, cross-checked.
+    pub report: Report,
+    /// The control thread's cycle columns.
+    columns: CycleColumns,
+    /// Each background thread's, in `evidence.threads` order.
+    thread_columns: Vec<CycleColumns>,
+}
+
+impl Analysis {
+    /// Analyse `evidence`: its cycle columns, its background threads'
+    /// columns, every metric, then the cross-check of the saved summary.
+    ///
+    /// # Errors
+    /// Only on an internal aggregation failure.
+    pub fn new(evidence: Evidence) -> Result<Analysis> {
+        let columns = metrics::columns::cycle_columns(&evidence);
+        let thread_columns: Vec<CycleColumns> = evidence
+            .threads
+            .iter()
+            .map(metrics::columns::cycle_columns)
+            .collect();
+        let (mut report, tables) = metrics::compute(&evidence, &columns, &thread_columns)?;
+        let view = crate::crosscheck::summary_view(&evidence, &tables)?;
+        report.crosscheck = crate::crosscheck::check(
+            evidence.summary.as_ref(),
+            &report.capture,
+            &report.segments,
+            &view,
+        );
+        Ok(Analysis {
+            evidence,
+            report,
+            columns,
+            thread_columns,
+        })
+    }
+
+    /// The control thread's per-cycle columns (period, work, overshoot,
+    /// lag, segment, phase), row for row with `evidence.cycles`.
+    pub fn columns(&self) -> &CycleColumns {
+        &self.columns
+    }
+
+    /// Each background thread's evidence with its cycle columns.
+    pub fn threads(&self) -> impl Iterator<Item = (&Evidence, &CycleColumns)> {
+        self.evidence.threads.iter().zip(&self.thread_columns)
+    }
+}
+
+/// Load nothing, compute everything: [`Analysis::new`].
 ///
 /// # Errors
 /// Only on an internal aggregation failure.
-pub fn analyze(ev: &Evidence) -> Result<Report> {
-    let (mut report, tables) = metrics::compute(ev)?;
-    let view = crate::crosscheck::summary_view(ev, &tables)?;
-    report.crosscheck = crate::crosscheck::check(
-        ev.summary.as_ref(),
-        &report.capture,
-        &report.segments,
-        &view,
-    );
-    Ok(report)
+pub fn analyze(evidence: Evidence) -> Result<Analysis> {
+    Analysis::new(evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{load_episode, LoadOptions};
+    use crate::metrics::columns::COMPUTED;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(name)
+    }
+
+    #[test]
+    fn every_view_reads_the_columns_computed_once_per_thread() {
+        // An episode with background threads (schema 2), so that threads'
+        // columns count too.
+        let ev = load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap();
+        let threads = ev.threads.len();
+        assert!(threads > 0, "the fixture has background threads");
+        COMPUTED.with(|c| c.set(0));
+        let a = Analysis::new(ev).unwrap();
+        let once = 1 + threads;
+        assert_eq!(COMPUTED.with(|c| c.get()), once);
+
+        // Every view of the episode, none of which may compute them again.
+        let _ = crate::render::text::render(&a.report);
+        let _ = crate::render::json(&a.report);
+        let plots = crate::render::plots::episode_plots(&a, None);
+        let _ = crate::render::html::report_page(&a.report, &plots.unwrap_or_default());
+        let mut trace = Vec::new();
+        crate::export::chrome::write(&a, &mut trace, "t.json".as_ref()).unwrap();
+        crate::export::hdr_log(&a).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
+        let side = [&a];
+        let c = crate::compare::compare(&side, &side, crate::compare::BootstrapConfig::default());
+        let _ = crate::render::plots::compare_plots(&side, &side, &c, None);
+        let _ = crate::fleet::rows(&a);
+        assert_eq!(
+            COMPUTED.with(|c| c.get()),
+            once,
+            "a view computed the cycle columns again"
+        );
+    }
 }

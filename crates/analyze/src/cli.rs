@@ -421,34 +421,34 @@ fn write_text(path: PathBuf, text: &str) -> Result<()> {
 /// # Errors
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
-    let ev = load_episode(&req.episode, req.load.clone())?;
-    let report = analyze(&ev)?;
+    let a = analyze(load_episode(&req.episode, req.load.clone())?)?;
     if let Some(dir) = &req.plots_only {
         make_dir(dir)?;
-        let plots = crate::render::plots::episode_plots(&ev, &report, Some(dir))?;
+        let plots = crate::render::plots::episode_plots(&a, Some(dir))?;
         for p in &plots {
             let _ = writeln!(out, "{}", dir.join(format!("{}.png", p.name)).display());
             let _ = writeln!(out, "{}", dir.join(format!("{}.svg", p.name)).display());
         }
-        return Ok(report);
+        return Ok(a.report);
     }
+    let report = &a.report;
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
-        let plots = crate::render::plots::episode_plots(&ev, &report, Some(dir))?;
+        let plots = crate::render::plots::episode_plots(&a, Some(dir))?;
         write_text(
             dir.join("report.html"),
-            &crate::render::html::report_page(&report, &plots),
+            &crate::render::html::report_page(report, &plots),
         )?;
         eprintln!("wrote {}", dir.join("report.html").display());
     }
     emit(
         out,
-        &crate::render::json(&report),
-        || crate::render::text::render(&report),
+        &crate::render::json(report),
+        || crate::render::text::render(report),
         req.output.json,
         req.output.output.as_deref(),
     )?;
-    Ok(report)
+    Ok(a.report)
 }
 
 /// Save `json` to `output` (if given), then print JSON or the text form.
@@ -481,7 +481,7 @@ fn emit(
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_export(req: &ExportRequest) -> Result<()> {
     type Writer = fn(
-        &crate::Evidence,
+        &crate::analysis::Analysis,
         &mut std::io::BufWriter<std::fs::File>,
         &std::path::Path,
     ) -> Result<String>;
@@ -490,14 +490,14 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
         ExportFormat::Chrome => write_chrome,
         ExportFormat::Hdr => write_hdr,
     };
-    let ev = load_episode(&req.episodes[0], req.load.clone())?;
+    let a = analyze(load_episode(&req.episodes[0], req.load.clone())?)?;
     let out = &req.out;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         make_dir(dir)?;
     }
     let mut what = String::new();
     crate::atomic::write_atomic(out, |w| {
-        what = write(&ev, w, out)?;
+        what = write(&a, w, out)?;
         Ok(())
     })?;
     eprintln!("wrote {} ({what})", out.display());
@@ -506,21 +506,21 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
 
 /// The trace of `ev` into `w` (errors name `out`).
 fn write_chrome(
-    ev: &crate::Evidence,
+    a: &crate::analysis::Analysis,
     w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
 ) -> Result<String> {
-    let n = crate::export::chrome::write(ev, w, out)?;
+    let n = crate::export::chrome::write(a, w, out)?;
     Ok(format!("{n} trace events"))
 }
 
 /// The HdrHistogram log of `ev` into `w` (errors name `out`).
 fn write_hdr(
-    ev: &crate::Evidence,
+    a: &crate::analysis::Analysis,
     w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
 ) -> Result<String> {
-    let log = crate::export::hdr_log(ev);
+    let log = crate::export::hdr_log(a)?;
     let n = log.lines().filter(|l| l.starts_with("Tag=")).count();
     w.write_all(log.as_bytes())
         .map_err(|source| AnalyzeError::Write {
@@ -553,9 +553,8 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
     let total = found.episodes.len();
     for (i, dir) in found.episodes.iter().enumerate() {
         let done = (|| -> Result<crate::export::parquet::Written> {
-            let ev = load_episode(dir, load.clone())?;
-            let report = analyze(&ev)?;
-            crate::export::parquet::write_episode(&req.out, &ev, &report)
+            let a = analyze(load_episode(dir, load.clone())?)?;
+            crate::export::parquet::write_episode(&req.out, &a)
         })();
         match done {
             Ok(w) => {
@@ -736,7 +735,7 @@ pub fn run_compare(
     let mut left_out = Vec::new();
     let mut load_side = |label: &str,
                          paths: &[PathBuf]|
-     -> Result<Vec<(crate::Evidence, Report)>> {
+     -> Result<Vec<crate::analysis::Analysis>> {
         let found = crate::evidence::find_episodes(paths, crate::evidence::Search::Sessions)?;
         for d in &found.without_evidence {
             eprintln!(
@@ -748,17 +747,12 @@ pub fn run_compare(
         }
         let mut out = Vec::new();
         for dir in found.episodes {
-            let ev = load_episode(&dir, req.load.clone())?;
-            let report = analyze(&ev)?;
-            out.push((ev, report));
+            out.push(analyze(load_episode(&dir, req.load.clone())?)?);
         }
         Ok(out)
     };
     let (la, lb) = (load_side("A", &req.a)?, load_side("B", &req.b)?);
-    fn refs(v: &[(crate::Evidence, Report)]) -> Vec<(&crate::Evidence, &Report)> {
-        v.iter().map(|(e, r)| (e, r)).collect()
-    }
-    let (sa, sb) = (refs(&la), refs(&lb));
+    let (sa, sb): (Vec<_>, Vec<_>) = (la.iter().collect(), lb.iter().collect());
     let mut c = crate::compare::compare(&sa, &sb, req.bootstrap);
     c.left_out = left_out;
     if let Some(dir) = &req.output.html {

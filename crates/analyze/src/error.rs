@@ -98,6 +98,10 @@ pub enum AnalyzeError {
     /// A plot could not be drawn or written.
     #[error(transparent)]
     Plot(#[from] PlotError),
+    /// The HdrHistogram crate refused to encode a histogram (a bug: please
+    /// report it).
+    #[error("encoding the HdrHistogram log failed: {0}")]
+    Encode(String),
     /// Writing the report failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -130,7 +134,7 @@ impl AnalyzeError {
                 C::Open { .. } | C::Read { .. } => "unreadable",
                 _ => "capture",
             },
-            AnalyzeError::Polars(_) => "internal",
+            AnalyzeError::Polars(_) | AnalyzeError::Encode(_) => "internal",
             AnalyzeError::Plot(_) | AnalyzeError::Write { .. } => "write",
         }
     }

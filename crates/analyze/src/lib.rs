@@ -13,9 +13,9 @@
 //! | [`cli`] (and `main`) | everything below |
 //! | [`render`]: text, JSON, HTML, plots | [`fleet`], [`compare`], [`analysis`], [`metrics`] types, [`evidence`] |
 //! | [`fleet`]: many episodes in parallel, one table, outliers | [`analysis`], [`export`], [`metrics`], [`evidence`] |
-//! | [`compare`]: manifest differences, resampling, verdicts | [`metrics`], [`evidence`] |
-//! | [`export`]: Chrome trace, HdrHistogram log, Parquet dataset | [`metrics`], [`evidence`] |
-//! | [`analysis`]: assembles the report | [`crosscheck`], [`metrics`], [`evidence`] |
+//! | [`compare`]: manifest differences, resampling, verdicts | [`analysis`], [`metrics`], [`evidence`] |
+//! | [`export`]: Chrome trace, HdrHistogram log, Parquet dataset | [`analysis`], [`metrics`], [`evidence`] |
+//! | [`analysis`]: one analysed episode (cycle columns once, the report) | [`crosscheck`], [`metrics`], [`evidence`] |
 //! | [`crosscheck`]: the summary against the recomputation | [`metrics`], [`evidence`] |
 //! | [`metrics`]: one file per metric family, and the `Report` type | [`evidence`] |
 //! | [`evidence`]: reads and validates an episode into tables | capture's schema, [`AnalyzeError`] |
@@ -24,8 +24,8 @@
 //! ```no_run
 //! use looptime_analyze::{analyze, load_episode, LoadOptions};
 //! let ev = load_episode("runs/latest".as_ref(), LoadOptions::default())?;
-//! let report = analyze(&ev)?;
-//! for p in &report.phases {
+//! let analysis = analyze(ev)?;
+//! for p in &analysis.report.phases {
 //!     println!("{}: {:?} Hz", p.phase, p.loop_hz);
 //! }
 //! # Ok::<(), looptime_analyze::AnalyzeError>(())
@@ -46,7 +46,7 @@ pub mod fleet;
 pub mod metrics;
 pub mod render;
 
-pub use analysis::analyze;
+pub use analysis::{analyze, Analysis};
 pub use error::{AnalyzeError, PlotError, Result};
 pub use evidence::{load_episode, Evidence, LoadOptions};
 pub use metrics::Report;

@@ -137,16 +137,15 @@ fn exercise(dir: &Path, lenient: bool) -> Result<(), String> {
         ..LoadOptions::default()
     };
     let ev = load_episode(dir, opts).map_err(|e| e.to_string())?;
-    let report = analyze(&ev).map_err(|e| e.to_string())?;
-    let _ = text::render(&report);
-    let _ = serde_json::to_string(&report).expect("a report always serializes");
-    looptime_analyze::render::plots::episode_plots(&ev, &report, None)
-        .map_err(|e| e.to_string())?;
+    let a = analyze(ev).map_err(|e| e.to_string())?;
+    let _ = text::render(&a.report);
+    let _ = serde_json::to_string(&a.report).expect("a report always serializes");
+    looptime_analyze::render::plots::episode_plots(&a, None).map_err(|e| e.to_string())?;
     let cfg = BootstrapConfig {
         resamples: 20,
         ..BootstrapConfig::default()
     };
-    let c = compare(&[(&ev, &report)], &[(&ev, &report)], cfg);
+    let c = compare(&[&a], &[&a], cfg);
     let _ = looptime_analyze::render::compare_text::render(&c);
     Ok(())
 }
@@ -206,9 +205,9 @@ proptest! {
                 // Valid JSON of any shape: the manifest diff against the
                 // intact episode must cope with it.
                 let intact = load_episode(&fixture(), LoadOptions::default()).unwrap();
-                let (rd, ri) = (analyze(&damaged).unwrap(), analyze(&intact).unwrap());
+                let (rd, ri) = (analyze(damaged).unwrap(), analyze(intact).unwrap());
                 let cfg = BootstrapConfig { resamples: 20, ..BootstrapConfig::default() };
-                let c = compare(&[(&intact, &ri)], &[(&damaged, &rd)], cfg);
+                let c = compare(&[&ri], &[&rd], cfg);
                 let _ = looptime_analyze::render::compare_text::render(&c);
             }
         }

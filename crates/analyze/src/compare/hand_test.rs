@@ -64,14 +64,10 @@ fn a_comparison_recomputed_by_hand() {
     let (da, db) = (tmp.path().join("a"), tmp.path().join("b"));
     episode(&da, 0);
     episode(&db, 20_000);
-    let load = |d: &Path| {
-        let ev = load_episode(d, LoadOptions::default()).unwrap();
-        let rep = analyze(&ev).unwrap();
-        (ev, rep)
-    };
+    let load = |d: &Path| analyze(load_episode(d, LoadOptions::default()).unwrap()).unwrap();
     let (a, b) = (load(&da), load(&db));
     let cfg = BootstrapConfig::default();
-    let c = compare(&[(&a.0, &a.1)], &[(&b.0, &b.1)], cfg);
+    let c = compare(&[&a], &[&b], cfg);
     let m = c
         .metrics
         .iter()

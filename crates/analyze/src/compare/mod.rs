@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::analysis::Analysis;
 use crate::evidence::Evidence;
-use crate::metrics::{command_columns, cycle_columns, schedule_comparable, Report};
+use crate::metrics::{command_columns, schedule_comparable};
 
 #[cfg(test)]
 mod hand_test;
@@ -20,8 +21,8 @@ pub(crate) mod resample;
 use resample::{bootstrap_diffs, holm, rank, two_sided_p, Rng, Rollouts};
 
 /// One side of a comparison: its episodes (the rollouts of a session, or
-/// episode directories given one by one), each with its report.
-pub type SideInput<'a> = [(&'a Evidence, &'a Report)];
+/// episode directories given one by one), each analysed.
+pub type SideInput<'a> = [&'a Analysis];
 
 /// Comparison format identifier.
 pub const COMPARISON_FORMAT: &str = "looptime-comparison/2";
@@ -465,11 +466,11 @@ fn verdict(m: i32, p: i32) -> Verdict {
 /// Samples keyed by (phase, metric, stage), with what they are judged on.
 type Samples = BTreeMap<(String, String, Option<String>), (String, Vec<i64>)>;
 
-fn samples(ev: &Evidence) -> Samples {
+fn samples(a: &Analysis) -> Samples {
+    let (ev, cc) = (&a.evidence, a.columns());
     let h = &ev.header;
     let nominal = crate::metrics::nominal_period(h).map(|p| p as i64);
     let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
-    let cc = cycle_columns(ev, schedule_comparable(h));
     let mut out: Samples = BTreeMap::new();
     let mut push = |phase: u32, metric: &str, stage: Option<String>, judged: &str, v: i64| {
         out.entry((phase_name(phase), metric.to_string(), stage))
@@ -576,7 +577,8 @@ fn stage_samples(ev: &Evidence, phase_name: &dyn Fn(u32) -> String, out: &mut Sa
 fn implied_hz(phase: &str, metric: &str, side: &SideInput) -> Option<f64> {
     let hz: Vec<f64> = side
         .iter()
-        .filter_map(|(_, report)| {
+        .filter_map(|a| {
+            let report = &a.report;
             let p = report.phases.iter().find(|p| p.phase == phase)?;
             match metric {
                 "period" => p.loop_hz,
@@ -598,8 +600,8 @@ type SideSamples<K> = BTreeMap<K, (Option<i64>, String, Vec<(usize, Vec<i64>)>)>
 
 fn side_samples(side: &SideInput) -> SideSamples<(String, String, Option<String>)> {
     let mut out: SideSamples<_> = BTreeMap::new();
-    for (i, (ev, _)) in side.iter().enumerate() {
-        for (key, (judged, v)) in samples(ev) {
+    for (i, a) in side.iter().enumerate() {
+        for (key, (judged, v)) in samples(a) {
             out.entry(key)
                 .or_insert_with(|| (None, judged, Vec::new()))
                 .2
@@ -611,8 +613,8 @@ fn side_samples(side: &SideInput) -> SideSamples<(String, String, Option<String>
 
 fn side_rates(side: &SideInput) -> SideSamples<(String, String)> {
     let mut out: SideSamples<_> = BTreeMap::new();
-    for (i, (ev, _)) in side.iter().enumerate() {
-        for (key, (threshold, v)) in rate_samples(ev) {
+    for (i, a) in side.iter().enumerate() {
+        for (key, (threshold, v)) in rate_samples(a) {
             let e = out
                 .entry(key)
                 .or_insert_with(|| (threshold, String::new(), Vec::new()));
@@ -629,10 +631,10 @@ fn side_rates(side: &SideInput) -> SideSamples<(String, String)> {
 fn side_name(side: &SideInput) -> String {
     match side {
         [] => String::new(),
-        [(ev, _)] => ev.dir.display().to_string(),
+        [a] => a.evidence.dir.display().to_string(),
         many => {
-            let parent = many[0].0.dir.parent();
-            if parent.is_some() && many.iter().all(|(ev, _)| ev.dir.parent() == parent) {
+            let parent = many[0].evidence.dir.parent();
+            if parent.is_some() && many.iter().all(|a| a.evidence.dir.parent() == parent) {
                 format!(
                     "{} rollouts in {}",
                     many.len(),
@@ -651,7 +653,7 @@ fn episode_label(side_label: &str, side: &SideInput, i: usize) -> String {
     if side.len() == 1 {
         side_label.to_string()
     } else {
-        let dir = &side[i].0.dir;
+        let dir = &side[i].evidence.dir;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -669,7 +671,7 @@ fn episode_label(side_label: &str, side: &SideInput, i: usize) -> String {
 /// comparison with no metrics.
 pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison {
     fn manifest<'s>(side: &'s SideInput) -> Option<&'s Value> {
-        side.first().and_then(|(ev, _)| ev.manifest.as_ref())
+        side.first().and_then(|a| a.evidence.manifest.as_ref())
     }
     let differences = manifest_differences(manifest(a), manifest(b));
     let settings: Vec<String> = differences
@@ -678,7 +680,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         .map(|d| d.key.clone())
         .collect();
     let mut warnings = match (a.first(), b.first()) {
-        (Some(x), Some(y)) => warnings(x.0, y.0, &differences, &settings),
+        (Some(x), Some(y)) => warnings(&x.evidence, &y.evidence, &differences, &settings),
         _ => Vec::new(),
     };
     for (label, side) in [("A", a), ("B", b)] {
@@ -686,7 +688,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
     }
     let mut caveats = Vec::new();
     for (label, side) in [("A", a), ("B", b)] {
-        for (i, (_, r)) in side.iter().enumerate() {
+        for (i, r) in side.iter().map(|a| &a.report).enumerate() {
             for c in &r.caveats {
                 caveats.push(format!("{}: {c}", episode_label(label, side, i)));
             }
@@ -696,7 +698,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
     let sb = side_samples(b);
     let phase_rank = |p: &str| {
         a.first()
-            .and_then(|(_, r)| r.phases.iter().position(|x| x.phase == p))
+            .and_then(|a| a.report.phases.iter().position(|x| x.phase == p))
             .unwrap_or(usize::MAX)
     };
     let metric_rank = |m: &str| {
@@ -732,7 +734,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
     let multiplicity = judge(&mut metrics, &mut rates);
     let dirs = |side: &SideInput| {
         side.iter()
-            .map(|(ev, _)| ev.dir.display().to_string())
+            .map(|a| a.evidence.dir.display().to_string())
             .collect()
     };
     Comparison {
@@ -762,17 +764,19 @@ fn within_side(label: &str, side: &SideInput) -> Vec<String> {
     let Some(first) = side.first() else {
         return out;
     };
-    for (i, (ev, _)) in side.iter().enumerate().skip(1) {
-        let keys: Vec<String> =
-            manifest_differences(first.0.manifest.as_ref(), ev.manifest.as_ref())
-                .into_iter()
-                .filter(|d| {
-                    matches!(d.kind.as_str(), "config" | "source" | "host")
+    for (i, a) in side.iter().enumerate().skip(1) {
+        let keys: Vec<String> = manifest_differences(
+            first.evidence.manifest.as_ref(),
+            a.evidence.manifest.as_ref(),
+        )
+        .into_iter()
+        .filter(|d| {
+            matches!(d.kind.as_str(), "config" | "source" | "host")
                     // Each rollout of a session gets its own seed.
                     && d.key != "run.seed"
-                })
-                .map(|d| d.key)
-                .collect();
+        })
+        .map(|d| d.key)
+        .collect();
         if !keys.is_empty() {
             out.push(format!(
                 "{} differs from {} in {}: the side's spread is more than run-to-run noise",
@@ -837,10 +841,10 @@ fn judge(metrics: &mut [MetricComparison], rates: &mut [RateComparison]) -> Mult
 /// period); with the late-start threshold.
 type RateSamples = BTreeMap<(String, String), (Option<i64>, Vec<i64>)>;
 
-fn rate_samples(ev: &Evidence) -> RateSamples {
+fn rate_samples(a: &Analysis) -> RateSamples {
+    let (ev, cc) = (&a.evidence, a.columns());
     let h = &ev.header;
     let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
-    let cc = cycle_columns(ev, schedule_comparable(h));
     let threshold = match crate::metrics::diagnosis::pace(ev) {
         crate::metrics::Pace::Paced { effective_ns, .. } if schedule_comparable(h) => {
             Some((crate::metrics::LATE_START_SHARE * effective_ns as f64).round() as i64)

@@ -25,9 +25,9 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
+use crate::analysis::Analysis;
 use crate::error::{AnalyzeError, Result};
 use crate::evidence::{Evidence, GroupDecode};
-use crate::metrics::{cycle_columns, schedule_comparable};
 
 /// The cycles track.
 const CYCLES_TID: u64 = 1;
@@ -109,12 +109,13 @@ fn spans_of(
     Ok(n)
 }
 
-/// Write the trace of `ev` (and its background threads) to `out`.
+/// Write the trace of `a`'s episode (and its background threads) to `out`.
 /// Returns the number of events written.
 ///
 /// # Errors
 /// [`AnalyzeError::Write`] naming `path` when writing fails.
-pub fn write(ev: &Evidence, out: &mut dyn Write, path: &std::path::Path) -> Result<u64> {
+pub fn write(a: &Analysis, out: &mut dyn Write, path: &std::path::Path) -> Result<u64> {
+    let ev = &a.evidence;
     let werr = |source| AnalyzeError::Write {
         path: path.to_path_buf(),
         source,
@@ -157,7 +158,7 @@ pub fn write(ev: &Evidence, out: &mut dyn Write, path: &std::path::Path) -> Resu
             "args": {"name": t.header.thread_name()}}),
         )?;
     }
-    let cc = cycle_columns(ev, schedule_comparable(&ev.header));
+    let cc = a.columns();
     let phase = |i: u32| ev.phase_name(i);
     let mut segment_start: Option<(u32, i64)> = None;
     for (i, c) in ev.cycles.iter().enumerate() {

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use polars_io::parquet::write::{ParquetCompression, ParquetWriter};
 
+use crate::analysis::Analysis;
 use crate::error::{AnalyzeError, Result};
 use crate::evidence::{Cell, Evidence};
-use crate::metrics::{cycle_columns, schedule_comparable, Report};
+use crate::metrics::{CycleColumns, Report};
 
 /// The dataset's tables.
 pub const TABLES: &[&str] = &["cycles", "spans", "values", "episodes"];
@@ -115,9 +116,9 @@ impl Partition {
     }
 }
 
-/// The cycles of `ev` (one thread) as rows of the cycles table.
-fn cycles(ev: &Evidence, thread: &str) -> Result<DataFrame> {
-    let cc = cycle_columns(ev, schedule_comparable(&ev.header));
+/// The cycles of `ev` (one thread), with its cycle columns `cc`, as rows
+/// of the cycles table.
+fn cycles(ev: &Evidence, cc: &CycleColumns, thread: &str) -> Result<DataFrame> {
     let n = ev.cycles.len();
     let phase = |i: u32| ev.phase_name(i);
     let c = &ev.cycles;
@@ -176,10 +177,10 @@ fn cycles(ev: &Evidence, thread: &str) -> Result<DataFrame> {
                 "n_spans".into(),
                 c.iter().map(|c| c.n_spans).collect::<Vec<u32>>(),
             ),
-            Column::new("period_ns".into(), cc.period),
-            Column::new("work_ns".into(), cc.work),
-            Column::new("overshoot_ns".into(), cc.overshoot),
-            Column::new("lag_ns".into(), cc.lag),
+            Column::new("period_ns".into(), cc.period.clone()),
+            Column::new("work_ns".into(), cc.work.clone()),
+            Column::new("overshoot_ns".into(), cc.overshoot.clone()),
+            Column::new("lag_ns".into(), cc.lag.clone()),
         ],
     )?)
 }
@@ -419,17 +420,18 @@ pub struct Written {
 ///
 /// # Errors
 /// [`AnalyzeError::Write`] or a polars error when a file cannot be written.
-pub fn write_episode(root: &Path, ev: &Evidence, report: &Report) -> Result<Written> {
+pub fn write_episode(root: &Path, a: &Analysis) -> Result<Written> {
+    let (ev, report) = (&a.evidence, &a.report);
     let partition = Partition::of(ev);
     let part = partition.path();
     let mut tables = [
-        cycles(ev, "control")?,
+        cycles(ev, a.columns(), "control")?,
         spans(ev, "control")?,
         values(ev, "control")?,
     ];
-    for t in &ev.threads {
+    for (t, cc) in a.threads() {
         let name = t.header.thread_name();
-        for (i, df) in [cycles(t, name)?, spans(t, name)?, values(t, name)?]
+        for (i, df) in [cycles(t, cc, name)?, spans(t, name)?, values(t, name)?]
             .into_iter()
             .enumerate()
         {

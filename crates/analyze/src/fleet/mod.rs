@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 
-use crate::analysis::analyze;
+use crate::analysis::{analyze, Analysis};
 use crate::error::Result;
-use crate::evidence::{find_episodes, load_episode, Evidence, LoadOptions, Search};
+use crate::evidence::{find_episodes, load_episode, LoadOptions, Search};
 use crate::export::parquet::Partition;
-use crate::metrics::{Dist, Report};
+use crate::metrics::Dist;
 
 pub mod outliers;
 pub mod table;
@@ -229,10 +229,10 @@ pub fn analyze_all(
 /// that it cannot stop the batch.
 fn one(dir: &Path, load: &LoadOptions) -> Outcome {
     let run = || -> Result<Outcome> {
-        let ev = load_episode(dir, load.clone())?;
-        let report = analyze(&ev)?;
+        let a = analyze(load_episode(dir, load.clone())?)?;
+        let ev = &a.evidence;
         Ok(Outcome::Rows {
-            rows: rows(&ev, &report),
+            rows: rows(&a),
             bytes: ev.bytes + ev.threads.iter().map(|t| t.bytes).sum::<u64>(),
             cycles: ev.cycles.len() as u64,
         })
@@ -264,7 +264,8 @@ fn known(d: &Option<Dist>) -> Option<&Dist> {
 }
 
 /// The table rows of one analyzed episode: one per phase of its report.
-pub fn rows(ev: &Evidence, report: &Report) -> Vec<FleetRow> {
+pub fn rows(a: &Analysis) -> Vec<FleetRow> {
+    let (ev, report) = (&a.evidence, &a.report);
     let part = Partition::of(ev);
     let text = |p: &str| ev.manifest_str(p);
     let state = report.state.name().to_string();

@@ -26,9 +26,22 @@ pub struct CycleColumns {
     pub lag: Vec<Option<i64>>,
 }
 
-/// Compute [`CycleColumns`]; `comparable` says whether targets may be
-/// subtracted from wake and start times.
-pub fn cycle_columns(ev: &Evidence, comparable: bool) -> CycleColumns {
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread computed cycle columns (test builds):
+    /// `analysis`'s test shows that every view reads the columns computed
+    /// once.
+    pub(crate) static COMPUTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Compute [`CycleColumns`] of `ev` (targets are subtracted from wake and
+/// start times only when its header says the clocks are comparable).
+/// Only [`crate::analysis::Analysis::new`] calls it: every view reads the
+/// analysis's columns.
+pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
+    #[cfg(test)]
+    COMPUTED.with(|c| c.set(c.get() + 1));
+    let comparable = schedule_comparable(&ev.header);
     let n = ev.cycles.len();
     let mut out = CycleColumns {
         segment: Vec::with_capacity(n),

@@ -30,8 +30,7 @@ pub mod threads;
 pub mod values;
 
 pub use columns::{
-    command_columns, cycle_columns, nominal_period, schedule_comparable, CommandColumns,
-    CycleColumns,
+    command_columns, nominal_period, schedule_comparable, CommandColumns, CycleColumns,
 };
 pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
@@ -49,15 +48,20 @@ pub struct Tables {
     pub cycles: DataFrame,
 }
 
-/// Compute every metric of `ev`. The report's `crosscheck` is left
-/// "not checked"; [`crate::analysis::analyze`] fills it in.
+/// Compute every metric of `ev` from its cycle columns `cc` (and each
+/// background thread's, `thread_cc`, in `ev.threads` order). The report's
+/// `crosscheck` is left "not checked"; [`crate::analysis::Analysis::new`]
+/// fills it in.
 ///
 /// # Errors
 /// Only on an internal aggregation failure.
-pub fn compute(ev: &Evidence) -> Result<(Report, Tables)> {
+pub fn compute(
+    ev: &Evidence,
+    cc: &CycleColumns,
+    thread_cc: &[CycleColumns],
+) -> Result<(Report, Tables)> {
     let h = &ev.header;
-    let cc = cycle_columns(ev, schedule_comparable(h));
-    let cycles = columns::cycle_table(ev, &cc)?;
+    let cycles = columns::cycle_table(ev, cc)?;
     let commands = columns::command_table(ev, &cc.segment)?;
     let phase_name = |i: u64| h.phases.get(i as usize).cloned().unwrap_or_default();
     let phases = rates::phase_reports(&cycles, &commands, &phase_name)?;
@@ -65,10 +69,11 @@ pub fn compute(ev: &Evidence) -> Result<(Report, Tables)> {
     let stages = stages::stage_reports(ev, &phases, nominal_period(h), &phase_name)?;
     let pace = diagnosis::pace(ev);
     let late_cycles = match diagnosis::judged_phase(ev) {
-        Some(phase) => diagnosis::attribute_lateness(ev, &cc, phase, pace)?,
+        Some(phase) => diagnosis::attribute_lateness(ev, cc, phase, pace)?,
         None => None,
     };
-    let threads = threads::thread_reports(ev, &|t| compute(t).map(|(r, _)| r))?;
+    let threads =
+        threads::thread_reports(ev, thread_cc, &|t, cc| compute(t, cc, &[]).map(|(r, _)| r))?;
     let overlap = threads::overlap(ev, &stages)?;
     let state = capture::episode_state(ev);
     let capture = capture::capture_report(ev);

@@ -9,18 +9,21 @@ use crate::error::Result;
 use crate::evidence::{Evidence, GroupDecode};
 
 /// Per-thread reports of `ev`'s background threads, each computed by
-/// `compute_one` (the same metrics as the control thread's report).
+/// `compute_one` from its cycle columns in `thread_cc` (same order as
+/// `ev.threads`; the same metrics as the control thread's report).
 ///
 /// # Errors
 /// On an internal aggregation failure.
 pub fn thread_reports(
     ev: &Evidence,
-    compute_one: &dyn Fn(&Evidence) -> Result<super::Report>,
+    thread_cc: &[super::CycleColumns],
+    compute_one: &dyn Fn(&Evidence, &super::CycleColumns) -> Result<super::Report>,
 ) -> Result<Vec<ThreadReport>> {
     ev.threads
         .iter()
-        .map(|t| {
-            let r = compute_one(t)?;
+        .zip(thread_cc)
+        .map(|(t, cc)| {
+            let r = compute_one(t, cc)?;
             let name = t.header.thread_name().to_string();
             Ok(ThreadReport {
                 file: looptime_capture::thread_files(&name).0,

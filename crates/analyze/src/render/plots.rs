@@ -12,10 +12,10 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::analysis::Analysis;
 use crate::compare::Comparison;
 pub use crate::error::PlotError;
-use crate::evidence::Evidence;
-use crate::metrics::{cycle_columns, schedule_comparable, Report};
+use crate::metrics::Report;
 
 /// Fonts tried in order (Debian's `fonts-dejavu-core` provides the first).
 pub const FONT_CANDIDATES: &[&str] = &[
@@ -135,8 +135,8 @@ struct EpisodeData {
     phases: Vec<String>,
 }
 
-fn episode_data(ev: &Evidence, report: &Report) -> EpisodeData {
-    let cc = cycle_columns(ev, schedule_comparable(&ev.header));
+fn episode_data(a: &Analysis) -> EpisodeData {
+    let (ev, report, cc) = (&a.evidence, &a.report, a.columns());
     let t0 = ev.cycles.first().map_or(0, |c| c.start_ns);
     let ts = |ns: i64| (ns - t0) as f64 / 1e9;
     let mut d = EpisodeData {
@@ -551,13 +551,10 @@ fn render(
 ///
 /// # Errors
 /// [`PlotError`] when no font is available or a file cannot be written.
-pub fn episode_plots(
-    ev: &Evidence,
-    report: &Report,
-    png_dir: Option<&Path>,
-) -> Result<Vec<Plot>, PlotError> {
+pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, PlotError> {
     font_ready()?;
-    let d = episode_data(ev, report);
+    let report = &a.report;
+    let d = episode_data(a);
     let mut out = Vec::new();
     out.push(render(
         "period_timeline",
@@ -614,8 +611,8 @@ pub fn episode_plots(
 /// episodes pooled.
 fn side_dists(side: &crate::compare::SideInput) -> Vec<(String, String, Vec<f64>)> {
     let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
-    for (ev, report) in side {
-        for (i, d) in episode_data(ev, report).dists.into_iter().enumerate() {
+    for a in side {
+        for (i, d) in episode_data(a).dists.into_iter().enumerate() {
             match out.get_mut(i) {
                 Some(o) => o.2.extend(d.2),
                 None => out.push(d),
