@@ -7,7 +7,8 @@
 // by looptime_bench_rust_spans (case "rust"), the order alternating by
 // round; each chunk has a cycle of its own, so no span is dropped. The
 // figures are the medians over rounds of the per-span cost, and their
-// ratio. Also: the C++ RAII guard (looptime::Span), and both with thread
+// ratio. Also: a C ABI span with one attribute (looptime_span_attr), the
+// C++ RAII guard (looptime::Span), and both with thread
 // CPU time.
 //
 // Built and run by bench/c_span.sh.
@@ -36,19 +37,21 @@ double median(std::vector<double> v) {
 }
 
 struct Result {
-    double c_abi, guard, rust;
+    double c_abi, guard, rust, attr;
 };
 
 Result run(bool cpu) {
     looptime::Builder b;
     b.max_cycles(64).max_spans_per_cycle(kChunk).ring(LOOPTIME_RING_HEAP).thread_cpu(cpu);
     const uint32_t stage = b.stage("work");
+    const uint32_t camera = b.attr_key("camera");
+    const uint32_t right = b.attr_value(camera, "right");
     looptime::Recorder rec(b);
     looptime_recorder *r = rec.get();
-    std::vector<double> c_abi, guard, rust;
+    std::vector<double> c_abi, guard, rust, attr;
     for (int round = 0; round < kRounds; round++) {
-        for (int k = 0; k < 3; k++) {
-            const int which = (k + round) % 3;
+        for (int k = 0; k < 4; k++) {
+            const int which = (k + round) % 4;
             looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0);
             if (which == 0) {
                 const uint64_t t0 = now_ns();
@@ -64,10 +67,19 @@ Result run(bool cpu) {
                     looptime::Span s(rec, stage);
                 }
                 guard.push_back(static_cast<double>(now_ns() - t0) / kChunk);
-            } else {
+            } else if (which == 2) {
                 uint64_t elapsed = 0;
                 looptime_bench_rust_spans(r, stage, kChunk, &elapsed);
                 rust.push_back(static_cast<double>(elapsed) / kChunk);
+            } else {
+                const uint64_t t0 = now_ns();
+                for (uint64_t i = 0; i < kChunk; i++) {
+                    uint64_t id;
+                    looptime_span_begin(r, stage, &id);
+                    looptime_span_attr(r, id, camera, right);
+                    looptime_span_end(r, id);
+                }
+                attr.push_back(static_cast<double>(now_ns() - t0) / kChunk);
             }
             looptime_cycle_end(r);
         }
@@ -76,7 +88,7 @@ Result run(bool cpu) {
         std::fprintf(stderr, "c_span: spans were dropped; the bench must not hit the drop path\n");
         std::exit(1);
     }
-    return {median(c_abi), median(guard), median(rust)};
+    return {median(c_abi), median(guard), median(rust), median(attr)};
 }
 
 }  // namespace
@@ -90,6 +102,8 @@ int main() {
                 wall.c_abi / wall.rust, wall.guard / wall.rust);
     std::printf("| span with thread CPU time | %.1f | %.1f | %.1f | %.3f | %.3f |\n", cpu.c_abi, cpu.guard, cpu.rust,
                 cpu.c_abi / cpu.rust, cpu.guard / cpu.rust);
+    std::printf("| C ABI span with one attribute (looptime_span_attr), wall only | %.1f | | | %.3f of the plain C ABI span | |\n",
+                wall.attr, wall.attr / wall.c_abi);
     std::printf("(medians over %d alternating rounds of %llu spans; target: C ABI / Rust <= 1.2)\n", kRounds,
                 static_cast<unsigned long long>(kChunk));
     return 0;

@@ -7,6 +7,8 @@ preallocated list (what a home-made Python logger does at the least).
 Cases, all on one heap-ring recorder inside one open cycle per chunk:
 
 * ``with rec.span(STAGE):`` with the stage id (wall time only);
+* ``with rec.span(STAGE, attrs=((KEY, VALUE),)):`` with one attribute by
+  ids;
 * ``with rec.span("name"):`` by name;
 * ``begin_span`` / ``end_span``;
 * ``with rec.span(STAGE):`` with thread CPU time (two more clock reads,
@@ -37,7 +39,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=400)
     rounds = ap.parse_args().rounds
 
-    wall = looptime.Recorder(stages=["work"], max_cycles=16, max_spans_per_cycle=CHUNK, thread_cpu=False, ring="heap")
+    wall = looptime.Recorder(stages=["work"], attributes={"camera": ["left", "right"]}, max_cycles=16,
+                             max_spans_per_cycle=CHUNK, thread_cpu=False, ring="heap")
     cpu = looptime.Recorder(stages=["work"], max_cycles=16, max_spans_per_cycle=CHUNK, thread_cpu=True, ring="heap")
     work = 0
     buf = [0] * (2 * CHUNK)
@@ -77,6 +80,18 @@ def main() -> None:
 
         return run
 
+    right = (wall.attr_id("camera", "right"),)
+
+    def with_attr():
+        wall.begin_cycle(0)
+        t0 = pc()
+        for _ in range(CHUNK):
+            with wall.span(work, attrs=right):
+                pass
+        t = pc() - t0
+        wall.end_cycle()
+        return t
+
     def with_name():
         wall.begin_cycle(0)
         t0 = pc()
@@ -105,6 +120,7 @@ def main() -> None:
     cases = {
         "baseline: 2x perf_counter_ns + 2 list stores": baseline,
         "with rec.span(id)": with_id(wall),
+        "with rec.span(id, attrs=((key_id, value_id),))": with_attr,
         'with rec.span("name")': with_name,
         "begin_span / end_span": begin_end,
         "baseline + 2x thread_time_ns": baseline_cpu,

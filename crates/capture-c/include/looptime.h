@@ -392,6 +392,29 @@ int32_t looptime_builder_value(looptime_builder *b,
                                uint32_t *id);
 
 /**
+ * Register a span attribute key (`mode`, `camera`, ...); its id (0, 1, ...
+ * in registration order) is written to `*key`. Its values are registered
+ * with `looptime_builder_attr_value`; spans carry them through
+ * `looptime_span_attr`.
+ *
+ * # Safety
+ * As `looptime_builder_stage`.
+ */
+int32_t looptime_builder_attr_key(looptime_builder *b, const char *name, uint32_t *key);
+
+/**
+ * Register a value of attribute key `key`; its id (0, 1, ... in
+ * registration order, counted per key) is written to `*value`.
+ *
+ * # Safety
+ * As `looptime_builder_stage`.
+ */
+int32_t looptime_builder_attr_value(looptime_builder *b,
+                                    uint32_t key,
+                                    const char *name,
+                                    uint32_t *value);
+
+/**
  * Allocate a recorder from `b` (all of its memory, now) and write it to
  * `*out`. The builder stays usable and must still be freed.
  *
@@ -469,6 +492,19 @@ int32_t looptime_span_begin(looptime_recorder *r, uint32_t stage, uint64_t *span
  * `r` is NULL or a live recorder.
  */
 int32_t looptime_span_end(looptime_recorder *r, uint64_t span);
+
+/**
+ * Set attribute `key` to its value `value` on an open span (ids from
+ * `looptime_builder_attr_key` and `looptime_builder_attr_value`). A span
+ * carries up to 4 keys; setting a key again replaces its value. The ids
+ * are checked (`LOOPTIME_ERR_UNKNOWN_ID`); a span id of an earlier cycle,
+ * of a closed span or `LOOPTIME_NO_SPAN` is ignored, as by
+ * `looptime_span_end`. No string is compared and nothing is allocated.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder.
+ */
+int32_t looptime_span_attr(looptime_recorder *r, uint64_t span, uint32_t key, uint32_t value);
 
 /**
  * Set an integer caller value for the open cycle.

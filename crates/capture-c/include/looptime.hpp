@@ -61,6 +61,13 @@ public:
 
     uint32_t stage(const char *name) { uint32_t id = 0; check(looptime_builder_stage(b_, name, &id)); return id; }
     uint32_t phase(const char *name) { uint32_t id = 0; check(looptime_builder_phase(b_, name, &id)); return id; }
+    /// A span attribute key; its values come from `attr_value`.
+    uint32_t attr_key(const char *name) { uint32_t id = 0; check(looptime_builder_attr_key(b_, name, &id)); return id; }
+    uint32_t attr_value(uint32_t key, const char *name) {
+        uint32_t id = 0;
+        check(looptime_builder_attr_value(b_, key, name, &id));
+        return id;
+    }
     uint32_t int_value(const char *name, const char *unit = "") {
         uint32_t id = 0;
         check(looptime_builder_value(b_, name, LOOPTIME_VALUE_INT, unit, &id));
@@ -147,6 +154,12 @@ public:
     Span &operator=(const Span &) = delete;
 
     bool recorded() const noexcept { return id_ != LOOPTIME_NO_SPAN; }
+
+    /// Set attribute `key` to `value` (ids from `Builder::attr_key` and
+    /// `Builder::attr_value`) on this span. Returns the C call's code:
+    /// `LOOPTIME_ERR_UNKNOWN_ID` for an id that was not registered; a span
+    /// that was not recorded is ignored (`LOOPTIME_OK`).
+    int attr(uint32_t key, uint32_t value) noexcept { return looptime_span_attr(r_, id_, key, value); }
 
 private:
     looptime_recorder *r_;

@@ -29,8 +29,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use looptime_capture::{
-    CaptureStatus, PhaseId, Recorder, RecorderBuilder, Release, RingStorage, SpanToken, StageId,
-    ValueId, ValueKind,
+    AttrKey, AttrValue, CaptureStatus, PhaseId, Recorder, RecorderBuilder, Release, RingStorage,
+    SpanToken, StageId, ValueId, ValueKind,
 };
 use looptime_runtime::clock::MonotonicClock;
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
@@ -241,6 +241,8 @@ pub struct Builder {
     stages: Vec<StageId>,
     phases: Vec<PhaseId>,
     values: Vec<ValueId>,
+    /// Per attribute key (in registration order): its key and its values.
+    attrs: Vec<(AttrKey, Vec<AttrValue>)>,
 }
 
 /// A new builder with the defaults: 20,000 cycles, 16 spans a cycle, thread
@@ -255,6 +257,7 @@ pub extern "C" fn looptime_builder_new() -> *mut Builder {
             stages: Vec::new(),
             phases: Vec::new(),
             values: Vec::new(),
+            attrs: Vec::new(),
         }));
         Ok(LOOPTIME_OK)
     });
@@ -505,6 +508,68 @@ pub unsafe extern "C" fn looptime_builder_value(
     })
 }
 
+/// Register a span attribute key (`mode`, `camera`, ...); its id (0, 1, ...
+/// in registration order) is written to `*key`. Its values are registered
+/// with `looptime_builder_attr_value`; spans carry them through
+/// `looptime_span_attr`.
+///
+/// # Safety
+/// As `looptime_builder_stage`.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_attr_key(
+    b: *mut Builder,
+    name: *const c_char,
+    key: *mut u32,
+) -> i32 {
+    guard("looptime_builder_attr_key", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "attribute key") }?;
+        if key.is_null() {
+            return Err(null_error("key pointer"));
+        }
+        let k = b.b.attr_key(name).map_err(capture_fail)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(key, b.attrs.len() as u32, "key") }?;
+        b.attrs.push((k, Vec::new()));
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Register a value of attribute key `key`; its id (0, 1, ... in
+/// registration order, counted per key) is written to `*value`.
+///
+/// # Safety
+/// As `looptime_builder_stage`.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_attr_value(
+    b: *mut Builder,
+    key: u32,
+    name: *const c_char,
+    value: *mut u32,
+) -> i32 {
+    guard("looptime_builder_attr_value", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "attribute value") }?;
+        if value.is_null() {
+            return Err(null_error("value pointer"));
+        }
+        let n = b.attrs.len();
+        let (k, values) = b
+            .attrs
+            .get_mut(key as usize)
+            .ok_or_else(|| unknown_id("attribute key", key, n))?;
+        let v = b.b.attr_value(*k, name).map_err(capture_fail)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(value, values.len() as u32, "value") }?;
+        values.push(v);
+        Ok(LOOPTIME_OK)
+    })
+}
+
 // --- recorder -------------------------------------------------------------
 
 /// The preallocated recorder of one thread.
@@ -514,6 +579,8 @@ pub struct CRecorder {
     stages: Box<[StageId]>,
     phases: Box<[PhaseId]>,
     values: Box<[ValueId]>,
+    /// Per attribute key, its values (ids as the builder gave them).
+    attrs: Box<[Box<[AttrValue]>]>,
     finished: Option<PathBuf>,
     /// Open spans of a cycle that a failed finish ended: a retried finish
     /// still returns `LOOPTIME_WARN_LEFT_OPEN`.
@@ -571,6 +638,7 @@ pub unsafe extern "C" fn looptime_recorder_new(b: *const Builder, out: *mut *mut
             stages: b.stages.clone().into(),
             phases: phases.into(),
             values: b.values.clone().into(),
+            attrs: b.attrs.iter().map(|(_, v)| v.clone().into()).collect(),
             finished: None,
             left_open: None,
         });
@@ -709,6 +777,46 @@ pub unsafe extern "C" fn looptime_span_end(r: *mut CRecorder, span: u64) -> i32 
         h.rec.end_span(SpanToken::from_bits(span));
         Ok(LOOPTIME_OK)
     })
+}
+
+/// Set attribute `key` to its value `value` on an open span (ids from
+/// `looptime_builder_attr_key` and `looptime_builder_attr_value`). A span
+/// carries up to 4 keys; setting a key again replaces its value. The ids
+/// are checked (`LOOPTIME_ERR_UNKNOWN_ID`); a span id of an earlier cycle,
+/// of a closed span or `LOOPTIME_NO_SPAN` is ignored, as by
+/// `looptime_span_end`. No string is compared and nothing is allocated.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_span_attr(
+    r: *mut CRecorder,
+    span: u64,
+    key: u32,
+    value: u32,
+) -> i32 {
+    guard("looptime_span_attr", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        let values = h
+            .attrs
+            .get(key as usize)
+            .ok_or_else(|| unknown_id("attribute key", key, h.attrs.len()))?;
+        let v = *values
+            .get(value as usize)
+            .ok_or_else(|| unknown_value(key, value, values.len()))?;
+        h.rec.set_span_attr(SpanToken::from_bits(span), v);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn unknown_value(key: u32, value: u32, registered: usize) -> Fail {
+    fail(
+        LOOPTIME_ERR_UNKNOWN_ID,
+        format!("value id {value} of attribute key {key} was not registered ({registered} values)"),
+    )
 }
 
 /// # Safety

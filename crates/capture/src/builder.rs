@@ -77,6 +77,14 @@ impl ValueId {
     }
 }
 
+impl AttrValue {
+    /// The key it is a value of: its position in the header's attribute
+    /// table.
+    pub fn key_index(self) -> usize {
+        self.key as usize
+    }
+}
+
 impl PhaseId {
     /// Position in the header's phase table.
     pub fn index(self) -> usize {

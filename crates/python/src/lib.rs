@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use looptime_capture::{
     AttrValue, CaptureStatus, PhaseId, Recorder as RustRecorder, RecorderBuilder, Release,
-    RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_SPAN_DEPTH,
+    RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_ATTRS_PER_SPAN, MAX_SPAN_DEPTH,
 };
 use looptime_runtime::clock::{LoopClock, MonotonicClock};
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
@@ -39,7 +39,7 @@ use looptime_runtime::scheduler::{
 };
 use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 /// Frames beyond the recorder's depth limit are still tracked here, so
 /// that every `__exit__` pops what its `__enter__` pushed.
@@ -55,7 +55,49 @@ enum Frame {
 enum Pending {
     None,
     Cycle(PhaseId, Release),
-    Span(StageId, Option<AttrValue>),
+    Span(StageId, SpanAttrs),
+}
+
+/// The attributes to set on a span: at most `MAX_ATTRS_PER_SPAN` (what a
+/// span holds), resolved before it opens. A fixed array: no allocation.
+#[derive(Clone, Copy, Debug, Default)]
+struct SpanAttrs {
+    v: [Option<AttrValue>; MAX_ATTRS_PER_SPAN],
+    n: usize,
+}
+
+impl SpanAttrs {
+    fn push(&mut self, a: AttrValue) -> PyResult<()> {
+        // Setting a key again replaces its value, as the recorder does.
+        if let Some(slot) = self.v[..self.n]
+            .iter_mut()
+            .find(|x| x.is_some_and(|x| x.key_index() == a.key_index()))
+        {
+            *slot = Some(a);
+            return Ok(());
+        }
+        if self.n == MAX_ATTRS_PER_SPAN {
+            return Err(PyValueError::new_err(format!(
+                "a span carries at most {MAX_ATTRS_PER_SPAN} attribute keys"
+            )));
+        }
+        self.v[self.n] = Some(a);
+        self.n += 1;
+        Ok(())
+    }
+
+    fn set(&self, rec: &mut RustRecorder, token: SpanToken) {
+        for a in self.v[..self.n].iter().flatten() {
+            rec.set_span_attr(token, *a);
+        }
+    }
+}
+
+/// A registered attribute key and its values.
+#[derive(Debug)]
+struct AttrKeyNamed {
+    name: Py<PyString>,
+    values: Vec<Named<AttrValue>>,
 }
 
 /// A registered name and the id it maps to.
@@ -400,7 +442,11 @@ pub struct Recorder {
     stages: Vec<Named<StageId>>,
     phases: Vec<Named<PhaseId>>,
     values: Vec<Named<ValueId>>,
-    modes: Vec<Named<AttrValue>>,
+    /// Every attribute key with its values, in declaration order: key id =
+    /// position, value id = position among its key's values.
+    attrs: Vec<AttrKeyNamed>,
+    /// Position of the key `mode` in `attrs`, for the `mode=` shorthand.
+    mode_key: Option<usize>,
     stack: [Frame; STACK],
     depth: usize,
     /// Spans opened by `begin_span`, innermost last; emptied when a cycle
@@ -414,6 +460,123 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// The key `key` (its id, or its name) and its value `value` (the
+    /// value's id among the key's values, or its name).
+    fn resolve_attr(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<(usize, AttrValue)> {
+        if key.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "an attribute key is its name (str) or its id (int), not bool ({key})"
+            )));
+        }
+        let k = if key.is_instance_of::<PyInt>() {
+            key.extract::<usize>()
+                .ok()
+                .filter(|&i| i < self.attrs.len())
+                .ok_or_else(|| {
+                    PyKeyError::new_err(format!(
+                        "attribute key id {key} was not registered ({} keys)",
+                        self.attrs.len()
+                    ))
+                })?
+        } else {
+            let found = self.attrs.iter().position(|a| key.is(&a.name)).or_else(|| {
+                self.attrs
+                    .iter()
+                    .position(|a| key.eq(&a.name).unwrap_or(false))
+            });
+            found.ok_or_else(|| {
+                let known: Vec<String> = self.attrs.iter().map(|a| a.name.to_string()).collect();
+                PyKeyError::new_err(format!(
+                    "unknown attribute key {}; registered: {}",
+                    key.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+                    known.join(", ")
+                ))
+            })?
+        };
+        let a = &self.attrs[k];
+        if value.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "an attribute value is its name (str) or its id (int), not bool ({value})"
+            )));
+        }
+        let found = if value.is_instance_of::<PyInt>() {
+            value.extract::<usize>().ok().and_then(|i| a.values.get(i))
+        } else {
+            find(&a.values, value)
+        };
+        match found {
+            Some(n) => Ok((k, n.id)),
+            None if value.is_instance_of::<PyInt>() => Err(PyKeyError::new_err(format!(
+                "value id {value} of attribute {} was not registered ({} values)",
+                a.name,
+                a.values.len()
+            ))),
+            None => {
+                let known: Vec<String> = a.values.iter().map(|n| n.name.to_string()).collect();
+                Err(PyKeyError::new_err(format!(
+                    "unknown value {} of attribute {}; registered: {}",
+                    value.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+                    a.name,
+                    known.join(", ")
+                )))
+            }
+        }
+    }
+
+    /// What `mode=` and `attrs=` ask to set on a span. `attrs` is a tuple
+    /// or list of `(key, value)` pairs, or a dict; keys and values are ids
+    /// (no string compared, nothing allocated) or names.
+    fn span_attrs(
+        &self,
+        mode: Option<&Bound<'_, PyAny>>,
+        attrs: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<SpanAttrs> {
+        let mut out = SpanAttrs::default();
+        if let Some(m) = mode {
+            let k = self.mode_key.ok_or_else(|| {
+                PyKeyError::new_err("mode= needs an attribute `mode` declared in attributes=")
+            })?;
+            out.push(resolve(&self.attrs[k].values, m, "mode")?)?;
+        }
+        let Some(attrs) = attrs else {
+            return Ok(out);
+        };
+        let pair = |item: &Bound<'_, PyAny>| -> PyResult<AttrValue> {
+            let t = item.cast::<PyTuple>().map_err(|_| {
+                PyTypeError::new_err(format!("attrs holds (key, value) pairs, not {item}"))
+            })?;
+            if t.len() != 2 {
+                return Err(PyTypeError::new_err(format!(
+                    "attrs holds (key, value) pairs, not {item}"
+                )));
+            }
+            Ok(self.resolve_attr(&t.get_item(0)?, &t.get_item(1)?)?.1)
+        };
+        if let Ok(t) = attrs.cast::<PyTuple>() {
+            for item in t.iter() {
+                out.push(pair(&item)?)?;
+            }
+        } else if let Ok(l) = attrs.cast::<PyList>() {
+            for item in l.iter() {
+                out.push(pair(&item)?)?;
+            }
+        } else if let Ok(d) = attrs.cast::<PyDict>() {
+            for (k, v) in d.iter() {
+                out.push(self.resolve_attr(&k, &v)?.1)?;
+            }
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "attrs is a tuple or list of (key, value) pairs, or a dict, not {}",
+                attrs.get_type()
+            )));
+        }
+        Ok(out)
+    }
+
     /// Ok while the recorder has not finished; recording after finish is a
     /// `RuntimeError`, never a silent no-op.
     #[inline]
@@ -491,7 +654,7 @@ impl Recorder {
                 id: b.phase(&p).map_err(capture_err)?,
             });
         }
-        let mut modes = Vec::new();
+        let mut attr_keys = Vec::new();
         if let Some(attrs) = attributes {
             for (k, vs) in attrs.iter() {
                 let key: String = k.extract().map_err(|_| {
@@ -505,12 +668,15 @@ impl Recorder {
                     ))
                 })?;
                 let kid = b.attr_key(&key).map_err(capture_err)?;
+                let mut values = Vec::new();
                 for v in vs {
                     let id = b.attr_value(kid, &v).map_err(capture_err)?;
-                    if key == "mode" {
-                        modes.push(Named { name: name(&v), id });
-                    }
+                    values.push(Named { name: name(&v), id });
                 }
+                attr_keys.push(AttrKeyNamed {
+                    name: name(&key),
+                    values,
+                });
             }
         }
         let mut vals = Vec::new();
@@ -551,7 +717,10 @@ impl Recorder {
             stages: st,
             phases: ph,
             values: vals,
-            modes,
+            mode_key: attr_keys
+                .iter()
+                .position(|k| k.name.to_str(py).is_ok_and(|n| n == "mode")),
+            attrs: attr_keys,
             stack: [Frame::Cycle; STACK],
             depth: 0,
             open: [SpanToken::NONE; STACK],
@@ -631,22 +800,39 @@ impl Recorder {
         Ok(slf)
     }
 
-    /// `with rec.span(stage, mode=None):` — the span opens on entry and
-    /// closes on exit; `mode` names a value of the attribute `mode`.
-    #[pyo3(signature = (stage, mode = None))]
+    /// `with rec.span(stage, mode=None, attrs=None):` — the span opens on
+    /// entry and closes on exit. `mode` names a value of the attribute
+    /// `mode`; `attrs` sets any declared attributes: `((key, value), ...)`
+    /// with ids (from `attr_id`) or names, or a dict.
+    #[pyo3(signature = (stage, mode = None, attrs = None))]
     fn span<'py>(
         mut slf: PyRefMut<'py, Self>,
         stage: &Bound<'_, PyAny>,
         mode: Option<&Bound<'_, PyAny>>,
+        attrs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
         slf.live()?;
         let s = resolve(&slf.stages, stage, "stage")?;
-        let m = match mode {
-            Some(m) => Some(resolve(&slf.modes, m, "mode")?),
-            None => None,
-        };
-        slf.pending = Pending::Span(s, m);
+        let a = slf.span_attrs(mode, attrs)?;
+        slf.pending = Pending::Span(s, a);
         Ok(slf)
+    }
+
+    /// `(key_id, value_id)` of attribute `key` set to `value` (names or
+    /// ids), for `attrs=` on the id path; raises `KeyError` for a key or
+    /// value that was not declared.
+    fn attr_id(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<(usize, usize)> {
+        let (k, v) = self.resolve_attr(key, value)?;
+        let vi = self.attrs[k]
+            .values
+            .iter()
+            .position(|n| n.id == v)
+            .unwrap_or(0);
+        Ok((k, vi))
     }
 
     fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
@@ -661,11 +847,9 @@ impl Recorder {
                 slf.n_open = 0;
                 Frame::Cycle
             }
-            Pending::Span(s, m) => {
+            Pending::Span(s, a) => {
                 let token = slf.rec.begin_span(s);
-                if let Some(m) = m {
-                    slf.rec.set_span_attr(token, m);
-                }
+                a.set(&mut slf.rec, token);
                 Frame::Span(token)
             }
         };
@@ -704,22 +888,18 @@ impl Recorder {
 
     /// Open a span without `with`. Returns its position among the spans
     /// opened this way in this cycle (0 for the outermost), for `end_span`.
-    #[pyo3(signature = (stage, mode = None))]
+    #[pyo3(signature = (stage, mode = None, attrs = None))]
     fn begin_span(
         &mut self,
         stage: &Bound<'_, PyAny>,
         mode: Option<&Bound<'_, PyAny>>,
+        attrs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
         self.live()?;
         let s = resolve(&self.stages, stage, "stage")?;
-        let m = match mode {
-            Some(m) => Some(resolve(&self.modes, m, "mode")?),
-            None => None,
-        };
+        let a = self.span_attrs(mode, attrs)?;
         let token = self.rec.begin_span(s);
-        if let Some(m) = m {
-            self.rec.set_span_attr(token, m);
-        }
+        a.set(&mut self.rec, token);
         let i = self.n_open;
         if i < STACK {
             self.open[i] = token;

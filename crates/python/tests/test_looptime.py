@@ -13,6 +13,7 @@ import gc
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def small_recorder(**kw):
     args = dict(
         stages=["sense", "decode", "act"],
         phases=["warmup", "running"],
-        attributes={"mode": ["inline", "background"]},
+        attributes={"mode": ["inline", "background"], "camera": ["left", "right"]},
         values={"frame": ("int", "count"), "rate": ("float", "Hz")},
         ring="heap",
     )
@@ -82,6 +83,60 @@ def test_cycles_spans_values_and_attributes_are_written(tmp_path):
     assert "sleep_start_ns" in cycles[0]  # the wait was marked
     summary = json.loads(pathlib.Path(report.summary_path).read_text())
     assert summary["capture"]["retained_cycles"] == 3
+
+
+def test_any_declared_attribute_by_ids_or_names_and_bad_ones_refused(tmp_path):
+    rec = small_recorder()
+    # Ids: keys in declaration order, values in each key's order.
+    assert rec.attr_id("mode", "background") == (0, 1)
+    assert rec.attr_id("camera", "right") == (1, 1)
+    assert rec.attr_id(1, 0) == (1, 0)
+    running = rec.phase_id("running")
+    with rec.cycle(running):
+        with rec.span("sense", attrs=((1, 1), (0, 0))):  # camera=right, mode=inline
+            pass
+        with rec.span("decode", mode="background", attrs={"camera": "left"}):
+            pass
+        a = rec.begin_span("act", attrs=[("camera", "left"), ("camera", "right")])  # the last wins
+        rec.end_span(a)
+        # Refused before the span opens: nothing is written for these.
+        bad = [
+            (dict(attrs=(("lens", "wide"),)), KeyError, "unknown attribute key 'lens'"),
+            (dict(attrs=((7, 0),)), KeyError, "attribute key id 7 was not registered"),
+            (dict(attrs=(("camera", "top"),)), KeyError, "unknown value 'top' of attribute camera"),
+            (dict(attrs=((1, 5),)), KeyError, "value id 5 of attribute camera was not registered"),
+            (dict(attrs=((1, False),)), TypeError, "not bool"),
+            (dict(attrs=((True, 0),)), TypeError, "not bool"),
+            (dict(attrs=("camera",)), TypeError, "(key, value) pairs"),
+            (dict(attrs=(("camera", "left", "x"),)), TypeError, "(key, value) pairs"),
+            (dict(attrs="camera=left"), TypeError, "tuple or list"),
+        ]
+        for kw, exc, msg in bad:
+            with pytest.raises(exc, match=re.escape(msg)):
+                rec.begin_span("act", **kw)
+            with pytest.raises(exc, match=re.escape(msg)):
+                rec.span("act", **kw)
+    report = rec.finish(tmp_path)
+    _, cycles = read_jsonl(report.cycles_path)
+    spans = cycles[0]["spans"]
+    assert [s["stage"] for s in spans] == ["sense", "decode", "act"]
+    assert spans[0]["attrs"] == {"camera": "right", "mode": "inline"}
+    assert spans[1]["attrs"] == {"camera": "left", "mode": "background"}
+    assert spans[2]["attrs"] == {"camera": "right"}
+
+
+def test_a_span_carries_at_most_four_attribute_keys(tmp_path):
+    rec = looptime.Recorder(
+        stages=["s"], attributes={k: ["v"] for k in "abcde"}, ring="heap"
+    )
+    with rec.cycle("running"):
+        with pytest.raises(ValueError, match="at most 4 attribute keys"):
+            rec.span("s", attrs=tuple((k, 0) for k in range(5)))
+        with rec.span("s", attrs=tuple((k, 0) for k in range(4))):
+            pass
+    _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
+    assert cycles[0]["spans"][0]["attrs"] == {k: "v" for k in "abcd"}
+    assert len(cycles[0]["spans"]) == 1
 
 
 def test_scheduler_hands_out_absolute_deadlines_and_the_tick_is_reused(tmp_path):
@@ -341,11 +396,12 @@ def _recording_loop(rec, sched, ids, extra=None):
     """A cycle the way a loop writes it: `with` blocks, ids and a name."""
     running, sense, decode, act = rec.phase_id("running"), rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")
     frame, rate = rec.value_id("frame"), rec.value_id("rate")
+    right = (rec.attr_id("camera", "right"),)  # attrs= on the id path
     for i in ids:
         tick = sched.wait(rec)
         with rec.cycle(running, tick):
             with rec.span(sense, mode="inline"):
-                with rec.span(decode):
+                with rec.span(decode, attrs=right):
                     pass
             with rec.span(act):
                 pass
@@ -361,11 +417,12 @@ def _explicit_loop(rec, sched, ids):
     """The same cycle with begin/end calls instead of `with` blocks."""
     running, sense, decode, act = rec.phase_id("running"), rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")
     frame, rate = rec.value_id("frame"), rec.value_id("rate")
+    right = (rec.attr_id("camera", "right"),)
     for i in ids:
         tick = sched.wait(rec)
         rec.begin_cycle(running, tick)
         s = rec.begin_span(sense, mode="inline")
-        d = rec.begin_span(decode)
+        d = rec.begin_span(decode, attrs=right)
         rec.end_span(d)
         rec.end_span(s)
         a = rec.begin_span(act)

@@ -1,7 +1,8 @@
 /* Bad use of the C ABI returns an error code with a message and never
  * crashes: NULL handles and pointers, unknown ids, wrong value kinds, bad
  * settings, finishing twice, recording after finish, a retried finish, a
- * dropped span, and a span left open at finish. */
+ * dropped span, a span left open at finish, and span attributes with
+ * unknown keys and values. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -194,11 +195,54 @@ static void finish_into_a_missing_directory_can_be_retried(const char *dir) {
     looptime_recorder_free(r);
 }
 
+static void attributes_reach_the_evidence_and_unknown_ids_are_refused(const char *dir) {
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    uint32_t act, mode, inline_, worker, camera, left, id;
+    uint64_t span = 0;
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "act", &act) == LOOPTIME_OK);
+    CHECK(looptime_builder_attr_key(b, "mode", &mode) == LOOPTIME_OK && mode == 0);
+    CHECK(looptime_builder_attr_value(b, mode, "inline", &inline_) == LOOPTIME_OK && inline_ == 0);
+    CHECK(looptime_builder_attr_value(b, mode, "worker", &worker) == LOOPTIME_OK && worker == 1);
+    CHECK(looptime_builder_attr_key(b, "camera", &camera) == LOOPTIME_OK && camera == 1);
+    /* Value ids count per key. */
+    CHECK(looptime_builder_attr_value(b, camera, "left", &left) == LOOPTIME_OK && left == 0);
+    CHECK_ERR(looptime_builder_attr_value(b, 5, "x", &id), LOOPTIME_ERR_UNKNOWN_ID,
+              "attribute key id 5");
+    CHECK_ERR(looptime_builder_attr_key(b, "mode", &id), LOOPTIME_ERR_INVALID, "mode");
+    CHECK_ERR(looptime_builder_attr_key(b, "k", NULL), LOOPTIME_ERR_NULL, "key pointer is NULL");
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+
+    CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(r, act, &span) == LOOPTIME_OK);
+    CHECK(looptime_span_attr(r, span, mode, inline_) == LOOPTIME_OK);
+    CHECK(looptime_span_attr(r, span, mode, worker) == LOOPTIME_OK); /* replaces inline */
+    CHECK(looptime_span_attr(r, span, camera, left) == LOOPTIME_OK);
+    CHECK_ERR(looptime_span_attr(r, span, 7, 0), LOOPTIME_ERR_UNKNOWN_ID, "attribute key id 7");
+    CHECK_ERR(looptime_span_attr(r, span, camera, 3), LOOPTIME_ERR_UNKNOWN_ID,
+              "value id 3 of attribute key 1");
+    /* No span, or a garbage id: ignored, as by looptime_span_end. */
+    CHECK(looptime_span_attr(r, LOOPTIME_NO_SPAN, mode, worker) == LOOPTIME_OK);
+    CHECK(looptime_span_attr(r, 0xdeadbeefdeadbeefULL, mode, worker) == LOOPTIME_OK);
+    CHECK(looptime_span_end(r, span) == LOOPTIME_OK);
+    CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+    CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
+    CHECK_ERR(looptime_span_attr(r, span, mode, worker), LOOPTIME_ERR_STATE, "already finished");
+    /* The span carries both keys, `mode` with its replaced value; the
+     * refused calls wrote nothing. */
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"attrs\":{\"camera\":\"left\",\"mode\":\"worker\"}"));
+    CHECK(!file_contains(dir, "control_timing.jsonl", "inline\"}"));
+    looptime_recorder_free(r);
+}
+
 int main(void) {
     char a[] = "/tmp/looptime-abi-XXXXXX";
     char b[] = "/tmp/looptime-abi-XXXXXX";
     char c[] = "/tmp/looptime-abi-XXXXXX";
-    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL && mkdtemp(c) != NULL);
+    char d[] = "/tmp/looptime-abi-XXXXXX";
+    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL && mkdtemp(c) != NULL && mkdtemp(d) != NULL);
     CHECK(strcmp(looptime_version(), "0.1.0") == 0);
     null_handles();
     bad_settings();
@@ -206,5 +250,6 @@ int main(void) {
     finish_into_a_missing_directory_can_be_retried(b);
     a_retried_finish_still_warns_of_open_spans(c);
     a_dropped_span_is_no_span_in_every_cycle();
+    attributes_reach_the_evidence_and_unknown_ids_are_refused(d);
     return finish_tests("abi_misuse");
 }

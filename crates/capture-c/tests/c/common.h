@@ -55,6 +55,23 @@ static inline int count_lines(const char *dir, const char *name) {
     return n;
 }
 
+/* Whether the file `dir/name` contains `needle` (files of a few KB). */
+static inline int file_contains(const char *dir, const char *name, const char *needle) {
+    char path[4096];
+    static char buf[1 << 16];
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
 static inline int finish_tests(const char *name) {
     if (failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, failures);

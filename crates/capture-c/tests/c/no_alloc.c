@@ -62,7 +62,7 @@ int main(void) {
     looptime_builder *b;
     looptime_recorder *r = NULL;
     looptime_counts counts;
-    uint32_t sense, decode, act, running, frame, rate;
+    uint32_t sense, decode, act, running, frame, rate, mode, inline_;
     uint64_t i;
     char dir[] = "/tmp/looptime-noalloc-XXXXXX";
     unsigned long control_allocs;
@@ -82,6 +82,8 @@ int main(void) {
     CHECK(looptime_builder_phase(b, "running", &running) == LOOPTIME_OK);
     CHECK(looptime_builder_value(b, "frame", LOOPTIME_VALUE_INT, "", &frame) == LOOPTIME_OK);
     CHECK(looptime_builder_value(b, "rate", LOOPTIME_VALUE_FLOAT, "Hz", &rate) == LOOPTIME_OK);
+    CHECK(looptime_builder_attr_key(b, "mode", &mode) == LOOPTIME_OK);
+    CHECK(looptime_builder_attr_value(b, mode, "inline", &inline_) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
 
     allocs = 0;
@@ -94,6 +96,7 @@ int main(void) {
         looptime_cycle_begin(r, running, 1000 + i * 10000000, false, 0);
         looptime_span_begin(r, sense, &s1);
         looptime_span_begin(r, decode, &s2);
+        looptime_span_attr(r, s2, mode, inline_);
         looptime_span_end(r, s2);
         looptime_span_end(r, s1);
         looptime_span_begin(r, act, &s3);

@@ -31,6 +31,8 @@ int main() {
     const uint32_t running = b.phase("running");
     const uint32_t outer = b.stage("outer");
     const uint32_t inner = b.stage("inner");
+    const uint32_t mode = b.attr_key("mode");
+    const uint32_t worker = b.attr_value(mode, "worker");
     const uint32_t frame = b.int_value("frame");
 
     // A duplicate name throws with the code and the library's message.
@@ -67,6 +69,8 @@ int main() {
         {
             looptime::Span c(rec, inner);
             CHECK(c.recorded());
+            CHECK(c.attr(mode, worker) == LOOPTIME_OK);
+            CHECK(c.attr(mode, worker + 1) == LOOPTIME_ERR_UNKNOWN_ID);
         }
         CHECK(rec.set(frame, int64_t{i}) == LOOPTIME_OK);
     }
@@ -77,6 +81,7 @@ int main() {
     const std::string jsonl = slurp(std::string(tmp) + "/control_timing.jsonl");
     CHECK(jsonl.find("\"closed_by_cycle_end\":true") == std::string::npos);
     CHECK(jsonl.find("\"parent\":0") != std::string::npos);
+    CHECK(jsonl.find("\"attrs\":{\"mode\":\"worker\"}") != std::string::npos);
 
     // Finishing twice throws LOOPTIME_ERR_STATE.
     threw = false;
