@@ -32,6 +32,13 @@ want = {"camera_read", "viewer_control", "policy", "adapter_decode", "executor",
 assert stages == want, stages
 values = {v["name"] for v in r["values"]}
 assert {"camera_frame", "dt_measured_us"} <= values, values
+# The camera reader thread, recorded on its own recorder: its report and
+# the overlap of the loop's stages with its work.
+(th,) = r["threads"]
+assert th["thread"] == "camera_reader" and th["file"] == "control_timing.camera_reader.jsonl", th
+assert {st["path"] for st in th["stages"]} == {"grab", "decode"}, th["stages"]
+assert all(st["count"] > 0 for st in th["stages"]), th["stages"]
+assert any(o["thread"] == "camera_reader" and o["spans"] > 0 for o in r["overlap"]), r["overlap"]
 m = json.load(open(ep / "manifest.json"))
 assert m["status"] == "complete" and m["producer"].startswith("looptime-c ")
 assert m["config"]["run"]["control_timing"] is True

@@ -1,8 +1,11 @@
 // A 100 Hz control loop shaped like the generated C++ loops looptime is
 // for: absolute deadlines from looptime's scheduler (with 1 ns timer
 // slack), each stage a span, a camera frame counter as a caller value, and
-// the measured dt handed to the controller. It writes an episode in the
-// same layout as `looptime serve`, which analyze_control_timing reads.
+// the measured dt handed to the controller. Beside the loop, a camera
+// reader thread records its `grab` and `decode` spans on its own recorder
+// (control_timing.camera_reader.jsonl), so the analyzer reports how long
+// each loop stage overlapped its work. It writes an episode in the same
+// layout as `looptime serve`, which analyze_control_timing reads.
 //
 //   build/control_loop --control-timing --duration 5 --runs-dir runs
 //   analyze_control_timing --episode runs/latest
@@ -18,6 +21,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
 
 #include "looptime.hpp"
 
@@ -175,7 +179,17 @@ int main(int argc, char **argv) {
         if (!opt.control_timing) {
             b.max_cycles(1).max_spans_per_cycle(1).ring(LOOPTIME_RING_HEAP);
         }
+        // The camera reader's own recorder and ring, built with the loop's.
+        looptime::Builder cam_b;
+        const uint32_t grab = cam_b.stage("grab");
+        const uint32_t cam_decode = cam_b.stage("decode");
+        cam_b.max_cycles(opt.control_timing ? 2000 : 1);
+        if (!opt.control_timing) {
+            cam_b.ring(LOOPTIME_RING_HEAP);
+        }
+        b.thread("camera_reader", cam_b);
         looptime::Recorder rec(b);
+        looptime::Recorder cam = rec.thread("camera_reader");
 
         uint64_t slack = 0;
         if (episode.setup_control_thread(&slack) != LOOPTIME_OK) {
@@ -184,6 +198,25 @@ int main(int argc, char **argv) {
         std::printf("[run] %s: %.0f Hz for %.1f s (+%.1f s warmup), control timing %s, timer slack %llu ns\n",
                     episode.dir(), opt.rate_hz, opt.duration_s, opt.warmup_s, opt.control_timing ? "on" : "off",
                     static_cast<unsigned long long>(slack));
+
+        // A 30 Hz camera: wait for a frame (grab), then decode it.
+        std::atomic<bool> reader_stop{false};
+        std::thread reader;
+        if (opt.control_timing) {
+            reader = std::thread([&cam, &reader_stop, grab, cam_decode] {
+                Rng r;
+                while (!reader_stop.load(std::memory_order_relaxed)) {
+                    looptime::Cycle c(cam, 0);
+                    {
+                        looptime::Span s(cam, grab);
+                        const timespec frame{0, 33'000'000};
+                        nanosleep(&frame, nullptr);
+                    }
+                    looptime::Span s(cam, cam_decode);
+                    busy_us(r.jitter(1500, 1000));
+                }
+            });
+        }
 
         looptime::Scheduler sched(sched_cfg);
         Controller controller;
@@ -225,6 +258,10 @@ int main(int argc, char **argv) {
             rec.set(dt_us, tick.dt_measured_ns / 1e3);
         }
         const bool complete = cycle == planned;
+        reader_stop.store(true);
+        if (reader.joinable()) {
+            reader.join();  // the finish reads its recorder: it must have stopped
+        }
         if (opt.control_timing) {
             if (rec.finish(episode.dir(), complete) != LOOPTIME_OK) {
                 std::fprintf(stderr, "[warn] %s\n", looptime_last_error());

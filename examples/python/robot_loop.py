@@ -4,8 +4,12 @@
 It has the stages of ``looptime serve``'s simulated runtime (camera read,
 viewer control, policy with its adapter decode, executor, command send,
 recording), runs on looptime's absolute-deadline scheduler (which releases
-the GIL while it sleeps), and has a maintenance thread beside the loop, as
-Python robot runtimes do. It writes an episode in ``serve``'s layout::
+the GIL while it sleeps), and has two threads beside the loop, as Python
+robot runtimes do: a camera reader, recorded on its own recorder (its
+``grab`` and ``decode`` spans go to ``control_timing.camera_reader.jsonl``,
+and the analyzer reports how long each loop stage overlapped its work), and
+an unrecorded maintenance thread. It writes an episode in ``serve``'s
+layout::
 
     python examples/python/robot_loop.py --control-timing --duration 5 --runs-dir runs
     analyze_control_timing --episode runs/latest
@@ -52,6 +56,20 @@ class Controller:
     def step(self, velocity: float, dt_s: float) -> float:
         self.position += velocity * dt_s
         return self.position
+
+
+def camera_reader(cam: "looptime.Recorder", stop: threading.Event, frames: list, seed: int) -> None:
+    """A background thread recorded on its own recorder: grab a frame (a
+    30 Hz camera: it waits), then decode it (it works, holding the GIL)."""
+    rng = random.Random(seed)
+    grab, decode = cam.stage_id("grab"), cam.stage_id("decode")
+    while not stop.is_set():
+        with cam.cycle("running"):
+            with cam.span(grab):
+                stop.wait(1 / 30)
+            with cam.span(decode):
+                busy_us(rng.uniform(1500, 2500))
+        frames[0] += 1
 
 
 def maintenance(stop: threading.Event, counter: list) -> None:
@@ -104,6 +122,15 @@ def main(argv: list[str]) -> int:
         ring="auto" if args.control_timing else "heap",
         episode_dir=episode.dir,
         metadata={"program": "examples/python/robot_loop.py"},
+        # The camera reader gets its own recorder and ring, built here with
+        # the loop's; the loop recorder's finish writes its files too.
+        threads={
+            "camera_reader": {
+                "stages": ["grab", "decode"],
+                "max_cycles": 2000 if args.control_timing else 1,
+                "ring": "auto" if args.control_timing else "heap",
+            }
+        },
     )
     for w in episode.setup_control_thread():
         print(f"[warn] {w}", file=sys.stderr)
@@ -124,6 +151,15 @@ def main(argv: list[str]) -> int:
     ticks = [0]
     helper = threading.Thread(target=maintenance, args=(halt, ticks), name="maintenance", daemon=True)
     helper.start()
+    frames = [0]
+    reader = None
+    if args.control_timing:
+        reader = threading.Thread(
+            target=camera_reader,
+            args=(rec.thread("camera_reader"), halt, frames, args.seed),
+            name="camera_reader",
+        )
+        reader.start()
     frame = 0
     cycle = 0
     record = args.control_timing
@@ -158,6 +194,8 @@ def main(argv: list[str]) -> int:
         cycle += 1
     halt.set()
     helper.join()
+    if reader is not None:
+        reader.join()  # the finish reads its recorder: it must have stopped
 
     complete = cycle == planned and not stop["requested"]
     status = "complete" if complete else "aborted"
@@ -166,7 +204,7 @@ def main(argv: list[str]) -> int:
         print(
             f"[run] {status}: {cycle} cycles, {report.retained_cycles} recorded, "
             f"{report.dropped_cycles} dropped, {report.spans_dropped} spans dropped; "
-            f"maintenance ran {ticks[0]} times",
+            f"camera reader {frames[0]} frames; maintenance ran {ticks[0]} times",
             flush=True,
         )
     episode.finish(rec if record else None, sched, complete=complete, planned_cycles=planned)

@@ -415,6 +415,24 @@ int32_t looptime_builder_attr_value(looptime_builder *b,
                                     uint32_t *value);
 
 /**
+ * Declare background thread `name` (1 to 48 ASCII letters, digits, `_` or
+ * `-`; not `control`) on the control thread's builder `b`, recorded with
+ * the settings registered so far on `thread` (its stages, phases, values,
+ * attributes, capacities, ring). `looptime_recorder_new(b)` then builds
+ * the thread's recorder with the control one, each with its own ring;
+ * `looptime_recorder_thread` hands it out, and the control recorder's
+ * finish writes its files (`control_timing.<name>.jsonl` and summary).
+ * `thread` may be freed or reused afterwards.
+ *
+ * # Safety
+ * `b` and `thread` are NULL or live builders; `name` is NULL or a
+ * NUL-terminated string.
+ */
+int32_t looptime_builder_thread(looptime_builder *b,
+                                const char *name,
+                                const looptime_builder *thread);
+
+/**
  * Allocate a recorder from `b` (all of its memory, now) and write it to
  * `*out`. The builder stays usable and must still be freed.
  *
@@ -422,6 +440,19 @@ int32_t looptime_builder_attr_value(looptime_builder *b,
  * `b` is NULL or a live builder; `out` is NULL or writable.
  */
 int32_t looptime_recorder_new(const looptime_builder *b, looptime_recorder **out);
+
+/**
+ * The recorder of background thread `name`, declared with
+ * `looptime_builder_thread`, written to `*out`. It belongs to `r`: it is
+ * valid until `looptime_recorder_free(r)`, is never freed on its own, and
+ * `r`'s finish writes it. Record on it from that thread only, and finish
+ * `r` only after the thread has stopped recording (joined).
+ *
+ * # Safety
+ * `r` is NULL or a live recorder; `name` is NULL or a NUL-terminated
+ * string; `out` is NULL or writable.
+ */
+int32_t looptime_recorder_thread(looptime_recorder *r, const char *name, looptime_recorder **out);
 
 /**
  * Release a recorder (NULL is ignored) and remove its /dev/shm ring.

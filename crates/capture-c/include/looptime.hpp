@@ -85,6 +85,12 @@ public:
     Builder &ring(uint32_t storage) { check(looptime_builder_ring(b_, storage)); return *this; }
     Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }
     Builder &metadata(const char *key, const char *value) { check(looptime_builder_metadata(b_, key, value)); return *this; }
+    /// Declare background thread `name`, recorded with `thread`'s settings
+    /// so far (see looptime_builder_thread).
+    Builder &thread(const char *name, const Builder &thread) {
+        check(looptime_builder_thread(b_, name, thread.get()));
+        return *this;
+    }
 
     const looptime_builder *get() const noexcept { return b_; }
 
@@ -96,11 +102,24 @@ private:
 class Recorder {
 public:
     explicit Recorder(const Builder &b) { check(looptime_recorder_new(b.get(), &r_)); }
-    ~Recorder() { looptime_recorder_free(r_); }
-    Recorder(Recorder &&o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+    ~Recorder() {
+        if (owned_) looptime_recorder_free(r_);
+    }
+    Recorder(Recorder &&o) noexcept : r_(std::exchange(o.r_, nullptr)), owned_(o.owned_) {}
     Recorder &operator=(Recorder &&o) noexcept {
         std::swap(r_, o.r_);
+        std::swap(owned_, o.owned_);
         return *this;
+    }
+
+    /// The recorder of background thread `name` (declared with
+    /// `Builder::thread`). It belongs to this recorder: use it from that
+    /// thread only, while this one lives; this recorder's finish writes it,
+    /// once the thread has stopped recording.
+    Recorder thread(const char *name) {
+        looptime_recorder *t = nullptr;
+        check(looptime_recorder_thread(r_, name, &t));
+        return Recorder(t);
     }
     Recorder(const Recorder &) = delete;
     Recorder &operator=(const Recorder &) = delete;
@@ -121,7 +140,9 @@ public:
     looptime_recorder *get() const noexcept { return r_; }
 
 private:
+    explicit Recorder(looptime_recorder *borrowed) noexcept : r_(borrowed), owned_(false) {}
     looptime_recorder *r_ = nullptr;
+    bool owned_ = true;
 };
 
 /// One cycle: begins on construction, ends at scope exit.

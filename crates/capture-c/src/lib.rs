@@ -29,8 +29,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use looptime_capture::{
-    AttrKey, AttrValue, CaptureStatus, PhaseId, Recorder, RecorderBuilder, Release, RingStorage,
-    SpanToken, StageId, ValueId, ValueKind,
+    AttrKey, AttrValue, CaptureStatus, PhaseId, Recorder, RecorderBuilder, Registry, Release,
+    RingStorage, SpanToken, StageId, ValueId, ValueKind,
 };
 use looptime_runtime::clock::MonotonicClock;
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
@@ -243,6 +243,22 @@ pub struct Builder {
     values: Vec<ValueId>,
     /// Per attribute key (in registration order): its key and its values.
     attrs: Vec<(AttrKey, Vec<AttrValue>)>,
+    /// Background threads declared with `looptime_builder_thread`: each a
+    /// snapshot of its builder at that call.
+    threads: Vec<(String, Builder)>,
+}
+
+impl Clone for Builder {
+    fn clone(&self) -> Builder {
+        Builder {
+            b: self.b.clone(),
+            stages: self.stages.clone(),
+            phases: self.phases.clone(),
+            values: self.values.clone(),
+            attrs: self.attrs.clone(),
+            threads: Vec::new(),
+        }
+    }
 }
 
 /// A new builder with the defaults: 20,000 cycles, 16 spans a cycle, thread
@@ -258,6 +274,7 @@ pub extern "C" fn looptime_builder_new() -> *mut Builder {
             phases: Vec::new(),
             values: Vec::new(),
             attrs: Vec::new(),
+            threads: Vec::new(),
         }));
         Ok(LOOPTIME_OK)
     });
@@ -570,6 +587,58 @@ pub unsafe extern "C" fn looptime_builder_attr_value(
     })
 }
 
+/// Declare background thread `name` (1 to 48 ASCII letters, digits, `_` or
+/// `-`; not `control`) on the control thread's builder `b`, recorded with
+/// the settings registered so far on `thread` (its stages, phases, values,
+/// attributes, capacities, ring). `looptime_recorder_new(b)` then builds
+/// the thread's recorder with the control one, each with its own ring;
+/// `looptime_recorder_thread` hands it out, and the control recorder's
+/// finish writes its files (`control_timing.<name>.jsonl` and summary).
+/// `thread` may be freed or reused afterwards.
+///
+/// # Safety
+/// `b` and `thread` are NULL or live builders; `name` is NULL or a
+/// NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_thread(
+    b: *mut Builder,
+    name: *const c_char,
+    thread: *const Builder,
+) -> i32 {
+    guard("looptime_builder_thread", || {
+        // SAFETY: the caller's contract.
+        let t = unsafe { handle_ref(thread, "thread builder") }?;
+        if std::ptr::eq(b.cast_const(), thread) {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                "a builder cannot be its own background thread",
+            ));
+        }
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "thread name") }?;
+        if !t.threads.is_empty() {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("the builder of thread {name:?} declares threads of its own; only the control thread's may"),
+            ));
+        }
+        if name == looptime_capture::format::CONTROL_THREAD
+            || b.threads.iter().any(|(n, _)| n == name)
+        {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("thread {name:?} is already declared (or is the control thread's name)"),
+            ));
+        }
+        let mut snapshot = t.clone();
+        snapshot.b.thread(name).map_err(capture_fail)?;
+        b.threads.push((name.to_string(), snapshot));
+        Ok(LOOPTIME_OK)
+    })
+}
+
 // --- recorder -------------------------------------------------------------
 
 /// The preallocated recorder of one thread.
@@ -581,6 +650,15 @@ pub struct CRecorder {
     values: Box<[ValueId]>,
     /// Per attribute key, its values (ids as the builder gave them).
     attrs: Box<[Box<[AttrValue]>]>,
+    /// Background threads' recorders, owned here (from `Box::into_raw`,
+    /// freed by this one's `Drop`): the handles `looptime_recorder_thread`
+    /// gives out live as long as this one. Raw pointers, so that borrowing
+    /// this handle never claims the threads' handles, which their own
+    /// threads use.
+    threads: Vec<(String, *mut CRecorder)>,
+    /// True for a background thread's recorder: its control recorder owns
+    /// it, frees it and finishes it.
+    is_thread: bool,
     finished: Option<PathBuf>,
     /// Open spans of a cycle that a failed finish ended: a retried finish
     /// still returns `LOOPTIME_WARN_LEFT_OPEN`.
@@ -627,23 +705,101 @@ pub unsafe extern "C" fn looptime_recorder_new(b: *const Builder, out: *mut *mut
         if out.is_null() {
             return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
         }
-        let rec = b.b.build().map_err(capture_fail)?;
+        let h = if b.threads.is_empty() {
+            Box::new(CRecorder::wrap(b.b.build().map_err(capture_fail)?, b))
+        } else {
+            let mut reg = Registry::new(b.b.clone());
+            for (name, t) in &b.threads {
+                reg.thread(name, t.b.clone()).map_err(capture_fail)?;
+            }
+            let built = reg.build().map_err(capture_fail)?;
+            let mut control = CRecorder::wrap(built.control, b);
+            for ((name, t), rec) in b.threads.iter().zip(built.threads) {
+                let mut th = CRecorder::wrap(rec, t);
+                th.is_thread = true;
+                control
+                    .threads
+                    .push((name.clone(), Box::into_raw(Box::new(th))));
+            }
+            Box::new(control)
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(Box::into_raw(h)) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+impl Drop for CRecorder {
+    fn drop(&mut self) {
+        for (_, t) in self.threads.drain(..) {
+            // SAFETY: from `Box::into_raw` in `looptime_recorder_new`, freed
+            // only here.
+            drop(unsafe { Box::from_raw(t) });
+        }
+    }
+}
+
+impl CRecorder {
+    /// The handle around `rec`, with the ids `b` handed out.
+    fn wrap(rec: Recorder, b: &Builder) -> CRecorder {
         let phases = if b.phases.is_empty() {
             vec![rec.default_phase()]
         } else {
             b.phases.clone()
         };
-        let h = Box::new(CRecorder {
+        CRecorder {
             rec,
             stages: b.stages.clone().into(),
             phases: phases.into(),
             values: b.values.clone().into(),
             attrs: b.attrs.iter().map(|(_, v)| v.clone().into()).collect(),
+            threads: Vec::new(),
+            is_thread: false,
             finished: None,
             left_open: None,
-        });
+        }
+    }
+}
+
+/// The recorder of background thread `name`, declared with
+/// `looptime_builder_thread`, written to `*out`. It belongs to `r`: it is
+/// valid until `looptime_recorder_free(r)`, is never freed on its own, and
+/// `r`'s finish writes it. Record on it from that thread only, and finish
+/// `r` only after the thread has stopped recording (joined).
+///
+/// # Safety
+/// `r` is NULL or a live recorder; `name` is NULL or a NUL-terminated
+/// string; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_recorder_thread(
+    r: *mut CRecorder,
+    name: *const c_char,
+    out: *mut *mut CRecorder,
+) -> i32 {
+    guard("looptime_recorder_thread", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { handle(r, "recorder") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "thread name") }?;
+        if out.is_null() {
+            return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
+        }
+        let Some(i) = h.threads.iter().position(|(n, _)| n == name) else {
+            let known: Vec<&str> = h.threads.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!(
+                    "no background thread {name:?}; declared: {}",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
         // SAFETY: checked non-NULL above.
-        unsafe { out.write(Box::into_raw(h)) };
+        unsafe { out.write(h.threads[i].1) };
         Ok(LOOPTIME_OK)
     })
 }
@@ -657,6 +813,13 @@ pub unsafe extern "C" fn looptime_recorder_new(b: *const Builder, out: *mut *mut
 /// `r` is NULL or a recorder from `looptime_recorder_new`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn looptime_recorder_free(r: *mut CRecorder) {
+    // SAFETY: the caller's contract: NULL or live.
+    if unsafe { r.as_ref() }.is_some_and(|h| h.is_thread) {
+        set_last_error(
+            "looptime_recorder_free: this is a background thread's recorder; it is freed with its control recorder",
+        );
+        return;
+    }
     // SAFETY: the caller's contract.
     unsafe { free_handle(r, "looptime_recorder_free") }
 }
@@ -936,6 +1099,12 @@ pub unsafe extern "C" fn looptime_recorder_finish(
         let h = unsafe { handle(r, "recorder") }?;
         // SAFETY: the caller's contract.
         let dir = unsafe { text(dir, "directory") }?;
+        if h.is_thread {
+            return Err(fail(
+                LOOPTIME_ERR_STATE,
+                "this is a background thread's recorder: its control recorder's finish writes it",
+            ));
+        }
         if let Some(done) = &h.finished {
             return Err(fail(
                 LOOPTIME_ERR_STATE,
@@ -953,7 +1122,23 @@ pub unsafe extern "C" fn looptime_recorder_finish(
         } else {
             CaptureStatus::Aborted
         };
-        h.rec.finish(Path::new(dir), status).map_err(capture_fail)?;
+        // SAFETY: the threads' handles are live while `h` is (it frees
+        // them), and by the contract their threads have stopped using them.
+        let mut threads: Vec<&mut CRecorder> =
+            h.threads.iter().map(|(_, t)| unsafe { &mut **t }).collect();
+        for t in threads.iter_mut() {
+            t.rec.end_cycle();
+        }
+        if threads.is_empty() {
+            h.rec.finish(Path::new(dir), status)
+        } else {
+            let refs: Vec<&Recorder> = threads.iter().map(|t| &t.rec).collect();
+            h.rec.finish_threads(Path::new(dir), status, &refs)
+        }
+        .map_err(capture_fail)?;
+        for t in threads.iter_mut() {
+            t.finished = Some(PathBuf::from(dir));
+        }
         h.finished = Some(PathBuf::from(dir));
         if let Some(open) = h.left_open {
             set_last_error(&format!(

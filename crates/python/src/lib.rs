@@ -28,8 +28,9 @@
 use std::path::{Path, PathBuf};
 
 use looptime_capture::{
-    AttrValue, CaptureStatus, PhaseId, Recorder as RustRecorder, RecorderBuilder, Release,
-    RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_ATTRS_PER_SPAN, MAX_SPAN_DEPTH,
+    AttrValue, CaptureStatus, PhaseId, Recorder as RustRecorder, RecorderBuilder, Registry,
+    Release, RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_ATTRS_PER_SPAN,
+    MAX_SPAN_DEPTH,
 };
 use looptime_runtime::clock::{LoopClock, MonotonicClock};
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
@@ -457,9 +458,277 @@ pub struct Recorder {
     n_open: usize,
     pending: Pending,
     finished: Option<String>,
+    /// Background threads' recorders (declared in `threads=`), which this
+    /// recorder's finish writes; empty for a background thread's recorder.
+    threads: Vec<(String, Py<Recorder>)>,
+    /// For a background thread's recorder, its thread name.
+    thread: Option<String>,
+}
+
+/// What a `Recorder(...)` call (or one entry of its `threads=`) asks for.
+struct Spec<'a, 'py> {
+    stages: Vec<String>,
+    phases: Option<Vec<String>>,
+    attributes: Option<Bound<'py, PyDict>>,
+    values: Option<Bound<'py, PyDict>>,
+    max_cycles: Option<Bound<'py, PyAny>>,
+    max_spans_per_cycle: Option<Bound<'py, PyAny>>,
+    thread_cpu: bool,
+    nominal_period_ns: Option<u64>,
+    ring: &'a str,
+    episode_dir: Option<PathBuf>,
+    metadata: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// The names a recorder resolves, registered on its builder.
+struct Names {
+    stages: Vec<Named<StageId>>,
+    phases: Vec<Named<PhaseId>>,
+    values: Vec<Named<ValueId>>,
+    attrs: Vec<AttrKeyNamed>,
+}
+
+/// The settings a background thread's entry in `threads=` may carry.
+const THREAD_KEYS: &[&str] = &[
+    "stages",
+    "phases",
+    "attributes",
+    "values",
+    "max_cycles",
+    "max_spans_per_cycle",
+    "thread_cpu",
+    "ring",
+];
+
+impl<'a, 'py> Spec<'a, 'py> {
+    /// A background thread's settings from its `threads=` entry.
+    fn of_dict(d: &'a Bound<'py, PyDict>, thread: &str) -> PyResult<Spec<'a, 'py>> {
+        for k in d.keys() {
+            let k: String = k.extract()?;
+            if !THREAD_KEYS.contains(&k.as_str()) {
+                return Err(PyTypeError::new_err(format!(
+                    "threads[{thread:?}]: unknown setting {k:?}; a thread takes {}",
+                    THREAD_KEYS.join(", ")
+                )));
+            }
+        }
+        let get = |k: &str| d.get_item(k);
+        let bad = |k: &str, what: &str| {
+            PyTypeError::new_err(format!("threads[{thread:?}][{k:?}] must be {what}"))
+        };
+        let stages: Vec<String> = get("stages")?
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "threads[{thread:?}] needs \"stages\", a list of stage names"
+                ))
+            })?
+            .extract()
+            .map_err(|_| bad("stages", "a list of stage names (str)"))?;
+        let phases = match get("phases")? {
+            Some(p) => Some(
+                p.extract()
+                    .map_err(|_| bad("phases", "a list of phase names (str)"))?,
+            ),
+            None => None,
+        };
+        let dict = |k: &str| -> PyResult<Option<Bound<'py, PyDict>>> {
+            match get(k)? {
+                Some(v) => Ok(Some(v.cast_into::<PyDict>().map_err(|_| bad(k, "a dict"))?)),
+                None => Ok(None),
+            }
+        };
+        let thread_cpu = match get("thread_cpu")? {
+            Some(v) => v.extract().map_err(|_| bad("thread_cpu", "a bool"))?,
+            None => true,
+        };
+        let ring: &'static str = match get("ring")? {
+            Some(v) => match v.extract::<String>().as_deref() {
+                Ok("auto") => "auto",
+                Ok("heap") => "heap",
+                _ => return Err(bad("ring", "\"auto\" or \"heap\"")),
+            },
+            None => "auto",
+        };
+        Ok(Spec {
+            stages,
+            phases,
+            attributes: dict("attributes")?,
+            values: dict("values")?,
+            max_cycles: get("max_cycles")?,
+            max_spans_per_cycle: get("max_spans_per_cycle")?,
+            thread_cpu,
+            nominal_period_ns: None,
+            ring,
+            episode_dir: None,
+            metadata: None,
+        })
+    }
+
+    /// Register everything on a new builder; memory is taken at `build`.
+    fn builder(self, py: Python<'_>) -> PyResult<(RecorderBuilder, Names)> {
+        let Spec {
+            stages,
+            phases,
+            attributes,
+            values,
+            max_cycles,
+            max_spans_per_cycle,
+            thread_cpu,
+            nominal_period_ns,
+            ring,
+            episode_dir,
+            metadata,
+        } = self;
+        // The builder refuses what no recorder can hold (its own ceilings,
+        // and the memory budget); these refuse what no count can mean.
+        // None stands for the defaults (20000 cycles, 16 span slots).
+        let max_cycles =
+            max_cycles.map_or(Ok(20_000), |c| capacity(&c, "max_cycles", u32::MAX as u64))?;
+        let max_spans_per_cycle = max_spans_per_cycle.map_or(Ok(16), |c| {
+            capacity(&c, "max_spans_per_cycle", u16::MAX as u64)
+        })?;
+        let mut b = RecorderBuilder::new();
+        b.max_cycles(max_cycles)
+            .max_spans_per_cycle(max_spans_per_cycle)
+            .thread_cpu_time(thread_cpu);
+        if let Some(ns) = nominal_period_ns {
+            b.nominal_period_ns(ns);
+        }
+        b.ring(match ring {
+            "auto" => RingStorage::Auto,
+            "heap" => RingStorage::Heap,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
+            )))
+            }
+        });
+        if let Some(d) = episode_dir {
+            b.episode_dir(d);
+        }
+        for (k, v) in metadata.unwrap_or_default() {
+            b.metadata(k, v);
+        }
+        let name = |s: &str| PyString::intern(py, s).unbind();
+        let mut st = Vec::new();
+        for s in &stages {
+            st.push(Named {
+                name: name(s),
+                id: b.stage(s).map_err(capture_err)?,
+            });
+        }
+        let mut ph = Vec::new();
+        for p in phases.unwrap_or_default() {
+            ph.push(Named {
+                name: name(&p),
+                id: b.phase(&p).map_err(capture_err)?,
+            });
+        }
+        let mut attr_keys = Vec::new();
+        if let Some(attrs) = attributes {
+            for (k, vs) in attrs.iter() {
+                let key: String = k.extract().map_err(|_| {
+                    PyTypeError::new_err(
+                        "attributes maps a key name (str) to a list of value names",
+                    )
+                })?;
+                let vs: Vec<String> = vs.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "attributes[{key:?}] must be a list of value names (str)"
+                    ))
+                })?;
+                let kid = b.attr_key(&key).map_err(capture_err)?;
+                let mut values = Vec::new();
+                for v in vs {
+                    let id = b.attr_value(kid, &v).map_err(capture_err)?;
+                    values.push(Named { name: name(&v), id });
+                }
+                attr_keys.push(AttrKeyNamed {
+                    name: name(&key),
+                    values,
+                });
+            }
+        }
+        let mut vals = Vec::new();
+        if let Some(values) = values {
+            for (k, spec) in values.iter() {
+                let vname: String = k.extract().map_err(|_| {
+                    PyTypeError::new_err("values maps a value name (str) to (kind, unit)")
+                })?;
+                let (kind, unit): (String, String) = spec.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "values[{vname:?}] must be a (kind, unit) pair of str, e.g. (\"int\", \"count\")"
+                    ))
+                })?;
+                let kind = match kind.as_str() {
+                    "int" => ValueKind::Int,
+                    "float" => ValueKind::Float,
+                    other => {
+                        return Err(PyValueError::new_err(format!(
+                            "values[{vname:?}]: kind must be \"int\" or \"float\", not {other:?}"
+                        )))
+                    }
+                };
+                vals.push(Named {
+                    name: name(&vname),
+                    id: b.value(&vname, kind, &unit).map_err(capture_err)?,
+                });
+            }
+        }
+        Ok((
+            b,
+            Names {
+                stages: st,
+                phases: ph,
+                values: vals,
+                attrs: attr_keys,
+            },
+        ))
+    }
 }
 
 impl Recorder {
+    /// The Python recorder around `rec`, with the names it resolves; a
+    /// recorder without a registered phase has `running`.
+    fn assemble(
+        py: Python<'_>,
+        rec: RustRecorder,
+        names: Names,
+        threads: Vec<(String, Py<Recorder>)>,
+        thread: Option<String>,
+    ) -> Recorder {
+        let Names {
+            stages,
+            mut phases,
+            values,
+            attrs,
+        } = names;
+        if phases.is_empty() {
+            phases.push(Named {
+                name: PyString::intern(py, "running").unbind(),
+                id: rec.default_phase(),
+            });
+        }
+        Recorder {
+            rec,
+            stages,
+            phases,
+            values,
+            mode_key: attrs
+                .iter()
+                .position(|k| k.name.to_str(py).is_ok_and(|n| n == "mode")),
+            attrs,
+            stack: [Frame::Cycle; STACK],
+            depth: 0,
+            open: [SpanToken::NONE; STACK],
+            n_open: 0,
+            pending: Pending::None,
+            finished: None,
+            threads,
+            thread,
+        }
+    }
+
     /// The key `key` (its id, or its name) and its value `value` (the
     /// value's id among the key's values, or its name).
     fn resolve_attr(
@@ -593,7 +862,7 @@ impl Recorder {
     #[new]
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
                         max_spans_per_cycle = None, thread_cpu = true, nominal_period_ns = None,
-                        ring = "auto", episode_dir = None, metadata = None))]
+                        ring = "auto", episode_dir = None, metadata = None, threads = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -608,126 +877,77 @@ impl Recorder {
         ring: &str,
         episode_dir: Option<PathBuf>,
         metadata: Option<std::collections::BTreeMap<String, String>>,
+        threads: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        // The builder refuses what no recorder can hold (its own ceilings,
-        // and the memory budget); these refuse what no count can mean.
-        // None stands for the defaults (20000 cycles, 16 span slots).
-        let max_cycles =
-            max_cycles.map_or(Ok(20_000), |c| capacity(c, "max_cycles", u32::MAX as u64))?;
-        let max_spans_per_cycle = max_spans_per_cycle.map_or(Ok(16), |c| {
-            capacity(c, "max_spans_per_cycle", u16::MAX as u64)
-        })?;
-        let mut b = RecorderBuilder::new();
-        b.max_cycles(max_cycles)
-            .max_spans_per_cycle(max_spans_per_cycle)
-            .thread_cpu_time(thread_cpu);
-        if let Some(ns) = nominal_period_ns {
-            b.nominal_period_ns(ns);
+        let spec = Spec {
+            stages,
+            phases,
+            attributes: attributes.cloned(),
+            values: values.cloned(),
+            max_cycles: max_cycles.cloned(),
+            max_spans_per_cycle: max_spans_per_cycle.cloned(),
+            thread_cpu,
+            nominal_period_ns,
+            ring,
+            episode_dir,
+            metadata,
+        };
+        let (b, names) = spec.builder(py)?;
+        let Some(threads) = threads.filter(|t| !t.is_empty()) else {
+            let rec = b.build().map_err(capture_err)?;
+            return Ok(Recorder::assemble(py, rec, names, Vec::new(), None));
+        };
+        // Background threads: each its own builder and recorder, built with
+        // the control thread's in one registry.
+        let mut reg = Registry::new(b);
+        let mut thread_names = Vec::new();
+        for (k, v) in threads.iter() {
+            let tname: String = k.extract().map_err(|_| {
+                PyTypeError::new_err("threads maps a thread name (str) to its settings (dict)")
+            })?;
+            let d = v.cast::<PyDict>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "threads[{tname:?}] must be a dict of Recorder settings, e.g. {{\"stages\": [\"grab\"]}}"
+                ))
+            })?;
+            let (tb, tn) = Spec::of_dict(d, &tname)?.builder(py)?;
+            reg.thread(&tname, tb).map_err(capture_err)?;
+            thread_names.push((tname, tn));
         }
-        b.ring(match ring {
-            "auto" => RingStorage::Auto,
-            "heap" => RingStorage::Heap,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
-            )))
-            }
-        });
-        if let Some(d) = episode_dir {
-            b.episode_dir(d);
+        let built = reg.build().map_err(capture_err)?;
+        let mut handles = Vec::new();
+        for ((tname, tn), trec) in thread_names.into_iter().zip(built.threads) {
+            let t = Recorder::assemble(py, trec, tn, Vec::new(), Some(tname.clone()));
+            handles.push((tname, Py::new(py, t)?));
         }
-        for (k, v) in metadata.unwrap_or_default() {
-            b.metadata(k, v);
-        }
-        let name = |s: &str| PyString::intern(py, s).unbind();
-        let mut st = Vec::new();
-        for s in &stages {
-            st.push(Named {
-                name: name(s),
-                id: b.stage(s).map_err(capture_err)?,
-            });
-        }
-        let mut ph = Vec::new();
-        for p in phases.unwrap_or_default() {
-            ph.push(Named {
-                name: name(&p),
-                id: b.phase(&p).map_err(capture_err)?,
-            });
-        }
-        let mut attr_keys = Vec::new();
-        if let Some(attrs) = attributes {
-            for (k, vs) in attrs.iter() {
-                let key: String = k.extract().map_err(|_| {
-                    PyTypeError::new_err(
-                        "attributes maps a key name (str) to a list of value names",
-                    )
-                })?;
-                let vs: Vec<String> = vs.extract().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "attributes[{key:?}] must be a list of value names (str)"
-                    ))
-                })?;
-                let kid = b.attr_key(&key).map_err(capture_err)?;
-                let mut values = Vec::new();
-                for v in vs {
-                    let id = b.attr_value(kid, &v).map_err(capture_err)?;
-                    values.push(Named { name: name(&v), id });
-                }
-                attr_keys.push(AttrKeyNamed {
-                    name: name(&key),
-                    values,
-                });
-            }
-        }
-        let mut vals = Vec::new();
-        if let Some(values) = values {
-            for (k, spec) in values.iter() {
-                let vname: String = k.extract().map_err(|_| {
-                    PyTypeError::new_err("values maps a value name (str) to (kind, unit)")
-                })?;
-                let (kind, unit): (String, String) = spec.extract().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "values[{vname:?}] must be a (kind, unit) pair of str, e.g. (\"int\", \"count\")"
-                    ))
-                })?;
-                let kind = match kind.as_str() {
-                    "int" => ValueKind::Int,
-                    "float" => ValueKind::Float,
-                    other => {
-                        return Err(PyValueError::new_err(format!(
-                            "values[{vname:?}]: kind must be \"int\" or \"float\", not {other:?}"
-                        )))
+        Ok(Recorder::assemble(py, built.control, names, handles, None))
+    }
+
+    /// The recorder of background thread `name` (declared in `threads=`):
+    /// record that thread's cycles and spans on it, from that thread only.
+    /// The control recorder's `finish` writes its files.
+    fn thread(&self, py: Python<'_>, name: &str) -> PyResult<Py<Recorder>> {
+        self.threads
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| r.clone_ref(py))
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.threads.iter().map(|(n, _)| n.as_str()).collect();
+                PyKeyError::new_err(format!(
+                    "no background thread {name:?}; declared: {}",
+                    if known.is_empty() {
+                        "none (pass threads= to Recorder)".to_string()
+                    } else {
+                        known.join(", ")
                     }
-                };
-                vals.push(Named {
-                    name: name(&vname),
-                    id: b.value(&vname, kind, &unit).map_err(capture_err)?,
-                });
-            }
-        }
-        let rec = b.build().map_err(capture_err)?;
-        if ph.is_empty() {
-            ph.push(Named {
-                name: name("running"),
-                id: rec.default_phase(),
-            });
-        }
-        Ok(Recorder {
-            rec,
-            stages: st,
-            phases: ph,
-            values: vals,
-            mode_key: attr_keys
-                .iter()
-                .position(|k| k.name.to_str(py).is_ok_and(|n| n == "mode")),
-            attrs: attr_keys,
-            stack: [Frame::Cycle; STACK],
-            depth: 0,
-            open: [SpanToken::NONE; STACK],
-            n_open: 0,
-            pending: Pending::None,
-            finished: None,
-        })
+                ))
+            })
+    }
+
+    /// The background threads' names, in declaration order.
+    #[getter]
+    fn threads(&self) -> Vec<String> {
+        self.threads.iter().map(|(n, _)| n.clone()).collect()
     }
 
     /// The id of stage `name` (raises `KeyError` for an unknown name).
@@ -967,7 +1187,12 @@ impl Recorder {
     /// cannot be written (nothing is lost: finish again into another
     /// directory), and `RuntimeError` for a second finish.
     #[pyo3(signature = (episode_dir, status = "complete"))]
-    fn finish(&mut self, episode_dir: PathBuf, status: &str) -> PyResult<FinishReport> {
+    fn finish(
+        &mut self,
+        py: Python<'_>,
+        episode_dir: PathBuf,
+        status: &str,
+    ) -> PyResult<FinishReport> {
         let st = match status {
             "complete" => CaptureStatus::Complete,
             "aborted" => CaptureStatus::Aborted,
@@ -980,12 +1205,44 @@ impl Recorder {
         if let Some(done) = &self.finished {
             return Err(finished_err(done));
         }
+        if let Some(t) = &self.thread {
+            return Err(PyRuntimeError::new_err(format!(
+                "this is background thread {t:?}'s recorder: the control recorder's finish writes its files"
+            )));
+        }
+        // The background threads' recorders: each must be out of use (its
+        // thread stopped recording) for the finish to read it.
+        let mut threads = Vec::with_capacity(self.threads.len());
+        for (name, t) in &self.threads {
+            let t = t.bind(py).try_borrow_mut().map_err(|_| {
+                PyRuntimeError::new_err(format!(
+                    "background thread {name:?}'s recorder is in use; finish once that thread has stopped recording"
+                ))
+            })?;
+            threads.push(t);
+        }
         self.rec.end_cycle();
         self.depth = 0;
         self.n_open = 0;
         self.pending = Pending::None;
-        let r = self.rec.finish(&episode_dir, st).map_err(capture_err)?;
-        self.finished = Some(episode_dir.display().to_string());
+        for t in threads.iter_mut() {
+            t.rec.end_cycle();
+            t.depth = 0;
+            t.n_open = 0;
+            t.pending = Pending::None;
+        }
+        let refs: Vec<&RustRecorder> = threads.iter().map(|t| &t.rec).collect();
+        let r = if refs.is_empty() {
+            self.rec.finish(&episode_dir, st)
+        } else {
+            self.rec.finish_threads(&episode_dir, st, &refs)
+        }
+        .map_err(capture_err)?;
+        let done = episode_dir.display().to_string();
+        for t in threads.iter_mut() {
+            t.finished = Some(done.clone());
+        }
+        self.finished = Some(done);
         Ok(FinishReport {
             cycles_path: r.cycles_path.display().to_string(),
             summary_path: r.summary_path.display().to_string(),

@@ -1,8 +1,9 @@
 /* Bad use of the C ABI returns an error code with a message and never
  * crashes: NULL handles and pointers, unknown ids, wrong value kinds, bad
  * settings, finishing twice, recording after finish, a retried finish, a
- * dropped span, a span left open at finish, and span attributes with
- * unknown keys and values. */
+ * dropped span, a span left open at finish, span attributes with unknown
+ * keys and values, and a background thread's recorder finished or freed on
+ * its own. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -237,12 +238,70 @@ static void attributes_reach_the_evidence_and_unknown_ids_are_refused(const char
     looptime_recorder_free(r);
 }
 
+static void a_background_thread_is_written_by_the_control_finish(const char *dir) {
+    looptime_builder *b = looptime_builder_new();
+    looptime_builder *cam = looptime_builder_new();
+    looptime_recorder *r = NULL, *c = NULL, *none = NULL;
+    looptime_counts counts;
+    uint32_t act, grab, id;
+    uint64_t span = 0;
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(b, "act", &act) == LOOPTIME_OK);
+    CHECK(looptime_builder_ring(cam, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(cam, "grab", &grab) == LOOPTIME_OK);
+    CHECK_ERR(looptime_builder_thread(b, "bad name", cam), LOOPTIME_ERR_INVALID, "bad name");
+    CHECK_ERR(looptime_builder_thread(b, "control", cam), LOOPTIME_ERR_INVALID, "control");
+    CHECK_ERR(looptime_builder_thread(b, "camera", NULL), LOOPTIME_ERR_NULL, "thread builder is NULL");
+    CHECK_ERR(looptime_builder_thread(b, "camera", b), LOOPTIME_ERR_INVALID, "its own");
+    CHECK(looptime_builder_thread(b, "camera", cam) == LOOPTIME_OK);
+    CHECK_ERR(looptime_builder_thread(b, "camera", cam), LOOPTIME_ERR_INVALID, "already declared");
+    /* A registration on `cam` after the declaration does not reach the
+     * thread: its settings were taken at the call. */
+    CHECK(looptime_builder_stage(cam, "late", &id) == LOOPTIME_OK);
+    looptime_builder_free(cam);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+    CHECK_ERR(looptime_recorder_thread(r, "lidar", &none), LOOPTIME_ERR_INVALID, "declared: camera");
+    CHECK(looptime_recorder_thread(r, "camera", &c) == LOOPTIME_OK && c != NULL);
+    CHECK_ERR(looptime_span_begin(c, 1, &span), LOOPTIME_ERR_UNKNOWN_ID, "stage id 1");
+
+    /* The thread records its cycles, the control thread its own. */
+    CHECK(looptime_cycle_begin(c, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(c, grab, &span) == LOOPTIME_OK);
+    CHECK(looptime_span_end(c, span) == LOOPTIME_OK);
+    CHECK(looptime_cycle_end(c) == LOOPTIME_OK);
+    CHECK(looptime_cycle_begin(c, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK); /* left open */
+    CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+    CHECK(looptime_span_begin(r, act, &span) == LOOPTIME_OK);
+    CHECK(looptime_span_end(r, span) == LOOPTIME_OK);
+    CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+    /* Only the control recorder finishes, and frees, the thread's. */
+    CHECK_ERR(looptime_recorder_finish(c, dir, true), LOOPTIME_ERR_STATE, "control recorder's finish");
+    looptime_recorder_free(c);
+    CHECK(strstr(looptime_last_error(), "freed with its control recorder") != NULL);
+    CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
+    CHECK(file_exists(dir, "control_timing.camera.jsonl"));
+    CHECK(file_exists(dir, "control_timing_summary.camera.json"));
+    CHECK(count_lines(dir, "control_timing.camera.jsonl") == 3); /* header, 2 cycles */
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"threads\":[\"camera\"]"));
+    CHECK(file_contains(dir, "control_timing_summary.json", "control_timing.camera.jsonl"));
+    CHECK(!file_contains(dir, "control_timing.camera.jsonl", "late"));
+    /* Both are finished now. */
+    CHECK_ERR(looptime_cycle_begin(c, 0, LOOPTIME_NO_TARGET, false, 0), LOOPTIME_ERR_STATE,
+              "already finished");
+    CHECK_ERR(looptime_recorder_finish(r, dir, true), LOOPTIME_ERR_STATE, "already finished");
+    CHECK(looptime_recorder_counts(c, &counts) == LOOPTIME_OK && counts.total_cycles == 2);
+    looptime_recorder_free(r); /* frees the thread's too */
+}
+
 int main(void) {
     char a[] = "/tmp/looptime-abi-XXXXXX";
     char b[] = "/tmp/looptime-abi-XXXXXX";
     char c[] = "/tmp/looptime-abi-XXXXXX";
     char d[] = "/tmp/looptime-abi-XXXXXX";
-    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL && mkdtemp(c) != NULL && mkdtemp(d) != NULL);
+    char e[] = "/tmp/looptime-abi-XXXXXX";
+    CHECK(mkdtemp(a) != NULL && mkdtemp(b) != NULL && mkdtemp(c) != NULL && mkdtemp(d) != NULL &&
+          mkdtemp(e) != NULL);
     CHECK(strcmp(looptime_version(), "0.1.0") == 0);
     null_handles();
     bad_settings();
@@ -251,5 +310,6 @@ int main(void) {
     a_retried_finish_still_warns_of_open_spans(c);
     a_dropped_span_is_no_span_in_every_cycle();
     attributes_reach_the_evidence_and_unknown_ids_are_refused(d);
+    a_background_thread_is_written_by_the_control_finish(e);
     return finish_tests("abi_misuse");
 }

@@ -62,7 +62,9 @@ int main(void) {
     looptime_builder *b;
     looptime_recorder *r = NULL;
     looptime_counts counts;
-    uint32_t sense, decode, act, running, frame, rate, mode, inline_;
+    uint32_t sense, decode, act, running, frame, rate, mode, inline_, grab;
+    looptime_builder *cam_b;
+    looptime_recorder *cam = NULL;
     uint64_t i;
     char dir[] = "/tmp/looptime-noalloc-XXXXXX";
     unsigned long control_allocs;
@@ -84,13 +86,20 @@ int main(void) {
     CHECK(looptime_builder_value(b, "rate", LOOPTIME_VALUE_FLOAT, "Hz", &rate) == LOOPTIME_OK);
     CHECK(looptime_builder_attr_key(b, "mode", &mode) == LOOPTIME_OK);
     CHECK(looptime_builder_attr_value(b, mode, "inline", &inline_) == LOOPTIME_OK);
+    /* A background thread's recorder, recorded in the same loop (as its
+     * thread would): it allocates nothing after the build either. */
+    cam_b = looptime_builder_new();
+    CHECK(looptime_builder_max_cycles(cam_b, 1000) == LOOPTIME_OK);
+    CHECK(looptime_builder_stage(cam_b, "grab", &grab) == LOOPTIME_OK);
+    CHECK(looptime_builder_thread(b, "camera", cam_b) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    CHECK(looptime_recorder_thread(r, "camera", &cam) == LOOPTIME_OK);
 
     allocs = 0;
     frees = 0;
     counting = 1;
     for (i = 0; i < CYCLES; i++) {
-        uint64_t s1, s2, s3, s4;
+        uint64_t s1, s2, s3, s4, s5;
         looptime_wait_begin(r);
         looptime_wait_end(r);
         looptime_cycle_begin(r, running, 1000 + i * 10000000, false, 0);
@@ -106,6 +115,10 @@ int main(void) {
         looptime_set_int(r, frame, (int64_t)i);
         looptime_set_float(r, rate, 100.0);
         looptime_cycle_end(r);
+        looptime_cycle_begin(cam, 0, LOOPTIME_NO_TARGET, false, 0);
+        looptime_span_begin(cam, grab, &s5);
+        looptime_span_end(cam, s5);
+        looptime_cycle_end(cam);
     }
     counting = 0;
     printf("no_alloc: %lu allocation(s), %lu free(s) across %d cycles (control: %lu)\n", allocs,
@@ -118,11 +131,15 @@ int main(void) {
     CHECK(counts.retained_cycles == 1000);
     CHECK(counts.dropped_cycles == CYCLES - 1000);
     CHECK(counts.spans_dropped == CYCLES);
+    CHECK(looptime_recorder_counts(cam, &counts) == LOOPTIME_OK);
+    CHECK(counts.total_cycles == CYCLES && counts.retained_cycles == 1000);
 
     CHECK(mkdtemp(dir) != NULL);
     CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
     CHECK(count_lines(dir, "control_timing.jsonl") == 1001);
+    CHECK(count_lines(dir, "control_timing.camera.jsonl") == 1001);
     looptime_recorder_free(r);
+    looptime_builder_free(cam_b);
 
     /* The scheduler's wait (sleep, spin, tick) allocates nothing either:
      * 2,000 ticks at a 50 µs period (about 0.1 s), the scheduler built
