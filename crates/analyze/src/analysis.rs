@@ -33,13 +33,16 @@ impl Analysis {
     /// # Errors
     /// Only on an internal aggregation failure.
     pub fn new(evidence: Evidence) -> Result<Analysis> {
+        let s = crate::profile::step("analysis: cycle columns (once)");
         let columns = metrics::columns::cycle_columns(&evidence);
         let thread_columns: Vec<CycleColumns> = evidence
             .threads
             .iter()
             .map(metrics::columns::cycle_columns)
             .collect();
+        drop(s);
         let (mut report, tables) = metrics::compute(&evidence, &columns, &thread_columns)?;
+        let _s = crate::profile::step("analysis: cross-check of the summary");
         let view = crate::crosscheck::summary_view(&evidence, &tables)?;
         report.crosscheck = crate::crosscheck::check(
             evidence.summary.as_ref(),

@@ -441,6 +441,7 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         )?;
         eprintln!("wrote {}", dir.join("report.html").display());
     }
+    let s = crate::profile::step("render: text or JSON, and write");
     emit(
         out,
         &crate::render::json(report),
@@ -448,6 +449,7 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         req.output.json,
         req.output.output.as_deref(),
     )?;
+    drop(s);
     Ok(a.report)
 }
 

@@ -44,6 +44,7 @@ pub mod evidence;
 pub mod export;
 pub mod fleet;
 pub mod metrics;
+pub mod profile;
 pub mod render;
 
 pub use analysis::{analyze, Analysis};

@@ -398,8 +398,16 @@ fn read_cycles(
     let mut header_skipped = false;
     let mut read_total = 0u64;
     let mut prev: Option<(u64, i64)> = None;
+    // LOOPTIME_PROFILE: time reading, parsing (on all cores) and appending.
+    let prof = crate::profile::enabled();
+    let (mut t_read, mut t_parse, mut t_append) = Default::default();
+    let clock = |on: bool| on.then(std::time::Instant::now);
+    let since =
+        |t: Option<std::time::Instant>| t.map_or(std::time::Duration::ZERO, |t| t.elapsed());
     loop {
+        let t = clock(prof);
         let (n, eof) = fill(&mut file, &mut buf, filled, path)?;
+        t_read += since(t);
         filled += n;
         read_total += n as u64;
         let mut begin = 0usize;
@@ -442,11 +450,14 @@ fn read_cycles(
             let est = (bytes / (block.len() as u64 / lines).max(1)) as usize + 16;
             ev.cycles.reserve(est);
         }
+        let t = clock(prof);
         let (pieces, block_lines) = split_lines(block, threads * 2);
         let parsed: Vec<Piece> = pieces
             .par_iter()
             .map(|(text, rel)| parse_piece(tables, text, next_line + rel))
             .collect();
+        t_parse += since(t);
+        let t = clock(prof);
         next_line += block_lines;
         let last_line_no = if ends_with_newline {
             next_line - 1
@@ -465,6 +476,7 @@ fn read_cycles(
                 &mut prev,
             )?;
         }
+        t_append += since(t);
         buf.copy_within(cut..filled, 0);
         filled -= cut;
         progress.tick(read_total);
@@ -474,7 +486,17 @@ fn read_cycles(
     }
     progress.done();
     // One chunk per column: the aggregations then never gather across chunks.
+    let t = clock(prof);
     ev.spans.rechunk_mut_par();
+    if prof {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        crate::profile::report(&format!("load {name}: read"), t_read);
+        crate::profile::report(&format!("load {name}: parse ({threads} threads)"), t_parse);
+        crate::profile::report(&format!("load {name}: append in order"), t_append);
+        crate::profile::report(&format!("load {name}: rechunk spans"), since(t));
+    }
 
     Ok(())
 }

@@ -61,20 +61,33 @@ pub fn compute(
     thread_cc: &[CycleColumns],
 ) -> Result<(Report, Tables)> {
     let h = &ev.header;
+    use crate::profile::step;
+    let s = step("metrics: cycle and command tables");
     let cycles = columns::cycle_table(ev, cc)?;
     let commands = columns::command_table(ev, &cc.segment)?;
+    drop(s);
     let phase_name = |i: u64| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let s = step("metrics: phases (polars quantiles)");
     let phases = rates::phase_reports(&cycles, &commands, &phase_name)?;
+    drop(s);
+    let s = step("metrics: segments (polars quantiles)");
     let segments = rates::segment_reports(&cycles, &commands, &phase_name)?;
+    drop(s);
+    let s = step("metrics: stages (polars quantiles)");
     let stages = stages::stage_reports(ev, &phases, nominal_period(h), &phase_name)?;
+    drop(s);
+    let s = step("metrics: diagnosis");
     let pace = diagnosis::pace(ev);
     let late_cycles = match diagnosis::judged_phase(ev) {
         Some(phase) => diagnosis::attribute_lateness(ev, cc, phase, pace)?,
         None => None,
     };
+    drop(s);
+    let s = step("metrics: threads and overlap");
     let threads =
         threads::thread_reports(ev, thread_cc, &|t, cc| compute(t, cc, &[]).map(|(r, _)| r))?;
     let overlap = threads::overlap(ev, &stages)?;
+    drop(s);
     let state = capture::episode_state(ev);
     let capture = capture::capture_report(ev);
     let absent = capture::schedule_absent_reason(h);
