@@ -89,15 +89,35 @@ cmake --build "$runs/fp" >/dev/null
 [[ -f "$runs/c/latest/control_timing.jsonl" ]] || { echo "the find_package build wrote no evidence" >&2; exit 1; }
 pcdir=$(dirname "$(find "$prefix" -name looptime.pc | head -n 1)")
 export PKG_CONFIG_PATH="$pcdir"
-# Static: the archive and its system libraries from Libs.private.
-g++ -std=c++17 examples/cpp/control_loop.cpp -o "$runs/pc-static" \
-    $(pkg-config --cflags looptime) "$(pkg-config --variable=libdir looptime)/liblooptime.a" \
-    $(pkg-config --libs-only-l --static looptime | sed 's/-llooptime//')
-"$runs/pc-static" --control-timing --duration 0.2 --warmup 0 --runs-dir "$runs/d" >/dev/null
-# Shared: -llooptime resolves to liblooptime.so.
+# Static, through looptime-static.pc: the archive by its path and the
+# system libraries; the program needs no liblooptime.so at run time.
+g++ -std=c++17 examples/cpp/control_loop.cpp -o "$runs/pc-static" $(pkg-config --cflags --libs looptime-static)
+if ldd "$runs/pc-static" | grep -q liblooptime; then
+    echo "the looptime-static build links liblooptime.so" >&2
+    exit 1
+fi
+env -u LD_LIBRARY_PATH "$runs/pc-static" --control-timing --duration 0.2 --warmup 0 --runs-dir "$runs/d" >/dev/null
+# Shared, through looptime.pc: -llooptime resolves to liblooptime.so, found
+# at run time through the rpath, with no LD_LIBRARY_PATH.
 g++ -std=c++17 examples/cpp/control_loop.cpp -o "$runs/pc-shared" $(pkg-config --cflags --libs looptime)
-LD_LIBRARY_PATH="$(pkg-config --variable=libdir looptime)" \
-    "$runs/pc-shared" --control-timing --duration 0.2 --warmup 0 --runs-dir "$runs/e" >/dev/null
+ldd "$runs/pc-shared" | grep -q "liblooptime.so => $(pkg-config --variable=libdir looptime)" || {
+    echo "the looptime.pc build does not find liblooptime.so through its rpath:" >&2
+    ldd "$runs/pc-shared" >&2
+    exit 1
+}
+env -u LD_LIBRARY_PATH "$runs/pc-shared" --control-timing --duration 0.2 --warmup 0 --runs-dir "$runs/e" >/dev/null
+# Plain C99 too, as c.md shows it.
+cat > "$runs/min.c" <<'C'
+#include <stdio.h>
+#include "looptime.h"
+int main(void) { printf("%s\n", looptime_version()); return 0; }
+C
+cc -std=c99 "$runs/min.c" -o "$runs/min-shared" $(pkg-config --cflags --libs looptime)
+cc -std=c99 "$runs/min.c" -o "$runs/min-static" $(pkg-config --cflags --libs looptime-static)
+[[ "$(env -u LD_LIBRARY_PATH "$runs/min-shared")" == 0.1.0 && "$(env -u LD_LIBRARY_PATH "$runs/min-static")" == 0.1.0 ]] || {
+    echo "the C programs linked through pkg-config did not run" >&2
+    exit 1
+}
 for d in d e; do
     [[ -f "$runs/$d/latest/control_timing.jsonl" ]] || { echo "the pkg-config build ($d) wrote no evidence" >&2; exit 1; }
 done
