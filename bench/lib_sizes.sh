@@ -27,7 +27,7 @@ for p in "${profiles[@]}"; do
     echo "| $p | $(mb "$lib/liblooptime.a") | $(mb "$lib/liblooptime.so") | $(mb "$work/example-$p") |"
 done
 if [[ "${PYTHON_WHEEL:-1}" == 1 ]]; then
-    (cd crates/python && maturin build --release -q -o "$work/wheel" >/dev/null 2>&1)
+    (cd crates/python && python3 -m maturin build -q -o "$work/wheel" >/dev/null 2>&1)
     whl=$(ls "$work"/wheel/*.whl)
     size=$(python3 -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(sum(i.file_size for i in z.infolist() if i.filename.endswith('.so')))" "$whl")
     awk -v b="$size" -v w="$(basename "$whl")" 'BEGIN { printf "\nPython extension module in %s: %.2f MB\n", w, b / 1048576 }'

@@ -9,8 +9,10 @@
 #    across 100,000 cycles, the C++ RAII header), then the C++ example
 #    end to end (build, run, analyze, SIGINT, install + find_package +
 #    pkg-config), tests/cpp_example.sh;
-# 3. Python: pip install ./crates/python (maturin builds the abi3 wheel),
-#    then pytest crates/python/tests;
+# 3. Python: maturin builds the abi3 wheel; it is installed, its .pyi
+#    checked against the module (mypy.stubtest), pytest crates/python/tests
+#    run, then the wheel is installed into a clean venv with no Rust on
+#    PATH and runs examples/python (tests/python_wheel.sh);
 # 4. the evidence JSONL loads in stock pandas and polars (tests/interop.py);
 # 5. the HTML report renders in headless Chromium (tests/html_render.sh);
 # 6. the HdrHistogram export decodes in the Python hdrhistogram package
@@ -64,7 +66,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest pandas polars pyarrow duckdb hdrhistogram pyspark
+    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark
 fi
 
 # The module ladder: no crate's modules import each other in a circle
@@ -88,10 +90,18 @@ suite "C and C++: ABI tests (ctest)" c_abi_tests
 suite "C++: the example end to end" bash tests/cpp_example.sh
 
 python_tests() {
-    python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./crates/python &&
-        python3 -m pytest -q crates/python/tests
+    # One build of the abi3 wheel (maturin, the pyproject's release-lib
+    # profile), installed here for pytest and the stub check, then into a
+    # clean virtual environment without Rust (tests/python_wheel.sh).
+    local wheels=target/wheels-test
+    rm -rf "$wheels"
+    (cd crates/python && python3 -m maturin build -q -o "../../$wheels") &&
+        python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/looptime-*.whl &&
+        python3 -m mypy.stubtest looptime._looptime &&
+        python3 -m pytest -q crates/python/tests &&
+        bash tests/python_wheel.sh "$wheels"
 }
-suite "Python: pip install ./crates/python and pytest" python_tests
+suite "Python: the wheel (maturin build), the .pyi against the module (stubtest), pytest, and the wheel in a clean venv without Rust" python_tests
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-cli --bin looptime

@@ -1,18 +1,32 @@
 """Type stubs of looptime's native module (crates/python/src/lib.rs)."""
 
 from os import PathLike
-from typing import Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
+
+__all__ = [
+    "Recorder",
+    "Scheduler",
+    "Tick",
+    "FinishReport",
+    "Episode",
+    "monotonic_ns",
+    "thread_cpu_ns",
+    "__version__",
+    "MAX_SPAN_DEPTH",
+]
 
 __version__: str
 MAX_SPAN_DEPTH: int
 
-Name = Union[str, int]
+# A registered name, or its id.
+_Name: TypeAlias = Union[str, int]
 # Span attributes: (key, value) pairs by id or name, or a {key: value} dict.
-Attrs = Union[Sequence[Tuple[Name, Name]], Mapping[str, str]]
+_Attrs: TypeAlias = Union[Sequence[Tuple[_Name, _Name]], Mapping[str, str]]
 
 def monotonic_ns() -> int: ...
 def thread_cpu_ns() -> int: ...
 
+@final
 class Tick:
     """What one Scheduler.wait() did; updated in place at every wait."""
 
@@ -39,15 +53,16 @@ class Tick:
     @property
     def dt_clamped(self) -> bool: ...
 
+@final
 class Scheduler:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         period_s: float,
         spin_margin_us: float = 200.0,
         policy: Literal["rebase", "keep-phase"] = "rebase",
         max_dt_s: Optional[float] = None,
         release_gil_during_spin: bool = False,
-    ) -> None: ...
+    ) -> "Scheduler": ...
     def wait(self, recorder: Optional["Recorder"] = None) -> Tick: ...
     def rephase(self) -> None: ...
     @property
@@ -63,6 +78,7 @@ class Scheduler:
     @property
     def skipped(self) -> int: ...
 
+@final
 class FinishReport:
     @property
     def cycles_path(self) -> str: ...
@@ -83,22 +99,23 @@ class FinishReport:
     @property
     def status(self) -> str: ...
 
+@final
 class Recorder:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         stages: Sequence[str],
         phases: Optional[Sequence[str]] = None,
         attributes: Optional[Mapping[str, Sequence[str]]] = None,
         values: Optional[Mapping[str, Tuple[Literal["int", "float"], str]]] = None,
-        max_cycles: int = 20000,
-        max_spans_per_cycle: int = 16,
+        max_cycles: Optional[int] = None,  # None: 20000
+        max_spans_per_cycle: Optional[int] = None,  # None: 16
         thread_cpu: bool = True,
         nominal_period_ns: Optional[int] = None,
         ring: Literal["auto", "heap"] = "auto",
         episode_dir: Optional[Union[str, PathLike[str]]] = None,
         metadata: Optional[Mapping[str, str]] = None,
         threads: Optional[Mapping[str, Mapping[str, object]]] = None,
-    ) -> None:
+    ) -> "Recorder":
         """``threads={"camera_reader": {"stages": [...], ...}}`` declares
         background threads, each recorded on its own recorder and ring
         (settings: stages, phases, attributes, values, max_cycles,
@@ -111,20 +128,20 @@ class Recorder:
         ...
     @property
     def threads(self) -> list[str]: ...
-    def stage_id(self, name: Name) -> int: ...
-    def phase_id(self, name: Name) -> int: ...
-    def value_id(self, name: Name) -> int: ...
-    def attr_id(self, key: Name, value: Name) -> Tuple[int, int]:
+    def stage_id(self, name: _Name) -> int: ...
+    def phase_id(self, name: _Name) -> int: ...
+    def value_id(self, name: _Name) -> int: ...
+    def attr_id(self, key: _Name, value: _Name) -> Tuple[int, int]:
         """(key id, value id) of a declared attribute value: keys count in
         the order of ``attributes``, values in each key's list. Raises
         ``KeyError`` for an undeclared key or value."""
         ...
     def begin_wait(self) -> None: ...
     def end_wait(self) -> None: ...
-    def begin_cycle(self, phase: Name, tick: Optional[Tick] = None) -> None: ...
+    def begin_cycle(self, phase: _Name, tick: Optional[Tick] = None) -> None: ...
     def end_cycle(self) -> None: ...
-    def cycle(self, phase: Name, tick: Optional[Tick] = None) -> "Recorder": ...
-    def span(self, stage: Name, mode: Optional[Name] = None, attrs: Optional[Attrs] = None) -> "Recorder":
+    def cycle(self, phase: _Name, tick: Optional[Tick] = None) -> "Recorder": ...
+    def span(self, stage: _Name, mode: Optional[_Name] = None, attrs: Optional[_Attrs] = None) -> "Recorder":
         """``with rec.span(stage):``. ``mode`` is a value of the attribute
         ``mode``; ``attrs`` sets any declared attributes: ``((key_id,
         value_id), ...)`` from ``attr_id`` (no string compared, nothing
@@ -133,10 +150,10 @@ class Recorder:
         undeclared key or value raises ``KeyError`` before the span opens."""
         ...
     def __enter__(self) -> "Recorder": ...
-    def __exit__(self, *exc: object) -> bool: ...
-    def begin_span(self, stage: Name, mode: Optional[Name] = None, attrs: Optional[Attrs] = None) -> int: ...
+    def __exit__(self, _ty: object, _value: object, _tb: object) -> bool: ...
+    def begin_span(self, stage: _Name, mode: Optional[_Name] = None, attrs: Optional[_Attrs] = None) -> int: ...
     def end_span(self, position: Optional[int] = None) -> None: ...
-    def set_value(self, value: Name, v: Union[int, float]) -> None: ...
+    def set_value(self, value: _Name, v: Union[int, float]) -> None: ...
     def finish(
         self, episode_dir: Union[str, PathLike[str]], status: Literal["complete", "aborted"] = "complete"
     ) -> FinishReport: ...
@@ -161,9 +178,10 @@ class Recorder:
     @property
     def finished_into(self) -> Optional[str]: ...
 
+@final
 class Episode:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         runs_dir: Union[str, PathLike[str]],
         program: str,
         sources: Sequence[Union[str, PathLike[str]]],
@@ -171,7 +189,7 @@ class Episode:
         timing_max_cycles: int,
         scheduler: Scheduler,
         settings: Optional[Mapping[str, object]] = None,
-    ) -> None: ...
+    ) -> "Episode": ...
     @property
     def dir(self) -> str: ...
     @property
