@@ -70,7 +70,8 @@ impl Analysis {
     }
 }
 
-/// Load nothing, compute everything: [`Analysis::new`].
+/// Analyse a loaded episode: [`Analysis::new`], under the name the library
+/// has always exported.
 ///
 /// # Errors
 /// Only on an internal aggregation failure.
