@@ -123,4 +123,67 @@ mod tests {
             "a view computed the cycle columns again"
         );
     }
+
+    #[test]
+    fn blocks_of_any_size_give_the_same_analysis() {
+        // The loader parses a block on all cores while the previous block
+        // is appended and the next one read. With 1 KiB and 3 KiB blocks
+        // (most lines cross a block boundary; the header and some cycle
+        // lines are longer than a block), the evidence and every report
+        // figure must be what one 16 MB block gives.
+        let whole = |dir: &str| {
+            let a = Analysis::new(load_episode(&fixture(dir), LoadOptions::default()).unwrap())
+                .unwrap();
+            (a.evidence.cycles.clone(), crate::render::json(&a.report))
+        };
+        for dir in ["v1/serve-episode", "v2/serve-episode"] {
+            let (cycles, report) = whole(dir);
+            for block in [1 << 10, 3 << 10] {
+                crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(block));
+                let (c, r) = whole(dir);
+                crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(0));
+                assert_eq!(c.len(), cycles.len(), "{dir}, {block}-byte blocks");
+                assert!(
+                    c.iter().zip(&cycles).all(|(x, y)| x.line == y.line
+                        && x.cycle == y.cycle
+                        && x.span_row == y.span_row),
+                    "{dir}, {block}-byte blocks"
+                );
+                assert_eq!(r, report, "{dir}, {block}-byte blocks");
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_the_same_number_in_blocks_of_any_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = fixture("v1/serve-episode");
+        for e in std::fs::read_dir(&src).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+        let jsonl = tmp.path().join("control_timing.jsonl");
+        let text = std::fs::read_to_string(&jsonl).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let n = lines.len();
+        lines[n - 7] = "{\"type\":\"cycle\",\"cycle\":\"seven\"}";
+        std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+        let err = || {
+            load_episode(tmp.path(), LoadOptions::default())
+                .unwrap_err()
+                .to_string()
+        };
+        let whole = err();
+        // The damaged line is line n - 6 (1-based: the header is line 1).
+        assert!(
+            whole.contains(&format!("control_timing.jsonl:{}:", n - 6)),
+            "{whole}"
+        );
+        for block in [1 << 10, 3 << 10] {
+            crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(block));
+            let e = err();
+            crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(0));
+            assert_eq!(e, whole, "{block}-byte blocks");
+        }
+    }
 }

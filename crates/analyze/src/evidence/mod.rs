@@ -32,6 +32,25 @@ use progress::Progress;
 pub const ABSURD_DURATION_NS: i64 = 3_600_000_000_000;
 /// Block size of the reader.
 const BLOCK_BYTES: usize = 16 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// A smaller block for tests (0: `BLOCK_BYTES`), so that small fixtures
+    /// cross many blocks, and lines longer than a block.
+    pub(crate) static TEST_BLOCK_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The read block: `BLOCK_BYTES`, or a test's smaller one.
+fn block_bytes() -> usize {
+    #[cfg(test)]
+    {
+        let b = TEST_BLOCK_BYTES.with(|b| b.get());
+        if b > 0 {
+            return b;
+        }
+    }
+    BLOCK_BYTES
+}
 /// Inputs larger than this show a progress bar when stderr is a terminal.
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 /// Attributes kept per span.
@@ -389,25 +408,41 @@ fn read_cycles(
     let threads = rayon::current_num_threads().max(1);
     let mut seen_groups = KeySet::default();
 
-    // One reused buffer: `buf[..filled]` holds unparsed bytes. Each round
-    // fills it, parses the whole lines in it on all cores, and moves the
-    // incomplete tail to the front.
-    let mut buf = vec![0u8; BLOCK_BYTES];
+    // Two buffers: `buf[..filled]` holds unparsed bytes. Each round parses
+    // the whole lines in `buf` on all cores while, beside it, the previous
+    // round's parsed pieces are appended (in line order) and the next bytes
+    // are read into `spare`, after the incomplete tail moved there. Then
+    // the buffers swap. Reading and appending are serial work; done beside
+    // the parse, they no longer add to it.
+    let mut buf = vec![0u8; block_bytes()];
+    let mut spare = vec![0u8; block_bytes()];
     let mut filled = 0usize;
     let mut next_line = 1u64; // line number of buf[0]
     let mut header_skipped = false;
     let mut read_total = 0u64;
     let mut prev: Option<(u64, i64)> = None;
-    // LOOPTIME_PROFILE: time reading, parsing (on all cores) and appending.
+    // Read ahead of this round (bytes, end of file), and parsed pieces not
+    // yet appended (pieces, whether they end in an unterminated last line,
+    // that line's number).
+    let mut prefetched: Option<(usize, bool)> = None;
+    let mut pending: Option<(Vec<Piece>, bool, u64)> = None;
+    // LOOPTIME_PROFILE: the reads not overlapped, the rounds (parse with
+    // the append and read beside it), and the last append.
     let prof = crate::profile::enabled();
-    let (mut t_read, mut t_parse, mut t_append) = Default::default();
+    let (mut t_read, mut t_rounds, mut t_append) = Default::default();
     let clock = |on: bool| on.then(std::time::Instant::now);
     let since =
         |t: Option<std::time::Instant>| t.map_or(std::time::Duration::ZERO, |t| t.elapsed());
     loop {
-        let t = clock(prof);
-        let (n, eof) = fill(&mut file, &mut buf, filled, path)?;
-        t_read += since(t);
+        let (n, eof) = match prefetched.take() {
+            Some(r) => r,
+            None => {
+                let t = clock(prof);
+                let r = fill(&mut file, &mut buf, filled, path)?;
+                t_read += since(t);
+                r
+            }
+        };
         filled += n;
         read_total += n as u64;
         let mut begin = 0usize;
@@ -443,47 +478,83 @@ fn read_cycles(
         };
         let block = &buf[begin..cut];
         let ends_with_newline = block.last() == Some(&b'\n');
-        if ev.cycles.is_empty() && !block.is_empty() {
+        if ev.cycles.is_empty() && pending.is_none() && !block.is_empty() {
             // Size the tables from the first block's line length, so they
             // are not regrown (and copied) many times on large inputs.
             let lines = memchr::memchr_iter(b'\n', block).count().max(1) as u64;
             let est = (bytes / (block.len() as u64 / lines).max(1)) as usize + 16;
             ev.cycles.reserve(est);
         }
-        let t = clock(prof);
         let (pieces, block_lines) = split_lines(block, threads * 2);
-        let parsed: Vec<Piece> = pieces
-            .par_iter()
-            .map(|(text, rel)| parse_piece(tables, text, next_line + rel))
-            .collect();
-        t_parse += since(t);
-        let t = clock(prof);
+        let first_line = next_line;
         next_line += block_lines;
         let last_line_no = if ends_with_newline {
             next_line - 1
         } else {
             next_line
         };
-        for piece in parsed {
+        let tail = filled - cut;
+        if spare.len() < buf.len() {
+            spare.resize(buf.len(), 0);
+        }
+        spare[..tail].copy_from_slice(&buf[cut..filled]);
+        let earlier = pending.take();
+        let t = clock(prof);
+        let (parsed, beside) = rayon::join(
+            || {
+                pieces
+                    .par_iter()
+                    .map(|(text, rel)| parse_piece(tables, text, first_line + rel))
+                    .collect::<Vec<Piece>>()
+            },
+            || -> Result<Option<(usize, bool)>> {
+                if let Some((pieces, unterminated, last)) = earlier {
+                    for piece in pieces {
+                        append(
+                            ev,
+                            &mut seen_groups,
+                            piece,
+                            path,
+                            opts,
+                            unterminated,
+                            last,
+                            &mut prev,
+                        )?;
+                    }
+                }
+                if eof {
+                    Ok(None)
+                } else {
+                    fill(&mut file, &mut spare, tail, path).map(Some)
+                }
+            },
+        );
+        t_rounds += since(t);
+        prefetched = beside?;
+        pending = Some((parsed, eof && !ends_with_newline, last_line_no));
+        std::mem::swap(&mut buf, &mut spare);
+        filled = tail;
+        progress.tick(read_total);
+        if eof {
+            break;
+        }
+    }
+    let t = clock(prof);
+    if let Some((pieces, unterminated, last)) = pending.take() {
+        for piece in pieces {
             append(
                 ev,
                 &mut seen_groups,
                 piece,
                 path,
                 opts,
-                eof && !ends_with_newline,
-                last_line_no,
+                unterminated,
+                last,
                 &mut prev,
             )?;
         }
-        t_append += since(t);
-        buf.copy_within(cut..filled, 0);
-        filled -= cut;
-        progress.tick(read_total);
-        if eof {
-            break;
-        }
     }
+    t_append += since(t);
     progress.done();
     // One chunk per column: the aggregations then never gather across chunks.
     let t = clock(prof);
@@ -492,9 +563,12 @@ fn read_cycles(
         let name = path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        crate::profile::report(&format!("load {name}: read"), t_read);
-        crate::profile::report(&format!("load {name}: parse ({threads} threads)"), t_parse);
-        crate::profile::report(&format!("load {name}: append in order"), t_append);
+        crate::profile::report(&format!("load {name}: first read"), t_read);
+        crate::profile::report(
+            &format!("load {name}: parse ({threads} threads), append and read beside"),
+            t_rounds,
+        );
+        crate::profile::report(&format!("load {name}: last append"), t_append);
         crate::profile::report(&format!("load {name}: rechunk spans"), since(t));
     }
 
