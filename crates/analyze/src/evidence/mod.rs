@@ -508,19 +508,8 @@ fn read_cycles(
                     .collect::<Vec<Piece>>()
             },
             || -> Result<Option<(usize, bool)>> {
-                if let Some((pieces, unterminated, last)) = earlier {
-                    for piece in pieces {
-                        append(
-                            ev,
-                            &mut seen_groups,
-                            piece,
-                            path,
-                            opts,
-                            unterminated,
-                            last,
-                            &mut prev,
-                        )?;
-                    }
+                if let Some(block) = earlier {
+                    append_block(ev, &mut seen_groups, block, path, opts, &mut prev)?;
                 }
                 if eof {
                     Ok(None)
@@ -540,19 +529,8 @@ fn read_cycles(
         }
     }
     let t = clock(prof);
-    if let Some((pieces, unterminated, last)) = pending.take() {
-        for piece in pieces {
-            append(
-                ev,
-                &mut seen_groups,
-                piece,
-                path,
-                opts,
-                unterminated,
-                last,
-                &mut prev,
-            )?;
-        }
+    if let Some(block) = pending.take() {
+        append_block(ev, &mut seen_groups, block, path, opts, &mut prev)?;
     }
     t_append += since(t);
     progress.done();
@@ -649,6 +627,22 @@ fn empty_spans() -> Result<DataFrame> {
         Column::new("cpu_ns".into(), Vec::<i64>::new()),
         Column::new("start_ns".into(), Vec::<i64>::new()),
     ])?)
+}
+
+/// Append one block's parsed pieces in line order: (pieces, whether the
+/// block ends in an unterminated last line, that line's number).
+fn append_block(
+    ev: &mut Evidence,
+    seen_groups: &mut KeySet,
+    (pieces, unterminated, last): (Vec<Piece>, bool, u64),
+    path: &Path,
+    opts: &LoadOptions,
+    prev: &mut Option<(u64, i64)>,
+) -> Result<()> {
+    for piece in pieces {
+        append(ev, seen_groups, piece, path, opts, unterminated, last, prev)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
