@@ -130,8 +130,10 @@ struct EpisodeData {
     segments: Vec<(String, f64, f64)>,
     /// (time s, period ms) of overdue cycles.
     overruns: Vec<(f64, f64)>,
-    /// Running-phase (or all) samples in ms: period, work, overshoot.
-    dists: Vec<(String, String, Vec<f64>)>,
+    /// Running-phase (or all) samples in ms: period, work, overshoot, each
+    /// with its title, unit and the report's p99.9 (in the same unit), where
+    /// the histogram stops.
+    dists: Vec<Samples>,
     phases: Vec<String>,
 }
 
@@ -191,18 +193,42 @@ fn episode_data(a: &Analysis) -> EpisodeData {
     let phase = judged
         .and_then(|i| ev.header.phases.get(i as usize).cloned())
         .unwrap_or_default();
-    d.dists
-        .push((format!("period ({phase})"), "period (ms)".into(), per));
-    d.dists
-        .push((format!("work ({phase})"), "work (ms)".into(), work));
+    // The p99.9 the report computed for this phase: the plots compute none.
+    let pr = report.phases.iter().find(|p| p.phase == phase);
+    let p999 = |dist: Option<&crate::metrics::Dist>, scale: f64| {
+        dist.filter(|d| d.count > 0)
+            .map(|d| d.p999_ns as f64 / scale)
+    };
+    d.dists.push(Samples {
+        title: format!("period ({phase})"),
+        unit: "period (ms)".into(),
+        v: per,
+        clip: p999(pr.and_then(|p| p.period.as_ref()), 1e6),
+    });
+    d.dists.push(Samples {
+        title: format!("work ({phase})"),
+        unit: "work (ms)".into(),
+        v: work,
+        clip: p999(pr.and_then(|p| p.work.as_ref()), 1e6),
+    });
     if !over.is_empty() {
-        d.dists.push((
-            format!("sleep overshoot ({phase})"),
-            "overshoot (µs)".into(),
-            over,
-        ));
+        d.dists.push(Samples {
+            title: format!("sleep overshoot ({phase})"),
+            unit: "overshoot (µs)".into(),
+            v: over,
+            clip: p999(pr.and_then(|p| p.sleep_overshoot.as_ref()), 1e3),
+        });
     }
     d
+}
+
+/// One distribution to draw: its samples, and where the drawing stops (a
+/// report's p99.9; the tail beyond is counted in the caption).
+struct Samples {
+    title: String,
+    unit: String,
+    v: Vec<f64>,
+    clip: Option<f64>,
 }
 
 fn bounds(v: &[f64]) -> (f64, f64) {
@@ -223,11 +249,6 @@ fn sorted(v: &[f64]) -> Vec<f64> {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     s
-}
-
-/// The value at nearest rank ⌈q·N⌉ of sorted `s` (0 when empty).
-fn quantile(s: &[f64], q: f64) -> f64 {
-    looptime_capture::quantile::nearest_rank(s, q).unwrap_or(0.0)
 }
 
 fn cdf_points(s: &[f64]) -> Vec<(f64, f64)> {
@@ -306,6 +327,7 @@ fn draw_distribution<DB: DrawingBackend>(
     title: &str,
     unit: &str,
     v: &[f64],
+    clip: Option<f64>,
 ) -> Result<(), String>
 where
     DB::ErrorType: 'static,
@@ -313,9 +335,11 @@ where
     root.fill(&WHITE).map_err(err)?;
     let s = sorted(v);
     let (left, right) = root.split_horizontally(W / 2);
-    // Histogram up to p99.9 (the tail beyond is counted in the caption).
+    // Histogram up to the report's p99.9 (the tail beyond is counted in the
+    // caption); without one, up to the largest sample.
     let lo = s.first().copied().unwrap_or(0.0);
-    let hi = quantile(&s, 0.999).max(lo + 1e-6);
+    let top = s.last().copied().unwrap_or(lo);
+    let hi = clip.unwrap_or(top).max(lo + 1e-6);
     let bins = 50usize;
     let width = (hi - lo) / bins as f64;
     let mut counts = vec![0u64; bins];
@@ -458,13 +482,17 @@ fn draw_cdf_pair<DB: DrawingBackend>(
     unit: &str,
     a: &[f64],
     b: &[f64],
+    clip: Option<f64>,
 ) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(err)?;
     let (sa, sb) = (sorted(a), sorted(b));
-    let hi = quantile(&sa, 0.999).max(quantile(&sb, 0.999));
+    // To the largest p99.9 of the episodes' reports; without one, to the
+    // largest sample.
+    let last = |s: &[f64]| s.last().copied().unwrap_or(0.0);
+    let hi = clip.unwrap_or_else(|| last(&sa).max(last(&sb)));
     let lo = sa
         .first()
         .copied()
@@ -567,7 +595,8 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
             )
         }),
     )?);
-    for (i, (title, unit, v)) in d.dists.iter().enumerate() {
+    for (i, sm) in d.dists.iter().enumerate() {
+        let (title, unit, v, clip) = (&sm.title, &sm.unit, &sm.v, sm.clip);
         if v.is_empty() {
             continue;
         }
@@ -579,12 +608,12 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
         out.push(render(
             name,
             title,
-            Box::new(|r| draw_distribution(r, title, unit, v)),
+            Box::new(|r| draw_distribution(r, title, unit, v, clip)),
             png_dir.map(|p| {
                 (
                     p,
                     Box::new(|r: &DrawingArea<BitMapBackend, Shift>| {
-                        draw_distribution(r, title, unit, v)
+                        draw_distribution(r, title, unit, v, clip)
                     }) as DrawPng,
                 )
             }),
@@ -608,18 +637,28 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
 }
 
 /// The running-phase (or largest-phase) distributions of a side, its
-/// episodes pooled.
-fn side_dists(side: &crate::compare::SideInput) -> Vec<(String, String, Vec<f64>)> {
-    let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
+/// episodes pooled; each stops at the largest of its episodes' p99.9.
+fn side_dists(side: &crate::compare::SideInput) -> Vec<Samples> {
+    let mut out: Vec<Samples> = Vec::new();
     for a in side {
         for (i, d) in episode_data(a).dists.into_iter().enumerate() {
             match out.get_mut(i) {
-                Some(o) => o.2.extend(d.2),
+                Some(o) => {
+                    o.v.extend(d.v);
+                    o.clip = max_clip(o.clip, d.clip);
+                }
                 None => out.push(d),
             }
         }
     }
     out
+}
+
+fn max_clip(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
 }
 
 /// The comparison plots: A and B CDFs of period, work and overshoot, each
@@ -636,10 +675,12 @@ pub fn compare_plots(
     font_ready()?;
     let (da, db) = (side_dists(a), side_dists(b));
     let mut out = Vec::new();
-    for (i, (title, unit, va)) in da.iter().enumerate() {
-        let Some((_, _, vb)) = db.get(i) else {
+    for (i, sa) in da.iter().enumerate() {
+        let Some(sb) = db.get(i) else {
             continue;
         };
+        let (title, unit, va, vb) = (&sa.title, &sa.unit, &sa.v, &sb.v);
+        let clip = max_clip(sa.clip, sb.clip);
         if va.is_empty() || vb.is_empty() {
             continue;
         }
@@ -651,16 +692,49 @@ pub fn compare_plots(
         out.push(render(
             name,
             title,
-            Box::new(|r| draw_cdf_pair(r, title, unit, va, vb)),
+            Box::new(|r| draw_cdf_pair(r, title, unit, va, vb, clip)),
             png_dir.map(|p| {
                 (
                     p,
                     Box::new(|r: &DrawingArea<BitMapBackend, Shift>| {
-                        draw_cdf_pair(r, title, unit, va, vb)
+                        draw_cdf_pair(r, title, unit, va, vb, clip)
                     }) as DrawPng,
                 )
             }),
         )?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{load_episode, LoadOptions};
+
+    #[test]
+    fn the_distributions_stop_at_the_reports_p999_not_at_one_of_their_own() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/v2/serve-episode");
+        let a = Analysis::new(load_episode(&dir, LoadOptions::default()).unwrap()).unwrap();
+        let d = episode_data(&a);
+        let running = a
+            .report
+            .phases
+            .iter()
+            .find(|p| p.phase == "running")
+            .unwrap();
+        // The report's figures, in the plots' units: ms for period and
+        // work, µs for overshoot.
+        let want = [
+            running.period.as_ref().unwrap().p999_ns as f64 / 1e6,
+            running.work.as_ref().unwrap().p999_ns as f64 / 1e6,
+            running.sleep_overshoot.as_ref().unwrap().p999_ns as f64 / 1e3,
+        ];
+        let got: Vec<f64> = d.dists.iter().map(|s| s.clip.unwrap()).collect();
+        assert_eq!(got, want);
+        // A comparison of the episode with itself stops at the same figures.
+        let side = [&a];
+        let clips: Vec<Option<f64>> = side_dists(&side).iter().map(|s| s.clip).collect();
+        assert_eq!(clips, want.map(Some));
+    }
 }
