@@ -235,7 +235,7 @@ pub extern "C" fn looptime_version() -> *const c_char {
 
 /// Registers names and capacities before the loop; then
 /// `looptime_recorder_new` allocates the recorder from it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Builder {
     b: RecorderBuilder,
     stages: Vec<StageId>,
@@ -246,19 +246,6 @@ pub struct Builder {
     /// Background threads declared with `looptime_builder_thread`: each a
     /// snapshot of its builder at that call.
     threads: Vec<(String, Builder)>,
-}
-
-impl Clone for Builder {
-    fn clone(&self) -> Builder {
-        Builder {
-            b: self.b.clone(),
-            stages: self.stages.clone(),
-            phases: self.phases.clone(),
-            values: self.values.clone(),
-            attrs: self.attrs.clone(),
-            threads: Vec::new(),
-        }
-    }
 }
 
 /// A new builder with the defaults: 20,000 cycles, 16 spans a cycle, thread
