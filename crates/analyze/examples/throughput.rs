@@ -119,6 +119,7 @@ fn gen(dir: &Path, cycles: u64) {
             phase: if i < cycles / 10 { "warmup" } else { "running" }.into(),
             start_ns: start,
             end_ns: Some(t),
+            cpu_ns: None,
             target_ns: Some(target),
             sleep_start_ns: Some(target - 6_000_000),
             wake_ns: Some(start - 100),

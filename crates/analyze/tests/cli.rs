@@ -90,6 +90,8 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name}"))
 }
 
+#[path = "cli/cpu.rs"]
+mod cpu;
 #[path = "cli/fleet.rs"]
 mod fleet;
 #[path = "cli/golden.rs"]

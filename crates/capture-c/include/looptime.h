@@ -104,6 +104,23 @@
 #define LOOPTIME_NO_SPAN 65535
 
 /**
+ * CPU-time mode: two CPU-clock reads a cycle, the work's CPU time in the
+ * cycle record, wall-only spans (the default).
+ */
+#define LOOPTIME_CPU_CYCLE 0
+
+/**
+ * CPU-time mode: two CPU-clock reads a span, for the stages registered
+ * with CPU time.
+ */
+#define LOOPTIME_CPU_SPANS 1
+
+/**
+ * CPU-time mode: no CPU-clock reads.
+ */
+#define LOOPTIME_CPU_OFF 2
+
+/**
  * Registers names and capacities before the loop; then
  * `looptime_recorder_new` allocates the recorder from it.
  */
@@ -314,13 +331,25 @@ int32_t looptime_builder_max_cycles(looptime_builder *b, uint64_t cycles);
 int32_t looptime_builder_max_spans_per_cycle(looptime_builder *b, uint32_t spans);
 
 /**
- * Measure thread CPU time per span (on by default; costs one
- * `clock_gettime` at each end of a span).
+ * The switch of the releases before the CPU-time modes: `true` is
+ * `LOOPTIME_CPU_SPANS` (one `clock_gettime` at each end of a span),
+ * `false` is `LOOPTIME_CPU_OFF`. See `looptime_builder_cpu_mode`.
  *
  * # Safety
  * `b` is NULL or a live builder.
  */
 int32_t looptime_builder_thread_cpu(looptime_builder *b, bool on);
+
+/**
+ * Where the recorder reads the thread's CPU clock: `LOOPTIME_CPU_CYCLE`
+ * (the default: at each cycle's start and end of work), `LOOPTIME_CPU_SPANS`
+ * (at each end of a span) or `LOOPTIME_CPU_OFF`. Another value is
+ * `LOOPTIME_ERR_INVALID`.
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_cpu_mode(looptime_builder *b, uint32_t mode);
 
 /**
  * The loop's nominal period, written into the evidence header.

@@ -81,6 +81,8 @@ public:
     Builder &max_cycles(uint64_t n) { check(looptime_builder_max_cycles(b_, n)); return *this; }
     Builder &max_spans_per_cycle(uint32_t n) { check(looptime_builder_max_spans_per_cycle(b_, n)); return *this; }
     Builder &thread_cpu(bool on) { check(looptime_builder_thread_cpu(b_, on)); return *this; }
+    /// LOOPTIME_CPU_CYCLE (default), LOOPTIME_CPU_SPANS or LOOPTIME_CPU_OFF.
+    Builder &cpu_mode(uint32_t mode) { check(looptime_builder_cpu_mode(b_, mode)); return *this; }
     Builder &nominal_period_ns(uint64_t ns) { check(looptime_builder_nominal_period_ns(b_, ns)); return *this; }
     Builder &ring(uint32_t storage) { check(looptime_builder_ring(b_, storage)); return *this; }
     Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }

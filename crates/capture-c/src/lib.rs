@@ -29,8 +29,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use looptime_capture::{
-    AttrKey, AttrValue, CaptureStatus, PhaseId, Recorder, RecorderBuilder, Registry, Release,
-    RingStorage, SpanToken, StageId, ValueId, ValueKind,
+    AttrKey, AttrValue, CaptureStatus, CpuTimeMode, PhaseId, Recorder, RecorderBuilder, Registry,
+    Release, RingStorage, SpanToken, StageId, ValueId, ValueKind,
 };
 use looptime_runtime::clock::MonotonicClock;
 use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
@@ -77,6 +77,14 @@ pub const LOOPTIME_RING_AUTO: u32 = 0;
 pub const LOOPTIME_RING_HEAP: u32 = 1;
 /// A span id that names no span; ending it does nothing.
 pub const LOOPTIME_NO_SPAN: u64 = 0xffff;
+/// CPU-time mode: two CPU-clock reads a cycle, the work's CPU time in the
+/// cycle record, wall-only spans (the default).
+pub const LOOPTIME_CPU_CYCLE: u32 = 0;
+/// CPU-time mode: two CPU-clock reads a span, for the stages registered
+/// with CPU time.
+pub const LOOPTIME_CPU_SPANS: u32 = 1;
+/// CPU-time mode: no CPU-clock reads.
+pub const LOOPTIME_CPU_OFF: u32 = 2;
 
 // --- errors ---------------------------------------------------------------
 
@@ -322,8 +330,9 @@ pub unsafe extern "C" fn looptime_builder_max_spans_per_cycle(b: *mut Builder, s
     })
 }
 
-/// Measure thread CPU time per span (on by default; costs one
-/// `clock_gettime` at each end of a span).
+/// The switch of the releases before the CPU-time modes: `true` is
+/// `LOOPTIME_CPU_SPANS` (one `clock_gettime` at each end of a span),
+/// `false` is `LOOPTIME_CPU_OFF`. See `looptime_builder_cpu_mode`.
 ///
 /// # Safety
 /// `b` is NULL or a live builder.
@@ -332,6 +341,36 @@ pub unsafe extern "C" fn looptime_builder_thread_cpu(b: *mut Builder, on: bool) 
     guard("looptime_builder_thread_cpu", || {
         // SAFETY: the caller's contract.
         unsafe { handle(b, "builder") }?.b.thread_cpu_time(on);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Where the recorder reads the thread's CPU clock: `LOOPTIME_CPU_CYCLE`
+/// (the default: at each cycle's start and end of work), `LOOPTIME_CPU_SPANS`
+/// (at each end of a span) or `LOOPTIME_CPU_OFF`. Another value is
+/// `LOOPTIME_ERR_INVALID`.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_cpu_mode(b: *mut Builder, mode: u32) -> i32 {
+    guard("looptime_builder_cpu_mode", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        let m = match mode {
+            LOOPTIME_CPU_CYCLE => CpuTimeMode::Cycle,
+            LOOPTIME_CPU_SPANS => CpuTimeMode::Spans,
+            LOOPTIME_CPU_OFF => CpuTimeMode::Off,
+            other => {
+                return Err(fail(
+                    LOOPTIME_ERR_INVALID,
+                    format!(
+                        "CPU-time mode {other} is none of LOOPTIME_CPU_CYCLE (0), LOOPTIME_CPU_SPANS (1), LOOPTIME_CPU_OFF (2)"
+                    ),
+                ))
+            }
+        };
+        b.b.cpu_time_mode(m);
         Ok(LOOPTIME_OK)
     })
 }

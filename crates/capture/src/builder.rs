@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use crate::error::{CaptureError, Result};
 use crate::format::{
-    AttributeInfo, ClockDomain, StageInfo, ValueInfo, ValueKind, CONTROL_THREAD, MAX_VALUES,
+    AttributeInfo, ClockDomain, CpuTimeMode, StageInfo, ValueInfo, ValueKind, CONTROL_THREAD,
+    MAX_VALUES,
 };
 use crate::ring::RingStorage;
 use crate::slot::{CycleSlot, SpanSlot};
@@ -142,7 +143,7 @@ impl Release {
 pub struct RecorderBuilder {
     pub(crate) max_cycles: usize,
     pub(crate) max_spans: usize,
-    pub(crate) thread_cpu: bool,
+    pub(crate) cpu_mode: CpuTimeMode,
     pub(crate) measure_overhead: bool,
     pub(crate) nominal_period_ns: Option<u64>,
     pub(crate) target_clock: ClockDomain,
@@ -165,13 +166,13 @@ impl Default for RecorderBuilder {
 }
 
 impl RecorderBuilder {
-    /// Defaults: 20,000 cycles, 16 spans a cycle, thread CPU time on,
+    /// Defaults: 20,000 cycles, 16 spans a cycle, thread CPU time per cycle,
     /// targets on host monotonic time, overhead self-measurement on.
     pub fn new() -> Self {
         Self {
             max_cycles: DEFAULT_MAX_CYCLES,
             max_spans: DEFAULT_MAX_SPANS_PER_CYCLE,
-            thread_cpu: true,
+            cpu_mode: CpuTimeMode::Cycle,
             measure_overhead: true,
             nominal_period_ns: None,
             target_clock: ClockDomain::HostMonotonic,
@@ -251,11 +252,22 @@ impl RecorderBuilder {
         self
     }
 
-    /// Measure thread CPU time for spans (default on). When off, no stage
-    /// measures it, whatever it was registered with.
-    pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
-        self.thread_cpu = on;
+    /// Where to read the thread's CPU clock (default
+    /// [`CpuTimeMode::Cycle`]): per span (for the stages registered with
+    /// CPU time), per cycle, or not at all.
+    pub fn cpu_time_mode(&mut self, mode: CpuTimeMode) -> &mut Self {
+        self.cpu_mode = mode;
         self
+    }
+
+    /// The switch of the releases before the CPU-time modes: `true` is
+    /// [`CpuTimeMode::Spans`], `false` is [`CpuTimeMode::Off`].
+    pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
+        self.cpu_time_mode(if on {
+            CpuTimeMode::Spans
+        } else {
+            CpuTimeMode::Off
+        })
     }
 
     /// Time the recorder's own bookkeeping when building (default on; takes
@@ -315,7 +327,7 @@ impl RecorderBuilder {
     }
 
     /// Register a stage whose spans measure thread CPU time (when the
-    /// recorder does).
+    /// recorder does so per span, [`CpuTimeMode::Spans`]).
     ///
     /// # Errors
     /// [`CaptureError::Registration`] for an empty or duplicate name.

@@ -19,6 +19,13 @@
 //!   subtracted from the wake clock ([`overshoot_ns`]).
 //! * **lag**: `start_ns − target_ns`, when the clocks can be subtracted
 //!   ([`lag_ns`]).
+//! * **work CPU**: the cycle's `cpu_ns` (thread CPU time over its work),
+//!   recorded only in the `cycle` CPU-time mode and only for a cycle that
+//!   ended ([`work_cpu_ns`]).
+//! * **off-CPU**: `max(0, work − work CPU)`, the part of the work's wall
+//!   time the thread did not run ([`off_cpu_ns`]). The clamp is for the
+//!   two clock reads' skew, which can make the CPU time exceed the wall
+//!   time by part of one CPU-clock read.
 //!
 //! The functions take any cycle through [`CycleTimes`], which the evidence
 //! record ([`CycleRecord`]) implements here and the analyzer's row type
@@ -46,6 +53,8 @@ pub trait CycleTimes {
     fn wake_ns(&self) -> Option<i64>;
     /// Whether its release point had passed when the wait began.
     fn overdue(&self) -> bool;
+    /// Thread CPU time over its work, when recorded (`cycle` mode).
+    fn cpu_ns(&self) -> Option<i64>;
 }
 
 /// The four figures of one cycle; `None` where the definition gives none.
@@ -59,6 +68,10 @@ pub struct CycleFigures {
     pub overshoot_ns: Option<i64>,
     /// `start − target`.
     pub lag_ns: Option<i64>,
+    /// Thread CPU time over the work.
+    pub cpu_ns: Option<i64>,
+    /// `max(0, work − work CPU)`.
+    pub off_cpu_ns: Option<i64>,
 }
 
 /// Whether `c` continues `prev`'s segment: same phase, next index.
@@ -103,7 +116,20 @@ pub fn lag_ns<T: CycleTimes>(c: &T, comparable: bool) -> Option<i64> {
     }
 }
 
-/// All four figures of `c`, given the cycle before it in the evidence.
+/// `c`'s work CPU time: its recorded CPU time, when it also has a work
+/// duration (an unended cycle has neither).
+#[inline]
+pub fn work_cpu_ns<T: CycleTimes>(c: &T) -> Option<i64> {
+    work_ns(c).and(c.cpu_ns())
+}
+
+/// `c`'s off-CPU time: work minus work CPU, at least 0.
+#[inline]
+pub fn off_cpu_ns<T: CycleTimes>(c: &T) -> Option<i64> {
+    Some((work_ns(c)? - work_cpu_ns(c)?).max(0))
+}
+
+/// All the figures of `c`, given the cycle before it in the evidence.
 #[inline]
 pub fn figures<T: CycleTimes>(prev: Option<&T>, c: &T, comparable: bool) -> CycleFigures {
     CycleFigures {
@@ -111,6 +137,8 @@ pub fn figures<T: CycleTimes>(prev: Option<&T>, c: &T, comparable: bool) -> Cycl
         work_ns: work_ns(c),
         overshoot_ns: overshoot_ns(c, comparable),
         lag_ns: lag_ns(c, comparable),
+        cpu_ns: work_cpu_ns(c),
+        off_cpu_ns: off_cpu_ns(c),
     }
 }
 
@@ -144,6 +172,9 @@ impl CycleTimes for CycleRecord {
     fn overdue(&self) -> bool {
         self.overdue
     }
+    fn cpu_ns(&self) -> Option<i64> {
+        self.cpu_ns.map(signed)
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +189,7 @@ mod tests {
             phase: phase.into(),
             start_ns: start,
             end_ns: end,
+            cpu_ns: None,
             target_ns: None,
             sleep_start_ns: None,
             wake_ns: None,
@@ -204,6 +236,30 @@ mod tests {
 
         // Unfinished: no work.
         assert_eq!(work_ns(&rec(8, "running", 5, None)), None);
+    }
+
+    #[test]
+    fn work_cpu_and_off_cpu_against_hand_computed_cases() {
+        // 6 ms of work of which the thread ran 4.5 ms: off-CPU is
+        // 6,000,000 − 4,500,000 = 1,500,000 ns.
+        let mut c = rec(7, "running", 1_000_000_000, Some(1_006_000_000));
+        c.cpu_ns = Some(4_500_000);
+        let f = figures(None, &c, true);
+        assert_eq!(f.cpu_ns, Some(4_500_000));
+        assert_eq!(f.off_cpu_ns, Some(1_500_000));
+        // The CPU read's skew can make CPU exceed wall by a little: off-CPU
+        // is clamped at 0, the CPU time is kept as recorded.
+        c.cpu_ns = Some(6_000_400);
+        assert_eq!(off_cpu_ns(&c), Some(0));
+        assert_eq!(work_cpu_ns(&c), Some(6_000_400));
+        // Not recorded (spans or off mode): neither figure.
+        c.cpu_ns = None;
+        assert_eq!((work_cpu_ns(&c), off_cpu_ns(&c)), (None, None));
+        // A cycle that never ended has no work, so no CPU figure either,
+        // even if another producer wrote one.
+        let mut open = rec(8, "running", 5, None);
+        open.cpu_ns = Some(3);
+        assert_eq!((work_cpu_ns(&open), off_cpu_ns(&open)), (None, None));
     }
 
     #[test]

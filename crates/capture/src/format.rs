@@ -205,12 +205,59 @@ pub struct Capacity {
     pub max_span_depth: u32,
 }
 
+/// Where a recorder reads the thread's CPU clock
+/// (`CLOCK_THREAD_CPUTIME_ID`, a system call of about 0.1 to 0.8 µs).
+///
+/// The default is [`Cycle`](CpuTimeMode::Cycle): two reads a cycle keep a
+/// 1 kHz loop with 10 spans under 0.5 % of its period in the recorder even
+/// where a read costs 0.8 µs, where [`Spans`](CpuTimeMode::Spans) would
+/// spend 1.6 % on reads alone (docs/performance.md, CPU-time modes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuTimeMode {
+    /// Two reads per span (open and close), for the stages registered with
+    /// CPU time; cycles carry none.
+    Spans,
+    /// Two reads per cycle (at its start and at the end of its work); the
+    /// cycle record carries the work's CPU time and spans are wall-only.
+    #[default]
+    Cycle,
+    /// No reads of the CPU clock.
+    Off,
+}
+
+impl CpuTimeMode {
+    /// Every mode, in the order the docs list them.
+    pub const ALL: [CpuTimeMode; 3] = [CpuTimeMode::Spans, CpuTimeMode::Cycle, CpuTimeMode::Off];
+
+    /// The name written to the header and accepted by the configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuTimeMode::Spans => "spans",
+            CpuTimeMode::Cycle => "cycle",
+            CpuTimeMode::Off => "off",
+        }
+    }
+
+    /// The mode named `s` (`spans`, `cycle` or `off`).
+    pub fn from_name(s: &str) -> Option<CpuTimeMode> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+impl std::fmt::Display for CpuTimeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A registered stage.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageInfo {
     /// Stage name, as it appears in `SpanRecord::stage`.
     pub name: String,
-    /// Whether thread CPU time is measured for this stage's spans.
+    /// Whether thread CPU time is measured for this stage's spans (only
+    /// in the `spans` CPU-time mode).
     pub cpu_time: bool,
 }
 
@@ -260,6 +307,10 @@ pub struct Overhead {
     pub span_wall_ns: f64,
     /// Opening and closing one span with thread CPU time.
     pub span_cpu_ns: f64,
+    /// Beginning and ending one cycle with its CPU time (the `cycle`
+    /// CPU-time mode); absent (0) in files written before the modes.
+    #[serde(default)]
+    pub cycle_cpu_ns: f64,
     /// Batches the medians were taken over.
     pub samples: u32,
 }
@@ -303,6 +354,11 @@ pub struct Header {
     pub nominal_period_ns: Option<u64>,
     /// Whether the recorder measured thread CPU time at all.
     pub thread_cpu_time: bool,
+    /// Where it measured it (schema 2, added with the CPU-time modes;
+    /// absent in older files, where `thread_cpu_time` true means per span).
+    /// Read it with [`Header::cpu_mode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_cpu_mode: Option<CpuTimeMode>,
     /// Registered stages, in id order.
     pub stages: Vec<StageInfo>,
     /// Registered phases, in id order.
@@ -335,6 +391,17 @@ pub struct Header {
 }
 
 impl Header {
+    /// The CPU-time mode the file was recorded in: the header's
+    /// `thread_cpu_mode`, or for a file written before the modes, `spans`
+    /// when `thread_cpu_time` is true and `off` when it is false.
+    pub fn cpu_mode(&self) -> CpuTimeMode {
+        self.thread_cpu_mode.unwrap_or(if self.thread_cpu_time {
+            CpuTimeMode::Spans
+        } else {
+            CpuTimeMode::Off
+        })
+    }
+
     /// The thread's name: `control` for a v1 file.
     pub fn thread_name(&self) -> &str {
         self.thread
@@ -361,6 +428,10 @@ pub struct CycleRecord {
     /// End of the cycle's work; absent when the run stopped inside the cycle.
     #[serde(default)]
     pub end_ns: Option<u64>,
+    /// Thread CPU time from the start of the cycle's work to its end; only
+    /// in the `cycle` CPU-time mode, and absent when the cycle never ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
     /// The release point the cycle was scheduled for; absent when the caller
     /// gave none.
     #[serde(default)]

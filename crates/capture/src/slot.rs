@@ -31,6 +31,8 @@ pub(crate) struct CycleSlot {
     pub(crate) end: u64,
     pub(crate) sleep_start: u64,
     pub(crate) wake: u64,
+    pub(crate) cpu_start: u64,
+    pub(crate) cpu_end: u64,
     pub(crate) spans_dropped: u32,
     pub(crate) skipped: u32,
     pub(crate) phase: u16,
@@ -40,7 +42,8 @@ pub(crate) struct CycleSlot {
     pub(crate) has_target: u8,
     pub(crate) has_wait: u8,
     pub(crate) ended: u8,
-    _pad: [u8; 6],
+    pub(crate) has_cpu: u8,
+    _pad: [u8; 5],
 }
 
 /// One span slot; `repr(C)`, plain integers, as [`CycleSlot`].
@@ -163,6 +166,7 @@ impl<'a> RawCycle<'a> {
                 .unwrap_or_default(),
             start_ns: map.to_ns(c.start),
             end_ns: end_raw.map(|e| map.to_ns(e)),
+            cpu_ns: (c.has_cpu != 0 && ended).then(|| c.cpu_end.saturating_sub(c.cpu_start)),
             target_ns: (c.has_target != 0).then_some(c.target_ns),
             sleep_start_ns: (c.has_wait != 0).then(|| map.to_ns(c.sleep_start)),
             wake_ns: (c.has_wait != 0).then(|| map.to_ns(c.wake)),

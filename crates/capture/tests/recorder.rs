@@ -6,8 +6,8 @@ use std::path::Path;
 
 use looptime_capture::format::{read_summary, CaptureStatus};
 use looptime_capture::{
-    CaptureError, EvidenceReader, RecorderBuilder, Release, ValueKind, CYCLES_FILE, MAX_SPAN_DEPTH,
-    SUMMARY_FILE,
+    CaptureError, CpuTimeMode, EvidenceReader, RecorderBuilder, Release, ValueKind, CYCLES_FILE,
+    MAX_SPAN_DEPTH, SUMMARY_FILE,
 };
 use proptest::prelude::*;
 
@@ -34,6 +34,7 @@ fn round_trip_preserves_everything_recorded() {
     let mut b = quiet_builder();
     b.max_cycles(8)
         .max_spans_per_cycle(3)
+        .cpu_time_mode(CpuTimeMode::Spans)
         .nominal_period_ns(10_000_000)
         .metadata("run", "unit-test");
     let warmup = b.phase("warmup").unwrap();
@@ -80,6 +81,7 @@ fn round_trip_preserves_everything_recorded() {
     assert_eq!(header.phases, ["warmup", "running"]);
     assert_eq!(header.stages.len(), 2);
     assert!(header.stages[0].cpu_time && !header.stages[1].cpu_time);
+    assert_eq!(header.thread_cpu_mode, Some(CpuTimeMode::Spans));
     assert_eq!(header.nominal_period_ns, Some(10_000_000));
     assert_eq!(header.metadata["run"], "unit-test");
     assert_eq!(cycles.len(), 5);
@@ -116,6 +118,7 @@ fn round_trip_preserves_everything_recorded() {
             if i % 2 == 0 { "inline" } else { "background" }
         );
         assert!(outer.cpu_ns.is_some() && inner.cpu_ns.is_none());
+        assert_eq!(c.cpu_ns, None, "spans mode: cycles carry no CPU time");
         // The child lies inside its parent, which lies inside the cycle.
         assert!(outer.start_ns >= c.start_ns && outer.start_ns + outer.wall_ns <= end);
         assert!(inner.start_ns >= outer.start_ns);

@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use looptime_capture::{RecorderBuilder, Release, RingStorage, ValueKind};
+use looptime_capture::{CpuTimeMode, RecorderBuilder, Release, RingStorage, ValueKind};
 
 struct Counting;
 
@@ -86,26 +86,35 @@ fn the_counter_counts_when_on_and_only_then() {
 }
 
 #[test]
-fn recording_on_the_heap_never_allocates() {
-    record_without_allocating(RingStorage::Heap);
+fn recording_on_the_heap_never_allocates_in_any_cpu_time_mode() {
+    for mode in CpuTimeMode::ALL {
+        record_without_allocating(RingStorage::Heap, mode);
+    }
 }
 
 #[test]
 fn recording_into_a_shared_memory_ring_never_allocates_or_faults() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = record_without_allocating(RingStorage::SharedMemory(dir.path().to_path_buf()));
+    // The default CPU-time mode, `cycle`: two CPU-clock reads a cycle.
+    let faults = record_without_allocating(
+        RingStorage::SharedMemory(dir.path().to_path_buf()),
+        CpuTimeMode::default(),
+    );
     // The ring file was sized, mapped with MAP_POPULATE and written once at
     // build: the loop touches no page the kernel has not already mapped.
     assert_eq!(faults, 0, "page faults in the loop");
 }
 
 /// Runs the hot-path workload; returns the loop's minor page faults.
-fn record_without_allocating(storage: RingStorage) -> i64 {
+fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
     const CYCLES: u64 = 120_000;
     const CAPACITY: usize = 1_000;
     let shm = storage != RingStorage::Heap;
     let mut b = RecorderBuilder::new();
-    b.max_cycles(CAPACITY).max_spans_per_cycle(4).ring(storage);
+    b.max_cycles(CAPACITY)
+        .max_spans_per_cycle(4)
+        .cpu_time_mode(mode)
+        .ring(storage);
     let warmup = b.phase("warmup").unwrap();
     let running = b.phase("running").unwrap();
     let outer = b.stage("outer").unwrap();

@@ -28,8 +28,8 @@
 use std::path::{Path, PathBuf};
 
 use looptime_capture::{
-    AttrValue, CaptureStatus, PhaseId, Recorder as RustRecorder, RecorderBuilder, Registry,
-    Release, RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_ATTRS_PER_SPAN,
+    AttrValue, CaptureStatus, CpuTimeMode, PhaseId, Recorder as RustRecorder, RecorderBuilder,
+    Registry, Release, RingStorage, SpanToken, StageId, ValueId, ValueKind, MAX_ATTRS_PER_SPAN,
     MAX_SPAN_DEPTH,
 };
 use looptime_runtime::clock::{LoopClock, MonotonicClock};
@@ -157,6 +157,30 @@ fn resolve<T: Copy>(names: &[Named<T>], obj: &Bound<'_, PyAny>, what: &str) -> P
 
 /// A capacity argument: an `int` (not a `bool`) from 1 to `max`, else a
 /// `ValueError` (or `TypeError`) naming the argument and its range.
+/// `thread_cpu=`: `"cycle"` (None, the default), `"spans"` or `"off"`;
+/// `True` and `False`, from code written before the modes, are `"spans"`
+/// and `"off"`.
+fn cpu_mode(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<CpuTimeMode> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(CpuTimeMode::default());
+    };
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(if obj.extract::<bool>()? {
+            CpuTimeMode::Spans
+        } else {
+            CpuTimeMode::Off
+        });
+    }
+    let bad = || {
+        PyValueError::new_err(format!(
+            "{name} must be \"cycle\" (two CPU-clock reads a cycle), \"spans\" (two a span), \"off\", True (\"spans\") or False (\"off\"), not {}",
+            obj.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+        ))
+    };
+    let s: String = obj.extract().map_err(|_| bad())?;
+    CpuTimeMode::from_name(&s).ok_or_else(bad)
+}
+
 fn capacity(obj: &Bound<'_, PyAny>, name: &str, max: u64) -> PyResult<usize> {
     if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!(
@@ -473,7 +497,7 @@ struct Spec<'a, 'py> {
     values: Option<Bound<'py, PyDict>>,
     max_cycles: Option<Bound<'py, PyAny>>,
     max_spans_per_cycle: Option<Bound<'py, PyAny>>,
-    thread_cpu: bool,
+    thread_cpu: CpuTimeMode,
     nominal_period_ns: Option<u64>,
     ring: &'a str,
     episode_dir: Option<PathBuf>,
@@ -537,10 +561,10 @@ impl<'a, 'py> Spec<'a, 'py> {
                 None => Ok(None),
             }
         };
-        let thread_cpu = match get("thread_cpu")? {
-            Some(v) => v.extract().map_err(|_| bad("thread_cpu", "a bool"))?,
-            None => true,
-        };
+        let thread_cpu = cpu_mode(
+            get("thread_cpu")?.as_ref(),
+            &format!("threads[{thread:?}][\"thread_cpu\"]"),
+        )?;
         let ring: &'static str = match get("ring")? {
             Some(v) => match v.extract::<String>().as_deref() {
                 Ok("auto") => "auto",
@@ -590,7 +614,7 @@ impl<'a, 'py> Spec<'a, 'py> {
         let mut b = RecorderBuilder::new();
         b.max_cycles(max_cycles)
             .max_spans_per_cycle(max_spans_per_cycle)
-            .thread_cpu_time(thread_cpu);
+            .cpu_time_mode(thread_cpu);
         if let Some(ns) = nominal_period_ns {
             b.nominal_period_ns(ns);
         }
@@ -861,7 +885,7 @@ impl Recorder {
 impl Recorder {
     #[new]
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
-                        max_spans_per_cycle = None, thread_cpu = true, nominal_period_ns = None,
+                        max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None, threads = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -872,7 +896,7 @@ impl Recorder {
         values: Option<&Bound<'_, PyDict>>,
         max_cycles: Option<&Bound<'_, PyAny>>,
         max_spans_per_cycle: Option<&Bound<'_, PyAny>>,
-        thread_cpu: bool,
+        thread_cpu: Option<&Bound<'_, PyAny>>,
         nominal_period_ns: Option<u64>,
         ring: &str,
         episode_dir: Option<PathBuf>,
@@ -886,7 +910,7 @@ impl Recorder {
             values: values.cloned(),
             max_cycles: max_cycles.cloned(),
             max_spans_per_cycle: max_spans_per_cycle.cloned(),
-            thread_cpu,
+            thread_cpu: cpu_mode(thread_cpu, "thread_cpu")?,
             nominal_period_ns,
             ring,
             episode_dir,

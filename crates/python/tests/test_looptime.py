@@ -78,11 +78,51 @@ def test_cycles_spans_values_and_attributes_are_written(tmp_path):
     assert spans[2]["parent"] is None
     assert spans[0]["attrs"] == {"mode": "inline"}
     assert all(not s["closed_by_cycle_end"] for s in spans)
-    assert all(s["cpu_ns"] is not None for s in spans)  # thread_cpu=True by default
+    # The default CPU-time mode, "cycle": the cycle carries the work's CPU
+    # time, the spans are wall-only.
+    assert header["thread_cpu_mode"] == "cycle"
+    assert all(s["cpu_ns"] is None for s in spans)
+    assert all(c["cpu_ns"] >= 0 for c in cycles)
     assert cycles[2]["values"] == {"frame": 2, "rate": 2.0}
     assert "sleep_start_ns" in cycles[0]  # the wait was marked
     summary = json.loads(pathlib.Path(report.summary_path).read_text())
     assert summary["capture"]["retained_cycles"] == 3
+
+
+@pytest.mark.parametrize(
+    "setting, mode",
+    [(None, "cycle"), ("cycle", "cycle"), ("spans", "spans"), ("off", "off"), (True, "spans"), (False, "off")],
+)
+def test_each_cpu_time_mode_writes_what_it_says(tmp_path, setting, mode):
+    # True and False are the switch of the releases before the modes.
+    rec = small_recorder(thread_cpu=setting)
+    running = rec.phase_id("running")
+    for _ in range(2):
+        with rec.cycle(running):
+            with rec.span("sense"):
+                with rec.span("decode"):
+                    pass
+    # A cycle left open at finish: the binding's finish ends it first, so
+    # it has an end and (in cycle mode) its CPU time.
+    rec.begin_cycle(running)
+    report = rec.finish(tmp_path, status="aborted")
+    header, cycles = read_jsonl(report.cycles_path)
+    assert header["thread_cpu_mode"] == mode
+    assert header["thread_cpu_time"] == (mode != "off")
+    assert cycles[2]["end_ns"] is not None
+    assert [c.get("cpu_ns") is not None for c in cycles] == [mode == "cycle"] * 3
+    for c in cycles[:2]:
+        assert [s["cpu_ns"] is not None for s in c["spans"]] == [mode == "spans"] * 2
+        assert c["spans"][1]["parent"] == 0
+
+
+def test_a_bad_cpu_time_mode_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r'"cycle".*"spans".*"off"'):
+        small_recorder(thread_cpu="per-span")
+    with pytest.raises(ValueError, match="thread_cpu"):
+        small_recorder(thread_cpu=3)
+    with pytest.raises(ValueError, match=r'threads\["cam"\]\["thread_cpu"\]'):
+        small_recorder(threads={"cam": {"stages": ["grab"], "thread_cpu": "sometimes"}})
 
 
 def test_any_declared_attribute_by_ids_or_names_and_bad_ones_refused(tmp_path):

@@ -115,6 +115,8 @@ pub struct CycleRow {
     pub start_ns: i64,
     /// End of work.
     pub end_ns: Option<i64>,
+    /// Thread CPU time over the work (the `cycle` CPU-time mode).
+    pub cpu_ns: Option<i64>,
     /// Release point.
     pub target_ns: Option<i64>,
     /// Wait start.

@@ -150,6 +150,7 @@ fn convert(
 struct Times {
     start: i64,
     end: Option<i64>,
+    cpu: Option<i64>,
     target: Option<i64>,
     sleep: Option<i64>,
     wake: Option<i64>,
@@ -162,6 +163,10 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
     let sleep = opt("sleep_start_ns", rec.sleep_start_ns)?;
     let wake = opt("wake_ns", rec.wake_ns)?;
     let target = opt("target_ns", rec.target_ns)?;
+    let cpu = opt("cpu_ns", rec.cpu_ns)?;
+    if cpu.is_some_and(|c| c > ABSURD_DURATION_NS) {
+        return Err("the cycle's cpu_ns is absurd (more than an hour)".to_string());
+    }
     if let Some(e) = end {
         let work = e - start;
         if work < 0 {
@@ -197,6 +202,7 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
     Ok(Times {
         start,
         end,
+        cpu,
         target,
         sleep,
         wake,
@@ -352,6 +358,7 @@ fn convert_inner(
         phase,
         start_ns: times.start,
         end_ns: times.end,
+        cpu_ns: times.cpu,
         target_ns: times.target,
         sleep_start_ns: times.sleep,
         wake_ns: times.wake,

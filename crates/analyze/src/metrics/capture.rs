@@ -82,6 +82,7 @@ pub fn capture_report(ev: &Evidence) -> CaptureReport {
         truncated_last_line: ev.truncated_last_line,
         nominal_period_ns: nominal_period(h),
         overhead: h.overhead.clone(),
+        thread_cpu: h.cpu_mode(),
     }
 }
 

@@ -24,6 +24,10 @@ pub struct CycleColumns {
     pub overshoot: Vec<Option<i64>>,
     /// `start_ns − target_ns`, when comparable.
     pub lag: Vec<Option<i64>>,
+    /// The work's thread CPU time (`cycle` CPU-time mode).
+    pub cpu: Vec<Option<i64>>,
+    /// `max(0, work − work CPU)`.
+    pub off_cpu: Vec<Option<i64>>,
 }
 
 #[cfg(test)]
@@ -50,6 +54,8 @@ pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
         work: Vec::with_capacity(n),
         overshoot: Vec::with_capacity(n),
         lag: Vec::with_capacity(n),
+        cpu: Vec::with_capacity(n),
+        off_cpu: Vec::with_capacity(n),
     };
     let mut seg = 0u32;
     let mut prev: Option<&CycleRow> = None;
@@ -64,6 +70,8 @@ pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
         out.work.push(f.work_ns);
         out.overshoot.push(f.overshoot_ns);
         out.lag.push(f.lag_ns);
+        out.cpu.push(f.cpu_ns);
+        out.off_cpu.push(f.off_cpu_ns);
         prev = Some(c);
     }
     out
@@ -93,6 +101,9 @@ impl cycle::CycleTimes for CycleRow {
     }
     fn overdue(&self) -> bool {
         self.overdue
+    }
+    fn cpu_ns(&self) -> Option<i64> {
+        self.cpu_ns
     }
 }
 
@@ -138,8 +149,8 @@ pub fn nominal_period(h: &looptime_capture::Header) -> Option<u64> {
 }
 
 /// The cycle table every per-phase and per-segment aggregate runs on:
-/// segment, phase, cycle, start, the [`CycleColumns`] metrics, overdue and
-/// skipped.
+/// segment, phase, cycle, start, the [`CycleColumns`] metrics (work CPU
+/// and off-CPU among them), overdue and skipped.
 pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
     let cycle: Vec<u64> = ev.cycles.iter().map(|c| c.cycle).collect();
     let start: Vec<i64> = ev.cycles.iter().map(|c| c.start_ns).collect();
@@ -154,6 +165,8 @@ pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
         Column::new("work_ns".into(), cc.work.clone()),
         Column::new("overshoot_ns".into(), cc.overshoot.clone()),
         Column::new("lag_ns".into(), cc.lag.clone()),
+        Column::new("cpu_ns".into(), cc.cpu.clone()),
+        Column::new("off_cpu_ns".into(), cc.off_cpu.clone()),
         Column::new("overdue".into(), overdue),
         Column::new("skipped".into(), skipped),
     ])?)

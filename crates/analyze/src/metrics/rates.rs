@@ -1,6 +1,7 @@
 //! Segments and rates: per phase and per segment, the period distribution,
 //! loop Hz, work, sleep overshoot, deadline lag, overruns, skips, command
-//! count and command Hz (docs/metrics.md, Segments and phases).
+//! count and command Hz, and per phase the work's CPU time where it was
+//! recorded per cycle (docs/metrics.md, Segments and phases; CPU time).
 
 use polars::prelude::*;
 
@@ -22,9 +23,25 @@ fn cycle_aggs() -> Vec<Expr> {
         col("start_ns").min().alias("first_start"),
         col("start_ns").max().alias("last_start"),
     ];
-    for c in ["period_ns", "work_ns", "overshoot_ns", "lag_ns"] {
+    for c in [
+        "period_ns",
+        "work_ns",
+        "overshoot_ns",
+        "lag_ns",
+        "cpu_ns",
+        "off_cpu_ns",
+    ] {
         aggs.extend(dist_aggs(c));
     }
+    // The off-CPU share's denominator: the work of the cycles that have a
+    // work CPU time (every ended cycle, in `cycle` mode).
+    aggs.push(
+        col("work_ns")
+            .filter(col("cpu_ns").is_not_null())
+            .sum()
+            .alias("work_with_cpu_sum"),
+    );
+    aggs.push(col("off_cpu_ns").sum().alias("off_cpu_sum"));
     aggs
 }
 
@@ -41,6 +58,17 @@ fn loop_hz(t: &Table, i: usize) -> Result<Option<f64>> {
         return Ok(None);
     }
     Ok(hz(t.f("period_ns__mean", i)?))
+}
+
+/// The off-CPU share of row `i`: `Σ off-CPU / Σ work` over the cycles with
+/// a work CPU time; none without them (or with no work at all).
+fn off_cpu_share(t: &Table, i: usize) -> Result<Option<f64>> {
+    if t.dist("cpu_ns", i)?.is_none() {
+        return Ok(None);
+    }
+    let work = t.f("work_with_cpu_sum", i)?.unwrap_or(0.0);
+    let off = t.f("off_cpu_sum", i)?.unwrap_or(0.0);
+    Ok((work > 0.0).then(|| r4(off / work)))
 }
 
 /// Command count and Hz of the command-table row whose `key` is `v`.
@@ -72,6 +100,9 @@ pub fn phase_reports(
             work: by.dist("work_ns", i)?,
             sleep_overshoot: by.dist("overshoot_ns", i)?,
             deadline_lag: by.dist("lag_ns", i)?,
+            work_cpu: by.dist("cpu_ns", i)?,
+            off_cpu: by.dist("off_cpu_ns", i)?,
+            off_cpu_share: off_cpu_share(&by, i)?,
             overruns: by.u("overruns", i)?,
             skipped: by.u("skipped_sum", i)?,
             commands,

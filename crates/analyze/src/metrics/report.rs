@@ -192,6 +192,11 @@ pub struct CaptureReport {
     pub nominal_period_ns: Option<u64>,
     /// The recorder's own cost, from the header.
     pub overhead: looptime_capture::format::Overhead,
+    /// Where the recorder read the thread's CPU clock (`spans`, `cycle` or
+    /// `off`; older files without the header field read as `spans` or
+    /// `off`): which CPU figures the report can have.
+    #[serde(default)]
+    pub thread_cpu: looptime_capture::CpuTimeMode,
 }
 
 /// One phase kind (all its segments together).
@@ -213,6 +218,16 @@ pub struct PhaseReport {
     pub sleep_overshoot: Option<Dist>,
     /// `start_ns − target_ns`.
     pub deadline_lag: Option<Dist>,
+    /// The work's thread CPU time, per cycle (`cycle` CPU-time mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_cpu: Option<Dist>,
+    /// `max(0, work − work CPU)`, per cycle (`cycle` mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<Dist>,
+    /// `Σ off-CPU / Σ work` over the cycles with a work CPU time: the share
+    /// of the work's wall time the thread did not run (`cycle` mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu_share: Option<f64>,
     /// Cycles whose release point had passed.
     pub overruns: u64,
     /// Release points skipped.

@@ -113,10 +113,22 @@ fn distributions_table(r: &Report) -> Markup {
                 ] {
                     tr { td.l { (name) } td.l { (p.phase) } (dist_cells(d, unit)) }
                 }
+                @for (name, d) in [("work CPU (ms)", &p.work_cpu), ("off-CPU (ms)", &p.off_cpu)] {
+                    @if d.is_some() {
+                        tr { td.l { (name) } td.l { (p.phase) } (dist_cells(d, ms)) }
+                    }
+                }
             }
         }
         @if let Some(reason) = &r.schedule_metrics_absent {
             div.caveat { (reason) }
+        }
+        p {
+            "Thread CPU time: " (super::text::cpu_mode_words(r.capture.thread_cpu)) "."
+            @for p in r.phases.iter().filter(|p| p.off_cpu_share.is_some()) {
+                " Off-CPU share of " (p.phase) "'s work: "
+                (format!("{:.2} %", p.off_cpu_share.unwrap_or(0.0) * 100.0)) "."
+            }
         }
     }
 }

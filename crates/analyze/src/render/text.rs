@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::metrics::{Dist, EpisodeState, Number, Report, StageReport};
+use looptime_capture::CpuTimeMode;
 
 /// `text` with every control character except the newline replaced by its
 /// `\u{..}` escape, so that names from the evidence (stages, phases,
@@ -195,12 +196,29 @@ fn capture(o: &mut String, r: &Report) {
             1e9 / p as f64
         );
     }
+    let _ = writeln!(o, "  thread CPU time: {}", cpu_mode_words(c.thread_cpu));
     let oh = &c.overhead;
     let _ = writeln!(
         o,
         "  recorder overhead: span {:.0} ns wall-only, {:.0} ns with CPU time; cycle {:.0} ns; clock read {:.0} ns",
         oh.span_wall_ns, oh.span_cpu_ns, oh.cycle_ns, oh.clock_read_ns
     );
+    if c.thread_cpu == CpuTimeMode::Cycle && oh.cycle_cpu_ns > 0.0 {
+        let _ = writeln!(
+            o,
+            "  a cycle with its CPU time: {:.0} ns (CPU clock read {:.0} ns)",
+            oh.cycle_cpu_ns, oh.thread_cpu_read_ns
+        );
+    }
+}
+
+/// What the CPU-time mode means for the report's CPU figures.
+pub(crate) fn cpu_mode_words(m: CpuTimeMode) -> &'static str {
+    match m {
+        CpuTimeMode::Spans => "per span (the stages' cpu columns; cycles carry no CPU time)",
+        CpuTimeMode::Cycle => "per cycle (work CPU and off-CPU per phase; spans are wall-only)",
+        CpuTimeMode::Off => "off (no CPU figures)",
+    }
 }
 
 /// Rates per phase.
@@ -264,6 +282,35 @@ fn distributions(o: &mut String, r: &Report) {
         |p| &p.work,
         ms,
     );
+    if r.phases.iter().any(|p| p.work_cpu.is_some()) {
+        rows(
+            o,
+            "work CPU, the thread's CPU time over the work",
+            "ms",
+            |p| &p.work_cpu,
+            ms,
+        );
+        rows(
+            o,
+            "off-CPU, work − work CPU (time the thread did not run)",
+            "ms",
+            |p| &p.off_cpu,
+            ms,
+        );
+        let shares: Vec<String> = r
+            .phases
+            .iter()
+            .filter_map(|p| {
+                p.off_cpu_share
+                    .map(|s| format!("{} {:.2} %", p.phase, s * 100.0))
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  off-CPU share of the work's wall time: {}",
+            shares.join(", ")
+        );
+    }
     match &r.schedule_metrics_absent {
         Some(reason) => {
             let _ = writeln!(

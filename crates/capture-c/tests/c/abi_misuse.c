@@ -53,6 +53,7 @@ static void bad_settings(void) {
     CHECK_ERR(looptime_builder_stage(b, "\xff\xfe", &id), LOOPTIME_ERR_INVALID, "not UTF-8");
     CHECK_ERR(looptime_builder_value(b, "v", 7, "", &id), LOOPTIME_ERR_INVALID, "value kind 7");
     CHECK_ERR(looptime_builder_ring(b, 9), LOOPTIME_ERR_INVALID, "ring storage 9");
+    CHECK_ERR(looptime_builder_cpu_mode(b, 7), LOOPTIME_ERR_INVALID, "CPU-time mode 7");
     /* A duplicate stage name is refused by the recorder's builder. */
     CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_OK);
     CHECK(looptime_builder_stage(b, "dup", &id) == LOOPTIME_ERR_INVALID);
@@ -294,6 +295,60 @@ static void a_background_thread_is_written_by_the_control_finish(const char *dir
     looptime_recorder_free(r); /* frees the thread's too */
 }
 
+/* Whether the first cycle of `dir`'s JSONL carries its own "cpu_ns"
+ * (written right after its "end_ns"). */
+static int cycle_has_cpu(const char *dir) {
+    char path[4096], buf[1 << 14];
+    const char *p;
+    size_t n;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/control_timing.jsonl", dir);
+    f = fopen(path, "r");
+    if (f == NULL) return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    p = strchr(buf, '\n'); /* past the header, whose clocks name "end_ns" too */
+    p = p == NULL ? NULL : strstr(p, "\"end_ns\":");
+    if (p == NULL) return 0;
+    p += strlen("\"end_ns\":");
+    while (*p >= '0' && *p <= '9') p++;
+    return strncmp(p, ",\"cpu_ns\":", strlen(",\"cpu_ns\":")) == 0;
+}
+
+/* Each CPU-time mode reaches the header, and the cycle's CPU time is in
+ * the cycle record only in cycle mode (the default). */
+static void cpu_time_modes_reach_the_evidence(void) {
+    const uint32_t modes[] = {LOOPTIME_CPU_CYCLE, LOOPTIME_CPU_SPANS, LOOPTIME_CPU_OFF};
+    const char *names[] = {"\"thread_cpu_mode\":\"cycle\"", "\"thread_cpu_mode\":\"spans\"",
+                           "\"thread_cpu_mode\":\"off\""};
+    int m;
+    for (m = 0; m < 4; m++) {
+        char dir[] = "/tmp/looptime-abi-XXXXXX";
+        looptime_builder *b = looptime_builder_new();
+        looptime_recorder *r = NULL;
+        uint32_t sense;
+        uint64_t span;
+        CHECK(mkdtemp(dir) != NULL);
+        CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+        CHECK(looptime_builder_stage(b, "sense", &sense) == LOOPTIME_OK);
+        /* m == 3: no call, the default. */
+        if (m < 3) CHECK(looptime_builder_cpu_mode(b, modes[m]) == LOOPTIME_OK);
+        CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+        looptime_builder_free(b);
+        CHECK(looptime_cycle_begin(r, 0, LOOPTIME_NO_TARGET, false, 0) == LOOPTIME_OK);
+        CHECK(looptime_span_begin(r, sense, &span) == LOOPTIME_OK);
+        CHECK(looptime_span_end(r, span) == LOOPTIME_OK);
+        CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+        CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
+        CHECK(file_contains(dir, "control_timing.jsonl", names[m % 3]));
+        CHECK(cycle_has_cpu(dir) == (m % 3 == 0));
+        /* A span's CPU time only per span. */
+        CHECK(file_contains(dir, "control_timing.jsonl", "\"cpu_ns\":null") == (m % 3 != 1));
+        looptime_recorder_free(r);
+    }
+}
+
 int main(void) {
     char a[] = "/tmp/looptime-abi-XXXXXX";
     char b[] = "/tmp/looptime-abi-XXXXXX";
@@ -305,6 +360,7 @@ int main(void) {
     CHECK(strcmp(looptime_version(), "0.1.0") == 0);
     null_handles();
     bad_settings();
+    cpu_time_modes_reach_the_evidence();
     unknown_ids_finish_twice_and_open_span(a);
     finish_into_a_missing_directory_can_be_retried(b);
     a_retried_finish_still_warns_of_open_spans(c);

@@ -90,6 +90,9 @@ int main(void) {
      * thread would): it allocates nothing after the build either. */
     cam_b = looptime_builder_new();
     CHECK(looptime_builder_max_cycles(cam_b, 1000) == LOOPTIME_OK);
+    /* The control recorder in the default cycle mode (two CPU-clock reads a
+     * cycle), the thread's per span: both allocate nothing. */
+    CHECK(looptime_builder_cpu_mode(cam_b, LOOPTIME_CPU_SPANS) == LOOPTIME_OK);
     CHECK(looptime_builder_stage(cam_b, "grab", &grab) == LOOPTIME_OK);
     CHECK(looptime_builder_thread(b, "camera", cam_b) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);

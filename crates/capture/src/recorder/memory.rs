@@ -7,7 +7,7 @@ use super::*;
 use std::path::{Path, PathBuf};
 
 use crate::error::{CaptureError, Result};
-use crate::format::{ClockAnchor, Overhead, StageInfo};
+use crate::format::{ClockAnchor, CpuTimeMode, Overhead, StageInfo};
 use crate::ring::{try_boxed, Layout, LiveRef, RingFile, RingStorage, Slab, DEFAULT_RING_DIR};
 use crate::slot::{take_anchor, CycleSlot, SpanSlot, NO_SPAN};
 
@@ -146,8 +146,9 @@ impl Recorder {
         let stage_cpu: Box<[bool]> = spec
             .stages
             .iter()
-            .map(|s| s.cpu_time && spec.thread_cpu)
+            .map(|s| s.cpu_time && spec.cpu_mode == CpuTimeMode::Spans)
             .collect();
+        let cycle_cpu = spec.cpu_mode == CpuTimeMode::Cycle;
         let start_anchor = take_anchor(&clock);
         let storage = Storage::new(&spec, &overhead, &clock, start_anchor)?;
         Ok(Recorder {
@@ -157,6 +158,7 @@ impl Recorder {
             values: storage.values,
             live: storage.live,
             stage_cpu,
+            cycle_cpu,
             max_spans: spec.max_spans,
             clock,
             spec,
@@ -199,6 +201,7 @@ impl Recorder {
             values: Slab::from_box(Box::new([])),
             live: LiveRef::disabled(),
             stage_cpu: Box::new([]),
+            cycle_cpu: false,
             max_spans: 0,
             spec,
             head: 0,
@@ -228,6 +231,7 @@ fn measure_overhead() -> Overhead {
     let mut spec = RecorderBuilder::new();
     spec.max_cycles(PER)
         .max_spans_per_cycle(PER)
+        .cpu_time_mode(CpuTimeMode::Spans)
         .ring(RingStorage::Heap);
     spec.phases.push("overhead".into());
     spec.stages.push(StageInfo {
@@ -246,6 +250,7 @@ fn measure_overhead() -> Overhead {
     let phase = PhaseId(0);
     let per_op = |t0: u64, t1: u64| clock.delta_as_nanos(t0, t1) as f64 / PER as f64;
     let mut cycle = Vec::with_capacity(BATCHES);
+    let mut cycle_cpu = Vec::with_capacity(BATCHES);
     let mut wall = Vec::with_capacity(BATCHES);
     let mut cpu = Vec::with_capacity(BATCHES);
     let mut raw_read = Vec::with_capacity(BATCHES);
@@ -257,6 +262,15 @@ fn measure_overhead() -> Overhead {
             rec.end_cycle();
         }
         cycle.push(per_op(t0, clock.raw()));
+
+        rec.cycle_cpu = true;
+        let t0 = clock.raw();
+        for _ in 0..PER {
+            rec.begin_cycle(phase, Release::NONE);
+            rec.end_cycle();
+        }
+        cycle_cpu.push(per_op(t0, clock.raw()));
+        rec.cycle_cpu = false;
 
         for (stage, out) in [(StageId(0), &mut wall), (StageId(1), &mut cpu)] {
             rec.begin_cycle(phase, Release::NONE);
@@ -289,6 +303,7 @@ fn measure_overhead() -> Overhead {
         cycle_ns: median(&mut cycle),
         span_wall_ns: median(&mut wall),
         span_cpu_ns: median(&mut cpu),
+        cycle_cpu_ns: median(&mut cycle_cpu),
         samples: BATCHES as u32,
     }
 }

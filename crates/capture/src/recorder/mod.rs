@@ -15,8 +15,9 @@
 //!   thread only copies `u16`s and `u64`s.
 //! * Wall time is a raw TSC read (quanta); ticks are converted to
 //!   nanoseconds only when the files are written. Thread CPU time is one
-//!   `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` per span edge and can be turned
-//!   off for the whole recorder or per stage.
+//!   `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` per cycle edge (the default
+//!   `cycle` mode), per span edge (`spans`, for the stages that ask for
+//!   it), or none (`off`): [`CpuTimeMode`](crate::CpuTimeMode).
 //! * There are no locks, no I/O and no formatting. Overflow is counted:
 //!   the ring overwrites its oldest cycle (`dropped_cycles`), a cycle that is
 //!   out of span slots (or nesting depth) counts the span in `spans_dropped`,
@@ -57,6 +58,9 @@ pub struct Recorder {
     values: Slab<u64>,
     live: LiveRef,
     stage_cpu: Box<[bool]>,
+    /// The `cycle` CPU-time mode: read the CPU clock at each cycle's start
+    /// and end.
+    cycle_cpu: bool,
     max_spans: usize,
     head: usize,
     len: usize,
@@ -167,11 +171,18 @@ impl Recorder {
         c.end = 0;
         c.sleep_start = sleep_start;
         c.wake = wake;
+        c.has_cpu = self.cycle_cpu as u8;
+        c.cpu_end = 0;
         self.cur = slot;
         self.in_cycle = true;
         self.depth = 0;
         self.generation = self.generation.wrapping_add(1);
+        // Wall first, so that the CPU read does not delay the start (and
+        // the deadline lag); it falls inside the work it measures instead.
         c.start = self.clock.raw();
+        if self.cycle_cpu {
+            c.cpu_start = sys::thread_cpu_ns();
+        }
     }
 
     /// End the open cycle (no-op without one). Spans still open are closed
@@ -182,6 +193,12 @@ impl Recorder {
             return;
         }
         let now = self.clock.raw();
+        // After the wall read, so that the work's end excludes it.
+        let cpu_end = if self.cycle_cpu {
+            sys::thread_cpu_ns()
+        } else {
+            0
+        };
         let base = self.cur * self.max_spans;
         for d in 0..self.depth {
             let s = &mut self.spans[base + self.stack[d] as usize];
@@ -197,6 +214,7 @@ impl Recorder {
         self.depth = 0;
         let c = &mut self.cycles[self.cur];
         c.end = now;
+        c.cpu_end = cpu_end;
         c.ended = 1;
         // Complete, after every field of the cycle (see crate::ring).
         c.seq.store(2 * c.index + 2, Ordering::Release);

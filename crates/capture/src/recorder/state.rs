@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{CaptureError, Result};
 use crate::format::{
-    Capacity, ClockAnchor, ClockDomain, ClockTable, Header, HeaderTag, Overhead, StageInfo,
-    ThreadInfo, TscCalibration, SCHEMA_VERSION,
+    Capacity, ClockAnchor, ClockDomain, ClockTable, CpuTimeMode, Header, HeaderTag, Overhead,
+    StageInfo, ThreadInfo, TscCalibration, SCHEMA_VERSION,
 };
 use crate::ring::{RingMeta, RingState};
 use crate::slot::{take_anchor, RawCycle};
@@ -225,13 +225,14 @@ pub(crate) fn header_of(
             max_span_depth: MAX_SPAN_DEPTH as u32,
         },
         nominal_period_ns: spec.nominal_period_ns,
-        thread_cpu_time: spec.thread_cpu,
+        thread_cpu_time: spec.cpu_mode != CpuTimeMode::Off,
+        thread_cpu_mode: Some(spec.cpu_mode),
         stages: spec
             .stages
             .iter()
             .map(|s| StageInfo {
                 name: s.name.clone(),
-                cpu_time: s.cpu_time && spec.thread_cpu,
+                cpu_time: s.cpu_time && spec.cpu_mode == CpuTimeMode::Spans,
             })
             .collect(),
         phases: spec.phases.clone(),

@@ -77,7 +77,7 @@ pub(crate) use shm::RingFile;
 /// The first eight bytes of every ring file.
 pub const RING_MAGIC: [u8; 8] = *b"LOOPTRNG";
 /// Version of the ring file layout this build writes and reads.
-pub const RING_LAYOUT_VERSION: u32 = 1;
+pub const RING_LAYOUT_VERSION: u32 = 2;
 /// Where ring files go unless configured: a tmpfs, so the loop never
 /// causes disk I/O.
 pub const DEFAULT_RING_DIR: &str = "/dev/shm";

@@ -109,7 +109,9 @@ class Recorder:
         values: Optional[Mapping[str, Tuple[Literal["int", "float"], str]]] = None,
         max_cycles: Optional[int] = None,  # None: 20000
         max_spans_per_cycle: Optional[int] = None,  # None: 16
-        thread_cpu: bool = True,
+        # None: "cycle" (two CPU-clock reads a cycle); "spans": two a span;
+        # "off"; True and False (before the modes) are "spans" and "off".
+        thread_cpu: Union[bool, Literal["cycle", "spans", "off"], None] = None,
         nominal_period_ns: Optional[int] = None,
         ring: Literal["auto", "heap"] = "auto",
         episode_dir: Optional[Union[str, PathLike[str]]] = None,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use looptime_capture::CpuTimeMode;
 use looptime_runtime::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
 
 /// Caller values the simulated runtime registers (the control loop's
@@ -112,8 +113,11 @@ pub struct RunConfig {
     pub timing_max_cycles: u64,
     /// Span slots per cycle.
     pub timing_max_spans_per_cycle: u32,
-    /// Measure thread CPU time per span.
-    pub timing_thread_cpu: bool,
+    /// Where the recorder reads the thread's CPU clock: `"cycle"` (the
+    /// default), `"spans"` or `"off"`; `true` and `false`, from configs
+    /// before the modes, read as `"spans"` and `"off"`.
+    #[serde(deserialize_with = "cpu_mode")]
+    pub timing_thread_cpu: CpuTimeMode,
     /// Most memory the recorder may preallocate, in MiB (2^20 bytes).
     pub timing_memory_budget_mb: u64,
     /// Seed of the simulated costs.
@@ -128,6 +132,31 @@ pub struct RunConfig {
     /// Also record the background threads (camera reader, viewer
     /// transport, policy worker), each into its own file of the episode.
     pub timing_threads: bool,
+}
+
+/// `run.timing_thread_cpu`: a mode name, or a boolean of the configs
+/// written before the modes (`true` per span, `false` off).
+fn cpu_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<CpuTimeMode, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bool(bool),
+        Name(String),
+    }
+    let raw = Raw::deserialize(d).map_err(|_| {
+        serde::de::Error::custom(
+            "timing_thread_cpu is \"cycle\", \"spans\" or \"off\" (or true for \"spans\", false for \"off\")",
+        )
+    })?;
+    match raw {
+        Raw::Bool(true) => Ok(CpuTimeMode::Spans),
+        Raw::Bool(false) => Ok(CpuTimeMode::Off),
+        Raw::Name(s) => CpuTimeMode::from_name(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{s}` is not a CPU-time mode: use \"cycle\" (two CPU-clock reads a cycle), \"spans\" (two a span) or \"off\""
+            ))
+        }),
+    }
 }
 
 /// `run.timing_ring`.
@@ -153,7 +182,7 @@ impl Default for RunConfig {
             control_timing: false,
             timing_max_cycles: 20_000,
             timing_max_spans_per_cycle: 16,
-            timing_thread_cpu: true,
+            timing_thread_cpu: CpuTimeMode::Cycle,
             timing_memory_budget_mb: DEFAULT_TIMING_MEMORY_BUDGET_MB,
             seed: 1,
             runs_dir: "runs".into(),
@@ -734,5 +763,44 @@ impl Config {
     /// The resolved config as canonical TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(value: &str) -> Result<CpuTimeMode, String> {
+        Config::from_toml(
+            &format!("[run]\ntiming_thread_cpu = {value}\n"),
+            Path::new("t.toml"),
+        )
+        .map(|c| c.run.timing_thread_cpu)
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn timing_thread_cpu_takes_mode_names_and_the_old_booleans() {
+        assert_eq!(mode("\"cycle\""), Ok(CpuTimeMode::Cycle));
+        assert_eq!(mode("\"spans\""), Ok(CpuTimeMode::Spans));
+        assert_eq!(mode("\"off\""), Ok(CpuTimeMode::Off));
+        assert_eq!(mode("true"), Ok(CpuTimeMode::Spans));
+        assert_eq!(mode("false"), Ok(CpuTimeMode::Off));
+        // Absent: the default, per cycle.
+        let c = Config::from_toml("[run]\n", Path::new("t.toml")).unwrap();
+        assert_eq!(c.run.timing_thread_cpu, CpuTimeMode::Cycle);
+        // The resolved config writes the name.
+        let text = toml::to_string(&c).unwrap();
+        assert!(text.contains("timing_thread_cpu = \"cycle\""), "{text}");
+    }
+
+    #[test]
+    fn a_bad_mode_names_the_file_and_the_choices() {
+        let e = mode("\"per-span\"").unwrap_err();
+        assert!(e.contains("t.toml"), "{e}");
+        assert!(e.contains("`per-span` is not a CPU-time mode"), "{e}");
+        assert!(e.contains("\"cycle\""), "{e}");
+        let e = mode("3").unwrap_err();
+        assert!(e.contains("\"spans\" or \"off\""), "{e}");
     }
 }

@@ -111,7 +111,7 @@ fn control_builder(
     b.episode_dir(episode);
     b.max_cycles(cfg.run.timing_max_cycles as usize)
         .max_spans_per_cycle(cfg.run.timing_max_spans_per_cycle as usize)
-        .thread_cpu_time(cfg.run.timing_thread_cpu)
+        .cpu_time_mode(cfg.run.timing_thread_cpu)
         .nominal_period_ns(cfg.nominal_period_ns())
         .target_clock(domain)
         .metadata(
@@ -161,7 +161,7 @@ fn thread_builder(
     let mut b = RecorderBuilder::new();
     b.max_cycles(cfg.run.timing_max_cycles as usize)
         .max_spans_per_cycle(THREAD_SPANS_PER_CYCLE as usize)
-        .thread_cpu_time(cfg.run.timing_thread_cpu)
+        .cpu_time_mode(cfg.run.timing_thread_cpu)
         .measure_overhead(false)
         .ring(storage.clone())
         .implicit_cycles(implicit);

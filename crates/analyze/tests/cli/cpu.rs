@@ -1,0 +1,174 @@
+//! The CPU-time modes from the analyzer's side: each mode's figures appear
+//! where they were recorded and nowhere else, the per-cycle figures
+//! against hand-computed values, and older evidence (no mode in its
+//! header) read as the mode it was.
+
+use super::*;
+use serde_json::json;
+
+/// The v1 synthetic fixture turned into `cycle`-mode evidence: the header
+/// names the mode, and three of the four running cycles carry a work CPU
+/// time (cycle 5 none, as if another producer left it out).
+fn cycle_mode_fixture() -> tempfile::TempDir {
+    damaged("v1/synthetic-basic", |lines| {
+        let mut out = Vec::new();
+        for l in lines {
+            let mut v: Value = serde_json::from_str(&l).unwrap();
+            if v["type"] == "header" {
+                v["thread_cpu_mode"] = json!("cycle");
+            } else {
+                let cpu = match v["cycle"].as_u64().unwrap() {
+                    2 => Some(3_000_000),
+                    3 => Some(5_000_000),
+                    4 => Some(2_000_100),
+                    _ => None,
+                };
+                if let Some(c) = cpu {
+                    v["cpu_ns"] = json!(c);
+                }
+            }
+            out.push(v.to_string());
+        }
+        joined(out)
+    })
+}
+
+#[test]
+fn cycle_mode_figures_against_hand_computed_values() {
+    let dir = cycle_mode_fixture();
+    let r = analyze_json(dir.path(), &[]);
+    assert_eq!(r["capture"]["thread_cpu"], "cycle");
+    let running = phase(&r, "running");
+    // Running cycles 2..=5 work 4, 11, 2 and 1 ms (end − start in the
+    // fixture); CPU 3, 5 and 2.0001 ms on cycles 2, 3 and 4.
+    let cpu = &running["work_cpu"];
+    assert_eq!(cpu["count"], 3);
+    assert_eq!(cpu["min_ns"], 2_000_100);
+    assert_eq!(cpu["max_ns"], 5_000_000);
+    // (3,000,000 + 5,000,000 + 2,000,100) / 3 = 3,333,366.67, to 0.1 ns.
+    assert_eq!(cpu["mean_ns"], 3_333_366.7);
+    // Off-CPU per cycle: 4 − 3 = 1 ms, 11 − 5 = 6 ms, and 2 − 2.0001
+    // clamped to 0.
+    let off = &running["off_cpu"];
+    assert_eq!(
+        (&off["count"], &off["min_ns"], &off["max_ns"]),
+        (&json!(3), &json!(0), &json!(6_000_000))
+    );
+    // Share: (1 + 6 + 0) ms / (4 + 11 + 2) ms = 7/17 = 0.41176…, to 10^-4;
+    // cycle 5 (no CPU time) is in neither sum.
+    assert_eq!(running["off_cpu_share"], 0.4118);
+    // Warmup has no CPU time: no figure, not a zero.
+    let warmup = phase(&r, "warmup");
+    for k in ["work_cpu", "off_cpu", "off_cpu_share"] {
+        assert!(warmup.get(k).is_none(), "{k}");
+    }
+
+    // The text report says the mode and prints the share.
+    let t = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(
+        t.stdout.contains("thread CPU time: per cycle"),
+        "{}",
+        t.stdout
+    );
+    assert!(t
+        .stdout
+        .contains("work CPU, the thread's CPU time over the work"));
+    assert!(t
+        .stdout
+        .contains("off-CPU share of the work's wall time: running 41.18 %"));
+}
+
+#[test]
+fn an_absurd_cycle_cpu_time_is_a_bad_line() {
+    let dir = damaged("v1/synthetic-basic", |mut lines| {
+        let mut v: Value = serde_json::from_str(&lines[3]).unwrap();
+        v["cpu_ns"] = json!(4_000_000_000_000u64);
+        lines[3] = v.to_string();
+        joined(lines)
+    });
+    let r = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("control_timing.jsonl:4:"), "{}", r.stderr);
+    assert!(r.stderr.contains("cpu_ns is absurd"), "{}", r.stderr);
+}
+
+#[test]
+fn older_evidence_reads_as_the_mode_it_was() {
+    // v1 and v2 headers carry `thread_cpu_time: true` and no mode: per
+    // span. Their stages keep their CPU figures; no cycle has any.
+    for ep in ["v1/serve-episode", "v1/synthetic-basic", "v2/serve-episode"] {
+        let r = analyze_json(&fixture(ep), &[]);
+        assert_eq!(r["capture"]["thread_cpu"], "spans", "{ep}");
+        for p in r["phases"].as_array().unwrap() {
+            assert!(p.get("work_cpu").is_none(), "{ep}");
+        }
+        assert!(
+            r["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| !s["cpu"].is_null()),
+            "{ep}"
+        );
+    }
+    // `thread_cpu_time: false` and no mode: off.
+    let off = damaged("v1/synthetic-basic", |mut lines| {
+        lines[0] = lines[0].replace("\"thread_cpu_time\":true", "\"thread_cpu_time\":false");
+        joined(lines)
+    });
+    let r = analyze_json(off.path(), &[]);
+    assert_eq!(r["capture"]["thread_cpu"], "off");
+}
+
+#[test]
+fn serve_records_in_each_mode_and_the_analyzer_reads_each() {
+    let _lock = serve_lock();
+    // `true` and `false` are the configs written before the modes.
+    for (setting, mode) in [
+        ("\"cycle\"", "cycle"),
+        ("\"spans\"", "spans"),
+        ("\"off\"", "off"),
+        ("true", "spans"),
+        ("false", "off"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = tmp.path().join("cpu.toml");
+        std::fs::write(
+            &cfg,
+            format!("[run]\ntiming_thread_cpu = {setting}\ntiming_threads = false\n"),
+        )
+        .unwrap();
+        let dir = serve(
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "--rtf",
+                "0",
+                "--warmup",
+                "0",
+                "--duration",
+                "0.3",
+            ],
+            tmp.path(),
+        );
+        let r = analyze_json(&dir, &[]);
+        assert_eq!(r["capture"]["thread_cpu"], mode, "{setting}");
+        let running = phase(&r, "running");
+        let cycle = mode == "cycle";
+        assert_eq!(running.get("work_cpu").is_some(), cycle, "{setting}");
+        assert_eq!(running.get("off_cpu_share").is_some(), cycle, "{setting}");
+        if cycle {
+            assert_eq!(running["work_cpu"]["count"], running["work"]["count"]);
+            let share = running["off_cpu_share"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&share), "{share}");
+        }
+        let stage_cpu = r["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| !s["cpu"].is_null());
+        assert_eq!(stage_cpu, mode == "spans", "{setting}");
+        assert_eq!(r["crosscheck"]["mismatches"].as_array().unwrap().len(), 0);
+    }
+}
