@@ -2,8 +2,10 @@
 """Checks the Parquet dataset (docs/dataset.md) and the SQL of docs/fleet.md:
 DuckDB runs docs/sql/*.sql over a dataset of at least 20 episodes and
 reproduces, exactly, every episode's per-phase cycles, overruns, loop Hz and
-nearest-rank period p50/p99/p99.9, and its per-stage span counts and wall
-p50/p99, as `analyze_control_timing report --json` gives them.
+nearest-rank period p50/p99/p99.9, its per-stage span counts and wall
+p50/p99, and (where cycles carry their work's CPU time) its per-phase
+off-CPU share and work-CPU p99, as `analyze_control_timing report --json`
+gives them.
 
 Usage: python3 tests/dataset_check.py ANALYZER LOOPTIME [--spark]
 
@@ -176,6 +178,8 @@ def main():
         phases = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "phase_figures.sql")}
         stages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["path"], r["attrs"]): r
                   for r in duckdb_rows(dataset, "stage_p99.sql")}
+        cpu = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "cpu_share.sql")}
+        cpu_checked = 0
         checked = 0
         overruns = 0
         for ep in eps:
@@ -193,6 +197,17 @@ def main():
                     assert got[k] == v, (str(ep), p["phase"], k, got[k], v)
                     checked += 1
                 overruns += p["overruns"]
+                # Per-cycle CPU time (the default `cycle` mode of the
+                # recorded sessions; the fixtures predate the modes): the
+                # SQL's row exists exactly where the report has the figures.
+                c = cpu.get(key + (p["phase"],))
+                assert (c is None) == ("work_cpu" not in p), (str(ep), p["phase"], c)
+                if c is not None:
+                    for k, v in (("cpu_cycles", p["work_cpu"]["count"]), ("off_cpu_share", p.get("off_cpu_share")),
+                                 ("work_cpu_p99_ns", p["work_cpu"]["p99_ns"])):
+                        assert c[k] == v, (str(ep), p["phase"], k, c[k], v)
+                        checked += 1
+                    cpu_checked += 1
             for s in rep["stages"]:
                 attrs = ";".join(f"{k}={v}" for k, v in sorted(s["attrs"].items()))
                 got = stages[key + (s["phase"], s["path"], attrs)]
@@ -201,11 +216,12 @@ def main():
                     assert got[k] == v, (str(ep), s["phase"], s["path"], k, got[k], v)
                     checked += 1
         assert overruns > 0, "the spiky session should overrun"
+        assert cpu_checked >= 20, f"only {cpu_checked} phases with per-cycle CPU time"
         print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
               f"{checked} figures equal to the analyzer's")
         check_fleet(analyzer, tmp, eps, phases, dirs)
         if spark:
-            for q in ("phase_figures.sql", "stage_p99.sql"):
+            for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql"):
                 a = duckdb_rows(dataset, q)
                 b = spark_rows(dataset, q)
                 same_rows(q, a, b)

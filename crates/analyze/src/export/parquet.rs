@@ -181,6 +181,10 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, thread: &str) -> Result<DataFrame> {
             Column::new("work_ns".into(), cc.work.clone()),
             Column::new("overshoot_ns".into(), cc.overshoot.clone()),
             Column::new("lag_ns".into(), cc.lag.clone()),
+            Column::new(
+                "cpu_ns".into(),
+                c.iter().map(|c| c.cpu_ns).collect::<Vec<Option<i64>>>(),
+            ),
         ],
     )?)
 }
