@@ -120,6 +120,8 @@ fn gen(dir: &Path, cycles: u64) {
             start_ns: start,
             end_ns: Some(t),
             cpu_ns: None,
+            spin_margin_ns: None,
+            spin_ns: None,
             target_ns: Some(target),
             sleep_start_ns: Some(target - 6_000_000),
             wake_ns: Some(start - 100),

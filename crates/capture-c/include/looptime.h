@@ -142,6 +142,58 @@ typedef struct looptime_recorder looptime_recorder;
 typedef struct looptime_scheduler looptime_scheduler;
 
 /**
+ * What one `looptime_scheduler_wait` did.
+ */
+typedef struct {
+  /**
+   * Cycle index (0 for the first wait).
+   */
+  uint64_t cycle;
+  /**
+   * The release point this cycle runs for (host monotonic ns).
+   */
+  uint64_t target_ns;
+  /**
+   * When the wait began.
+   */
+  uint64_t wait_start_ns;
+  /**
+   * When the absolute sleep returned.
+   */
+  uint64_t sleep_return_ns;
+  /**
+   * When the wait ended; the cycle starts here.
+   */
+  uint64_t wake_ns;
+  /**
+   * Time spent spinning.
+   */
+  uint64_t spin_ns;
+  /**
+   * Measured time since the previous cycle start, bounded by `max_dt_ns`:
+   * the `dt` to hand the controller.
+   */
+  uint64_t dt_measured_ns;
+  /**
+   * Whole release points skipped (keep-phase only).
+   */
+  uint32_t skipped;
+  /**
+   * The release point had passed when the wait began (an overrun).
+   */
+  bool overdue;
+  /**
+   * `dt_measured_ns` was clamped to `max_dt_ns`.
+   */
+  bool dt_clamped;
+  /**
+   * The spin margin this wait used (the adaptive margin's value at this
+   * wait, with `auto_margin`).
+   */
+  uint64_t spin_margin_ns;
+} looptime_tick;
+
+/**
  * What a recorder holds so far.
  */
 typedef struct {
@@ -188,54 +240,13 @@ typedef struct {
    * Upper bound of `dt_measured_ns` (at least one period).
    */
   uint64_t max_dt_ns;
+  /**
+   * Adapt the margin to the OS sleep latency seen lately, between 50 µs
+   * and the ceiling (`spin_margin_ns` is then the first wait's margin).
+   * False by default.
+   */
+  bool auto_margin;
 } looptime_scheduler_config;
-
-/**
- * What one `looptime_scheduler_wait` did.
- */
-typedef struct {
-  /**
-   * Cycle index (0 for the first wait).
-   */
-  uint64_t cycle;
-  /**
-   * The release point this cycle runs for (host monotonic ns).
-   */
-  uint64_t target_ns;
-  /**
-   * When the wait began.
-   */
-  uint64_t wait_start_ns;
-  /**
-   * When the absolute sleep returned.
-   */
-  uint64_t sleep_return_ns;
-  /**
-   * When the wait ended; the cycle starts here.
-   */
-  uint64_t wake_ns;
-  /**
-   * Time spent spinning.
-   */
-  uint64_t spin_ns;
-  /**
-   * Measured time since the previous cycle start, bounded by `max_dt_ns`:
-   * the `dt` to hand the controller.
-   */
-  uint64_t dt_measured_ns;
-  /**
-   * Whole release points skipped (keep-phase only).
-   */
-  uint32_t skipped;
-  /**
-   * The release point had passed when the wait began (an overrun).
-   */
-  bool overdue;
-  /**
-   * `dt_measured_ns` was clamped to `max_dt_ns`.
-   */
-  bool dt_clamped;
-} looptime_tick;
 
 /**
  * What a program declares about its episode.
@@ -525,6 +536,17 @@ int32_t looptime_cycle_begin(looptime_recorder *r,
                              uint32_t skipped);
 
 /**
+ * Begin a cycle in `phase` for the wait `tick` describes (from
+ * `looptime_scheduler_wait`): its release point, overrun, skips, and the
+ * spin margin and spin time of the wait, which the evidence keeps with the
+ * cycle. Otherwise as `looptime_cycle_begin`.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder; `tick` is NULL or readable.
+ */
+int32_t looptime_cycle_begin_tick(looptime_recorder *r, uint32_t phase, const looptime_tick *tick);
+
+/**
  * End the open cycle (nothing happens without one). Spans still open are
  * closed now and marked `closed_by_cycle_end`.
  *
@@ -605,7 +627,7 @@ int32_t looptime_recorder_counts(const looptime_recorder *r, looptime_counts *ou
 int32_t looptime_recorder_finish(looptime_recorder *r, const char *dir, bool complete);
 
 /**
- * The defaults for `period_ns`: a 200 µs spin margin (less for short
+ * The defaults for `period_ns`: a fixed 200 µs spin margin (less for short
  * periods), rebase, and `dt` bounded at three periods.
  */
 looptime_scheduler_config looptime_scheduler_config_default(uint64_t period_ns);

@@ -151,7 +151,7 @@ private:
 class Cycle {
 public:
     Cycle(Recorder &rec, uint32_t phase, const looptime_tick &tick) noexcept : r_(rec.get()) {
-        looptime_cycle_begin(r_, phase, tick.target_ns, tick.overdue, tick.skipped);
+        looptime_cycle_begin_tick(r_, phase, &tick);
     }
     Cycle(Recorder &rec, uint32_t phase) noexcept : r_(rec.get()) {
         looptime_cycle_begin(r_, phase, LOOPTIME_NO_TARGET, false, 0);

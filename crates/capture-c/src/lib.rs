@@ -901,6 +901,41 @@ pub unsafe extern "C" fn looptime_cycle_begin(
             target_ns: (target_ns != LOOPTIME_NO_TARGET).then_some(target_ns),
             overdue,
             skipped,
+            ..Release::NONE
+        };
+        h.rec.begin_cycle(p, release);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Begin a cycle in `phase` for the wait `tick` describes (from
+/// `looptime_scheduler_wait`): its release point, overrun, skips, and the
+/// spin margin and spin time of the wait, which the evidence keeps with the
+/// cycle. Otherwise as `looptime_cycle_begin`.
+///
+/// # Safety
+/// `r` is NULL or a live recorder; `tick` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_cycle_begin_tick(
+    r: *mut CRecorder,
+    phase: u32,
+    tick: *const Tick,
+) -> i32 {
+    guard("looptime_cycle_begin_tick", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        // SAFETY: the caller's contract.
+        let t = *unsafe { tick.as_ref() }.ok_or_else(|| fail(LOOPTIME_ERR_NULL, "tick is NULL"))?;
+        let p = *h
+            .phases
+            .get(phase as usize)
+            .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
+        let release = Release {
+            target_ns: Some(t.target_ns),
+            overdue: t.overdue,
+            skipped: t.skipped,
+            spin_margin_ns: Some(t.spin_margin_ns),
+            spin_ns: Some(t.spin_ns),
         };
         h.rec.begin_cycle(p, release);
         Ok(LOOPTIME_OK)
@@ -1192,9 +1227,13 @@ pub struct SchedulerSettings {
     pub policy: u32,
     /// Upper bound of `dt_measured_ns` (at least one period).
     pub max_dt_ns: u64,
+    /// Adapt the margin to the OS sleep latency seen lately, between 50 µs
+    /// and the ceiling (`spin_margin_ns` is then the first wait's margin).
+    /// False by default.
+    pub auto_margin: bool,
 }
 
-/// The defaults for `period_ns`: a 200 µs spin margin (less for short
+/// The defaults for `period_ns`: a fixed 200 µs spin margin (less for short
 /// periods), rebase, and `dt` bounded at three periods.
 #[no_mangle]
 pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> SchedulerSettings {
@@ -1205,6 +1244,7 @@ pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> Scheduler
         spin_margin_ns: c.spin_margin_ns,
         policy: LOOPTIME_POLICY_REBASE,
         max_dt_ns: c.max_dt_ns,
+        auto_margin: c.auto_margin,
     }
 }
 
@@ -1239,6 +1279,9 @@ pub struct Tick {
     pub overdue: bool,
     /// `dt_measured_ns` was clamped to `max_dt_ns`.
     pub dt_clamped: bool,
+    /// The spin margin this wait used (the adaptive margin's value at this
+    /// wait, with `auto_margin`).
+    pub spin_margin_ns: u64,
 }
 
 /// The C view of the runtime's one `Tick`: the same fields, in the order
@@ -1252,6 +1295,7 @@ impl From<looptime_runtime::scheduler::Tick> for Tick {
             sleep_return_ns,
             wake_ns,
             spin_ns,
+            spin_margin_ns,
             overdue,
             skipped,
             dt_measured_ns,
@@ -1268,6 +1312,7 @@ impl From<looptime_runtime::scheduler::Tick> for Tick {
             skipped,
             overdue,
             dt_clamped,
+            spin_margin_ns,
         }
     }
 }
@@ -1303,6 +1348,7 @@ pub unsafe extern "C" fn looptime_scheduler_new(
         let cfg = SchedulerConfig {
             period_ns: s.period_ns,
             spin_margin_ns: s.spin_margin_ns,
+            auto_margin: s.auto_margin,
             policy,
             max_dt_ns: s.max_dt_ns,
         };
@@ -1482,6 +1528,7 @@ pub unsafe extern "C" fn looptime_episode_create(
             timing_max_cycles: info.timing_max_cycles,
             nominal_period_ns: sched.period_ns,
             spin_margin_ns: sched.spin_margin_ns,
+            spin_margin_auto: sched.auto_margin,
             overrun_policy: if sched.policy == LOOPTIME_POLICY_KEEP_PHASE {
                 "keep-phase"
             } else {
@@ -1714,6 +1761,7 @@ mod tests {
             skipped: 7,
             dt_measured_ns: 8,
             dt_clamped: false,
+            spin_margin_ns: 9,
         };
         let c = Tick::from(t);
         assert_eq!(
@@ -1722,11 +1770,14 @@ mod tests {
         );
         assert_eq!((c.wake_ns, c.spin_ns, c.dt_measured_ns), (5, 6, 8));
         assert_eq!((c.skipped, c.overdue, c.dt_clamped), (7, true, false));
+        assert_eq!(c.spin_margin_ns, 9);
         // The ABI layout looptime.h fixes: seven u64, a u32, two bools,
-        // padded to 8 bytes.
-        assert_eq!(std::mem::size_of::<Tick>(), 7 * 8 + 4 + 2 + 2);
+        // padded to 8 bytes, then the margin (added last, so the fields
+        // before it keep their offsets).
+        assert_eq!(std::mem::size_of::<Tick>(), 7 * 8 + 4 + 2 + 2 + 8);
         assert_eq!(std::mem::offset_of!(Tick, skipped), 56);
         assert_eq!(std::mem::offset_of!(Tick, overdue), 60);
         assert_eq!(std::mem::offset_of!(Tick, dt_clamped), 61);
+        assert_eq!(std::mem::offset_of!(Tick, spin_margin_ns), 64);
     }
 }

@@ -103,6 +103,10 @@ pub struct Release {
     pub overdue: bool,
     /// Whole release points skipped before this cycle.
     pub skipped: u32,
+    /// The spin margin the scheduler's wait before this cycle used.
+    pub spin_margin_ns: Option<u64>,
+    /// How long that wait spun.
+    pub spin_ns: Option<u64>,
 }
 
 impl Release {
@@ -111,14 +115,15 @@ impl Release {
         target_ns: None,
         overdue: false,
         skipped: 0,
+        spin_margin_ns: None,
+        spin_ns: None,
     };
 
     /// An on-time cycle scheduled for `target_ns`.
     pub fn at(target_ns: u64) -> Release {
         Release {
             target_ns: Some(target_ns),
-            overdue: false,
-            skipped: 0,
+            ..Release::NONE
         }
     }
 }

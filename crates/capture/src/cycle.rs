@@ -190,6 +190,8 @@ mod tests {
             start_ns: start,
             end_ns: end,
             cpu_ns: None,
+            spin_margin_ns: None,
+            spin_ns: None,
             target_ns: None,
             sleep_start_ns: None,
             wake_ns: None,

@@ -443,6 +443,14 @@ pub struct CycleRecord {
     /// When the wait before this cycle ended (after sleep and spin).
     #[serde(default)]
     pub wake_ns: Option<u64>,
+    /// The spin margin the scheduler's wait before this cycle used (fixed,
+    /// or the adaptive margin's value then); absent when the caller gave
+    /// none. Added within schema 2; older files have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin_margin_ns: Option<u64>,
+    /// How long that wait spun, ns; absent when the caller gave none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin_ns: Option<u64>,
     /// True when the release point had already passed when the scheduler
     /// came to wait for it (the previous cycle overran).
     #[serde(default)]

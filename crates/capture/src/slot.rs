@@ -33,6 +33,8 @@ pub(crate) struct CycleSlot {
     pub(crate) wake: u64,
     pub(crate) cpu_start: u64,
     pub(crate) cpu_end: u64,
+    pub(crate) spin_margin: u64,
+    pub(crate) spin: u64,
     pub(crate) spans_dropped: u32,
     pub(crate) skipped: u32,
     pub(crate) phase: u16,
@@ -43,7 +45,9 @@ pub(crate) struct CycleSlot {
     pub(crate) has_wait: u8,
     pub(crate) ended: u8,
     pub(crate) has_cpu: u8,
-    _pad: [u8; 5],
+    pub(crate) has_margin: u8,
+    pub(crate) has_spin: u8,
+    _pad: [u8; 3],
 }
 
 /// One span slot; `repr(C)`, plain integers, as [`CycleSlot`].
@@ -169,6 +173,8 @@ impl<'a> RawCycle<'a> {
             cpu_ns: (c.has_cpu != 0 && ended).then(|| c.cpu_end.saturating_sub(c.cpu_start)),
             target_ns: (c.has_target != 0).then_some(c.target_ns),
             sleep_start_ns: (c.has_wait != 0).then(|| map.to_ns(c.sleep_start)),
+            spin_margin_ns: (c.has_margin != 0).then_some(c.spin_margin),
+            spin_ns: (c.has_spin != 0).then_some(c.spin),
             wake_ns: (c.has_wait != 0).then(|| map.to_ns(c.wake)),
             overdue: c.overdue != 0,
             skipped: c.skipped,

@@ -58,6 +58,8 @@ fn round_trip_preserves_everything_recorded() {
                 target_ns: Some(1_000 + i * 10_000_000),
                 overdue: i == 3,
                 skipped: (i == 4) as u32,
+                spin_margin_ns: Some(200_000 + i),
+                spin_ns: (i % 2 == 0).then_some(i * 10),
             },
         );
         rec.set_int(seq, 100 + i as i64);
@@ -92,6 +94,8 @@ fn round_trip_preserves_everything_recorded() {
         assert_eq!(c.target_ns, Some(1_000 + i * 10_000_000));
         assert_eq!(c.overdue, i == 3);
         assert_eq!(c.skipped, (i == 4) as u32);
+        assert_eq!(c.spin_margin_ns, Some(200_000 + i));
+        assert_eq!(c.spin_ns, (i % 2 == 0).then_some(i * 10));
         assert_eq!(c.values["robot_seq"].as_i64(), Some(100 + i as i64));
         assert_eq!(
             c.values.get("success_rate").and_then(|v| v.as_f64()),

@@ -590,9 +590,9 @@ fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
         f.seek(SeekFrom::Start(at)).unwrap();
         f.write_all(&v.to_le_bytes()).unwrap();
     };
-    // CycleSlot.phase is at byte 80 of its slot; SpanSlot.stage at 48 and
+    // CycleSlot.phase is at byte 96 of its slot; SpanSlot.stage at 48 and
     // .parent at 50; span k of cycle c is slot c * max_spans + k.
-    poke(cycles_at + 3 * cycle_slot + 80, 999);
+    poke(cycles_at + 3 * cycle_slot + 96, 999);
     poke(spans_at + (6 * max_spans + 1) * span_slot + 48, 999);
     poke(spans_at + (8 * max_spans + 1) * span_slot + 50, 1);
     let r = RingReader::open(&path).unwrap().read(None).unwrap();

@@ -138,6 +138,8 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
                 target_ns: Some(i * 10_000_000),
                 overdue: i % 97 == 0,
                 skipped: (i % 1000 == 0) as u32,
+                spin_margin_ns: Some(200_000),
+                spin_ns: Some(i % 1000),
             },
         );
         rec.set_int(seq, i as i64);

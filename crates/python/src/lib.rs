@@ -260,6 +260,11 @@ impl Tick {
     fn spin_ns(&self) -> u64 {
         self.0.spin_ns
     }
+    /// The spin margin this wait used.
+    #[getter]
+    fn spin_margin_ns(&self) -> u64 {
+        self.0.spin_margin_ns
+    }
     /// Measured time since the previous cycle start, bounded by `max_dt`.
     #[getter]
     fn dt_measured_ns(&self) -> u64 {
@@ -307,11 +312,11 @@ pub struct Scheduler {
 #[pymethods]
 impl Scheduler {
     #[new]
-    #[pyo3(signature = (period_s, spin_margin_us = 200.0, policy = "rebase", max_dt_s = None, release_gil_during_spin = false))]
+    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false))]
     fn new(
         py: Python<'_>,
         period_s: f64,
-        spin_margin_us: f64,
+        spin_margin_us: Option<&Bound<'_, PyAny>>,
         policy: &str,
         max_dt_s: Option<f64>,
         release_gil_during_spin: bool,
@@ -321,11 +326,29 @@ impl Scheduler {
                 "period_s must be a positive number of seconds (at most 3600), not {period_s}"
             )));
         }
-        if !(spin_margin_us.is_finite() && spin_margin_us >= 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "spin_margin_us must be >= 0, not {spin_margin_us}"
-            )));
-        }
+        // None: 200 µs (clamped to half the period); "auto": adaptive.
+        let auto = spin_margin_us.is_some_and(|m| m.extract::<String>().is_ok_and(|s| s == "auto"));
+        let margin_us: Option<f64> = match spin_margin_us.filter(|m| !m.is_none() && !auto) {
+            None => None,
+            Some(m) => {
+                let us: f64 = m
+                    .extract()
+                    .ok()
+                    .filter(|_| !m.is_instance_of::<PyBool>())
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "spin_margin_us must be a number of microseconds or \"auto\", not {}",
+                            m.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+                        ))
+                    })?;
+                if !(us.is_finite() && us >= 0.0) {
+                    return Err(PyValueError::new_err(format!(
+                        "spin_margin_us must be >= 0, not {us}"
+                    )));
+                }
+                Some(us)
+            }
+        };
         let period_ns = (period_s * 1e9).round() as u64;
         let policy = match policy {
             "rebase" => OverrunPolicy::Rebase,
@@ -337,7 +360,10 @@ impl Scheduler {
             }
         };
         let mut cfg = SchedulerConfig::new(period_ns);
-        cfg.spin_margin_ns = (spin_margin_us * 1e3).round() as u64;
+        if let Some(us) = margin_us {
+            cfg.spin_margin_ns = (us * 1e3).round() as u64;
+        }
+        cfg.auto_margin = auto;
         cfg.policy = policy;
         if let Some(m) = max_dt_s {
             if !(m.is_finite() && m > 0.0) {
@@ -398,10 +424,21 @@ impl Scheduler {
     fn period_ns(&self) -> u64 {
         self.s.config().period_ns
     }
-    /// The spin margin, in ns.
+    /// The spin margin the next wait uses, in ns (with `"auto"`, the
+    /// adaptive margin's current value).
     #[getter]
     fn spin_margin_ns(&self) -> u64 {
-        self.s.config().spin_margin_ns
+        self.s.spin_margin_ns()
+    }
+    /// Whether the margin adapts (`spin_margin_us="auto"`).
+    #[getter]
+    fn auto_margin(&self) -> bool {
+        self.s.config().auto_margin
+    }
+    /// The lowest and highest margin the waits so far used, in ns.
+    #[getter]
+    fn spin_margin_range_ns(&self) -> (u64, u64) {
+        self.s.spin_margin_range_ns()
     }
     /// `"rebase"` or `"keep-phase"`.
     #[getter]
@@ -1377,6 +1414,7 @@ impl Episode {
             timing_max_cycles,
             nominal_period_ns: cfg.period_ns,
             spin_margin_ns: cfg.spin_margin_ns,
+            spin_margin_auto: cfg.auto_margin,
             overrun_policy: cfg.policy.as_str(),
             settings: map,
         };

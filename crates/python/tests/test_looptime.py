@@ -199,9 +199,31 @@ def test_scheduler_hands_out_absolute_deadlines_and_the_tick_is_reused(tmp_path)
     # A recorder cycle takes the tick's release point as its target.
     with rec.cycle("running", tick):
         pass
-    target = tick.target_ns
+    target, margin, spin = tick.target_ns, tick.spin_margin_ns, tick.spin_ns
     _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
     assert cycles[0]["target_ns"] == target
+    # ... and the wait's margin and spin, which the evidence keeps.
+    assert (cycles[0]["spin_margin_ns"], cycles[0]["spin_ns"]) == (margin, spin) and margin == 100_000
+
+
+def test_an_adaptive_margin_stays_in_its_bounds_and_reaches_the_evidence(tmp_path):
+    sched = looptime.Scheduler(0.002, spin_margin_us="auto")
+    assert sched.auto_margin and sched.spin_margin_ns == 200_000  # the first wait's
+    rec = small_recorder()
+    margins = []
+    for _ in range(40):
+        tick = sched.wait(rec)
+        with rec.cycle("running", tick):
+            pass
+        margins.append(tick.spin_margin_ns)
+    # Between the 50 µs floor and the ceiling (half of 2 ms), whatever this
+    # machine's sleep latency is; the range covers every margin used.
+    assert all(50_000 <= m <= 1_000_000 for m in margins), margins
+    lo, hi = sched.spin_margin_range_ns
+    assert lo == min(margins) and hi == max(margins)
+    _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
+    assert [c["spin_margin_ns"] for c in cycles] == margins
+    assert not looptime.Scheduler(0.002).auto_margin
 
 
 def test_an_overrun_is_counted_not_raised():
@@ -334,6 +356,8 @@ def test_naming_mistakes_raise_at_lookup():
         (dict(period_s=0.01, spin_margin_us=6000), "exceeds its ceiling"),
         (dict(period_s=0.01, max_dt_s=0.001), "below one period"),
         (dict(period_s=0.01, spin_margin_us=-1), "spin_margin_us must be >= 0"),
+        (dict(period_s=0.01, spin_margin_us="fast"), 'a number of microseconds or "auto"'),
+        (dict(period_s=0.01, spin_margin_us=True), 'a number of microseconds or "auto"'),
     ],
 )
 def test_scheduler_setup_mistakes_raise_clearly(kw, needle):

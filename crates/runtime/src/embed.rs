@@ -52,8 +52,10 @@ pub struct ProgramFacts {
     pub timing_max_cycles: u64,
     /// The nominal period of the loop.
     pub nominal_period_ns: u64,
-    /// The scheduler's spin margin.
+    /// The scheduler's spin margin (the first wait's, when adaptive).
     pub spin_margin_ns: u64,
+    /// Whether the margin adapts (`auto`).
+    pub spin_margin_auto: bool,
     /// `rebase` or `keep-phase`.
     pub overrun_policy: &'static str,
     /// Further settings of the program, recorded under `config.program`
@@ -257,6 +259,7 @@ impl HostEpisode {
                 nominal_period_ns: f.nominal_period_ns,
                 effective_period_ns: f.nominal_period_ns,
                 spin_margin_ns: f.spin_margin_ns,
+                spin_margin_auto: f.spin_margin_auto,
                 overrun_policy: f.overrun_policy,
                 clock: "host_monotonic",
             },
@@ -305,6 +308,7 @@ mod tests {
             timing_max_cycles: 500,
             nominal_period_ns: 10_000_000,
             spin_margin_ns: 200_000,
+            spin_margin_auto: false,
             overrun_policy: "rebase",
             settings: BTreeMap::from([("duration_s".to_string(), serde_json::json!(2.5))]),
         }

@@ -183,8 +183,12 @@ pub struct ScheduleFacts {
     pub nominal_period_ns: u64,
     /// Effective period (nominal / rtf).
     pub effective_period_ns: u64,
-    /// Spin margin.
+    /// Spin margin (with `spin_margin_auto`, the first wait's).
     pub spin_margin_ns: u64,
+    /// The margin adapted to the OS sleep latency (`"auto"`); absent when
+    /// fixed. The evidence's cycles carry the margin each wait used.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub spin_margin_auto: bool,
     /// Overrun policy.
     pub overrun_policy: &'static str,
     /// Clock the schedule ran on.
@@ -445,6 +449,7 @@ mod tests {
                     nominal_period_ns: 10_000_000,
                     effective_period_ns: 10_000_000,
                     spin_margin_ns: 200_000,
+                    spin_margin_auto: false,
                     overrun_policy: "rebase",
                     clock: "host_monotonic",
                 },

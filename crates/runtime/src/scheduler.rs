@@ -23,6 +23,15 @@
 //! The spin never lasts longer than the margin, because it only starts once
 //! the deadline is at most the margin away.
 //!
+//! # The margin
+//!
+//! Fixed (`spin_margin_ns`, 200 µs by default), or adaptive
+//! (`auto_margin`): then `spin_margin_ns` is only the margin of the first
+//! wait, and after each sleep the margin follows the OS sleep latency the
+//! scheduler has seen lately, within a floor and the same ceiling as a
+//! fixed margin ([`crate::margin`]). Every [`Tick`] says the margin its
+//! wait used, and the recorder writes it with the cycle.
+//!
 //! # `dt_measured`
 //!
 //! Every [`Tick`] carries the measured time since the previous cycle start
@@ -34,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::clock::LoopClock;
+use crate::margin::AutoMargin;
 
 /// Default spin margin: sleep ends this long before the deadline, the rest
 /// is spun. Chosen above this class of machine's typical timer wake-up
@@ -71,8 +81,12 @@ impl OverrunPolicy {
 pub struct SchedulerConfig {
     /// Period between release points (the effective period, after rtf).
     pub period_ns: u64,
-    /// Sleep ends this long before the deadline; the rest is spun.
+    /// Sleep ends this long before the deadline; the rest is spun. With
+    /// `auto_margin`, the margin of the first wait only.
     pub spin_margin_ns: u64,
+    /// Adapt the margin to the OS sleep latency seen lately
+    /// ([`crate::margin`]), within a floor and the ceiling.
+    pub auto_margin: bool,
     /// The overrun policy.
     pub policy: OverrunPolicy,
     /// Upper bound of `dt_measured`.
@@ -86,6 +100,7 @@ impl SchedulerConfig {
         Self {
             period_ns,
             spin_margin_ns: DEFAULT_SPIN_MARGIN_NS.min(Self::margin_ceiling(period_ns)),
+            auto_margin: false,
             policy: OverrunPolicy::Rebase,
             max_dt_ns: period_ns.saturating_mul(3),
         }
@@ -147,6 +162,9 @@ pub struct Tick {
     pub wake_ns: u64,
     /// Time spent spinning.
     pub spin_ns: u64,
+    /// The spin margin this wait used (fixed, or the adaptive margin's value
+    /// at this wait).
+    pub spin_margin_ns: u64,
     /// The release point had passed when the wait began.
     pub overdue: bool,
     /// Whole release points skipped (keep-phase only).
@@ -167,6 +185,8 @@ impl Tick {
             target_ns: Some(self.target_ns),
             overdue: self.overdue,
             skipped: self.skipped,
+            spin_margin_ns: Some(self.spin_margin_ns),
+            spin_ns: Some(self.spin_ns),
         }
     }
 }
@@ -183,6 +203,12 @@ pub struct Scheduler<C: LoopClock> {
     skipped: u64,
     spin_total_ns: u64,
     started: bool,
+    /// The margin of the next wait.
+    margin_ns: u64,
+    /// The adaptive margin's estimator (`auto_margin`).
+    auto: Option<AutoMargin>,
+    /// Lowest and highest margin used so far.
+    margin_range: (u64, u64),
 }
 
 impl<C: LoopClock> Scheduler<C> {
@@ -222,6 +248,9 @@ impl<C: LoopClock> Scheduler<C> {
             skipped: 0,
             spin_total_ns: 0,
             started: false,
+            margin_ns: cfg.spin_margin_ns,
+            auto: cfg.auto_margin.then(|| AutoMargin::new(ceiling)),
+            margin_range: (cfg.spin_margin_ns, cfg.spin_margin_ns),
         })
     }
 
@@ -254,16 +283,21 @@ impl<C: LoopClock> Scheduler<C> {
             self.start();
         }
         let period = self.cfg.period_ns;
-        let margin = self.cfg.spin_margin_ns;
+        let margin = self.margin_ns;
         let deadline = self.next_deadline;
         let wait_start = self.clock.now_ns();
         let (target, sleep_return, wake, spin, overdue, skipped);
         if wait_start < deadline {
             let sleep_to = deadline - margin.min(deadline - wait_start);
-            if deadline - wait_start > margin {
+            let slept = deadline - wait_start > margin;
+            if slept {
                 sleep(&self.clock, sleep_to);
             }
             let after_sleep = self.clock.now_ns();
+            if let (true, Some(auto)) = (slept, self.auto.as_mut()) {
+                // How late the sleep returned: the OS sleep latency.
+                self.margin_ns = auto.observe(after_sleep.saturating_sub(sleep_to));
+            }
             let woke = self.clock.spin_until_ns(deadline);
             sleep_return = after_sleep;
             spin = woke.saturating_sub(after_sleep);
@@ -294,6 +328,10 @@ impl<C: LoopClock> Scheduler<C> {
             }
         }
         self.spin_total_ns += spin;
+        self.margin_range = (
+            self.margin_range.0.min(margin),
+            self.margin_range.1.max(margin),
+        );
         let elapsed = wake.saturating_sub(self.prev_start);
         let dt = elapsed.min(self.cfg.max_dt_ns);
         self.prev_start = wake;
@@ -304,6 +342,7 @@ impl<C: LoopClock> Scheduler<C> {
             sleep_return_ns: sleep_return,
             wake_ns: wake,
             spin_ns: spin,
+            spin_margin_ns: margin,
             overdue,
             skipped,
             dt_measured_ns: dt,
@@ -339,6 +378,15 @@ impl<C: LoopClock> Scheduler<C> {
     /// Total time spent spinning.
     pub fn spin_total_ns(&self) -> u64 {
         self.spin_total_ns
+    }
+    /// The margin the next wait uses.
+    pub fn spin_margin_ns(&self) -> u64 {
+        self.margin_ns
+    }
+    /// The lowest and highest margin the waits so far used (the configured
+    /// margin before the first wait).
+    pub fn spin_margin_range_ns(&self) -> (u64, u64) {
+        self.margin_range
     }
     /// The settings.
     pub fn config(&self) -> &SchedulerConfig {

@@ -117,6 +117,10 @@ pub struct CycleRow {
     pub end_ns: Option<i64>,
     /// Thread CPU time over the work (the `cycle` CPU-time mode).
     pub cpu_ns: Option<i64>,
+    /// The spin margin of the wait before the cycle.
+    pub spin_margin_ns: Option<i64>,
+    /// How long that wait spun.
+    pub spin_ns: Option<i64>,
     /// Release point.
     pub target_ns: Option<i64>,
     /// Wait start.

@@ -151,6 +151,8 @@ struct Times {
     start: i64,
     end: Option<i64>,
     cpu: Option<i64>,
+    margin: Option<i64>,
+    spin: Option<i64>,
     target: Option<i64>,
     sleep: Option<i64>,
     wake: Option<i64>,
@@ -164,8 +166,16 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
     let wake = opt("wake_ns", rec.wake_ns)?;
     let target = opt("target_ns", rec.target_ns)?;
     let cpu = opt("cpu_ns", rec.cpu_ns)?;
-    if cpu.is_some_and(|c| c > ABSURD_DURATION_NS) {
-        return Err("the cycle's cpu_ns is absurd (more than an hour)".to_string());
+    let margin = opt("spin_margin_ns", rec.spin_margin_ns)?;
+    let spin = opt("spin_ns", rec.spin_ns)?;
+    for (name, v) in [
+        ("cpu_ns", cpu),
+        ("spin_margin_ns", margin),
+        ("spin_ns", spin),
+    ] {
+        if v.is_some_and(|c| c > ABSURD_DURATION_NS) {
+            return Err(format!("the cycle's {name} is absurd (more than an hour)"));
+        }
     }
     if let Some(e) = end {
         let work = e - start;
@@ -203,6 +213,8 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
         start,
         end,
         cpu,
+        margin,
+        spin,
         target,
         sleep,
         wake,
@@ -359,6 +371,8 @@ fn convert_inner(
         start_ns: times.start,
         end_ns: times.end,
         cpu_ns: times.cpu,
+        spin_margin_ns: times.margin,
+        spin_ns: times.spin,
         target_ns: times.target,
         sleep_start_ns: times.sleep,
         wake_ns: times.wake,

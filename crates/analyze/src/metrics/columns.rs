@@ -28,6 +28,9 @@ pub struct CycleColumns {
     pub cpu: Vec<Option<i64>>,
     /// `max(0, work − work CPU)`.
     pub off_cpu: Vec<Option<i64>>,
+    /// 1 when the cycle's spin margin differs from the last margin recorded
+    /// before it in the file (the first recorded margin is no change).
+    pub margin_change: Vec<u32>,
 }
 
 #[cfg(test)]
@@ -56,7 +59,9 @@ pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
         lag: Vec::with_capacity(n),
         cpu: Vec::with_capacity(n),
         off_cpu: Vec::with_capacity(n),
+        margin_change: Vec::with_capacity(n),
     };
+    let mut last_margin: Option<i64> = None;
     let mut seg = 0u32;
     let mut prev: Option<&CycleRow> = None;
     for c in &ev.cycles {
@@ -72,6 +77,12 @@ pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
         out.lag.push(f.lag_ns);
         out.cpu.push(f.cpu_ns);
         out.off_cpu.push(f.off_cpu_ns);
+        let changed = match (last_margin, c.spin_margin_ns) {
+            (Some(a), Some(b)) => a != b,
+            _ => false,
+        };
+        out.margin_change.push(changed as u32);
+        last_margin = c.spin_margin_ns.or(last_margin);
         prev = Some(c);
     }
     out
@@ -156,6 +167,8 @@ pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
     let start: Vec<i64> = ev.cycles.iter().map(|c| c.start_ns).collect();
     let overdue: Vec<u32> = ev.cycles.iter().map(|c| c.overdue as u32).collect();
     let skipped: Vec<u32> = ev.cycles.iter().map(|c| c.skipped).collect();
+    let margin: Vec<Option<i64>> = ev.cycles.iter().map(|c| c.spin_margin_ns).collect();
+    let spin: Vec<Option<i64>> = ev.cycles.iter().map(|c| c.spin_ns).collect();
     Ok(DataFrame::new_infer_height(vec![
         Column::new("segment".into(), cc.segment.clone()),
         Column::new("phase".into(), cc.phase.clone()),
@@ -169,6 +182,9 @@ pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
         Column::new("off_cpu_ns".into(), cc.off_cpu.clone()),
         Column::new("overdue".into(), overdue),
         Column::new("skipped".into(), skipped),
+        Column::new("spin_margin_ns".into(), margin),
+        Column::new("spin_ns".into(), spin),
+        Column::new("margin_change".into(), cc.margin_change.clone()),
     ])?)
 }
 

@@ -5,7 +5,7 @@
 
 use polars::prelude::*;
 
-use super::report::{PhaseReport, SegmentReport};
+use super::report::{PhaseReport, SegmentReport, SpinReport};
 use super::table::{dist_aggs, hz, r4, Table};
 use crate::error::Result;
 
@@ -42,6 +42,28 @@ fn cycle_aggs() -> Vec<Expr> {
             .alias("work_with_cpu_sum"),
     );
     aggs.push(col("off_cpu_ns").sum().alias("off_cpu_sum"));
+    // The spin: the margin's range and changes, the spin per wait, and
+    // Σ spin / Σ period over the cycles that have both.
+    aggs.push(col("spin_margin_ns").count().alias("margin_count"));
+    aggs.push(col("spin_margin_ns").min().alias("margin_min"));
+    aggs.push(col("spin_margin_ns").max().alias("margin_max"));
+    aggs.push(col("margin_change").sum().alias("margin_changes"));
+    aggs.extend(dist_aggs("spin_ns"));
+    let both = col("spin_ns")
+        .is_not_null()
+        .and(col("period_ns").is_not_null());
+    aggs.push(
+        col("spin_ns")
+            .filter(both.clone())
+            .sum()
+            .alias("spin_with_period_sum"),
+    );
+    aggs.push(
+        col("period_ns")
+            .filter(both)
+            .sum()
+            .alias("period_with_spin_sum"),
+    );
     aggs
 }
 
@@ -69,6 +91,22 @@ fn off_cpu_share(t: &Table, i: usize) -> Result<Option<f64>> {
     let work = t.f("work_with_cpu_sum", i)?.unwrap_or(0.0);
     let off = t.f("off_cpu_sum", i)?.unwrap_or(0.0);
     Ok((work > 0.0).then(|| r4(off / work)))
+}
+
+/// The spin report of row `i`: none when no cycle recorded its margin.
+fn spin_report(t: &Table, i: usize) -> Result<Option<SpinReport>> {
+    if t.u("margin_count", i)? == 0 {
+        return Ok(None);
+    }
+    let period = t.f("period_with_spin_sum", i)?.unwrap_or(0.0);
+    let spin = t.f("spin_with_period_sum", i)?.unwrap_or(0.0);
+    Ok(Some(SpinReport {
+        margin_min_ns: t.f("margin_min", i)?.unwrap_or(0.0) as i64,
+        margin_max_ns: t.f("margin_max", i)?.unwrap_or(0.0) as i64,
+        margin_changes: t.u("margin_changes", i)?,
+        spin: t.dist("spin_ns", i)?,
+        spin_share: (period > 0.0).then(|| r4(spin / period)),
+    }))
 }
 
 /// Command count and Hz of the command-table row whose `key` is `v`.
@@ -103,6 +141,7 @@ pub fn phase_reports(
             work_cpu: by.dist("cpu_ns", i)?,
             off_cpu: by.dist("off_cpu_ns", i)?,
             off_cpu_share: off_cpu_share(&by, i)?,
+            spin: spin_report(&by, i)?,
             overruns: by.u("overruns", i)?,
             skipped: by.u("skipped_sum", i)?,
             commands,

@@ -228,6 +228,11 @@ pub struct PhaseReport {
     /// of the work's wall time the thread did not run (`cycle` mode only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu_share: Option<f64>,
+    /// The scheduler's spin before the cycles: the margin's range and
+    /// changes, and what spinning cost; absent when no cycle recorded its
+    /// margin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin: Option<SpinReport>,
     /// Cycles whose release point had passed.
     pub overruns: u64,
     /// Release points skipped.
@@ -236,6 +241,22 @@ pub struct PhaseReport {
     pub commands: u64,
     /// `1e9 / mean` of adjacent command-span starts within segments.
     pub command_hz: Option<f64>,
+}
+
+/// The spin before a phase's cycles (docs/metrics.md, Spin).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpinReport {
+    /// The lowest spin margin a wait used.
+    pub margin_min_ns: i64,
+    /// The highest.
+    pub margin_max_ns: i64,
+    /// Cycles whose margin differs from the one recorded before it.
+    pub margin_changes: u64,
+    /// Time spun per wait.
+    pub spin: Option<Dist>,
+    /// `Σ spin / Σ period` over the cycles with both: the share of one core
+    /// the loop spent spinning.
+    pub spin_share: Option<f64>,
 }
 
 /// One continuous segment.

@@ -130,6 +130,11 @@ fn distributions_table(r: &Report) -> Markup {
                 (format!("{:.2} %", p.off_cpu_share.unwrap_or(0.0) * 100.0)) "."
             }
         }
+        @for p in &r.phases {
+            @if let Some(s) = &p.spin {
+                p { "Spin before " (p.phase) "'s cycles: " (super::text::spin_words(s)) "." }
+            }
+        }
     }
 }
 

@@ -91,6 +91,7 @@ pub fn render(r: &Report) -> String {
     capture(&mut o, r);
     phases(&mut o, r);
     distributions(&mut o, r);
+    spin(&mut o, r);
     stages(&mut o, r);
     values(&mut o, r);
     threads(&mut o, r);
@@ -335,6 +336,48 @@ fn distributions(o: &mut String, r: &Report) {
             );
         }
     }
+}
+
+/// The scheduler's spin before each phase's cycles: margin range and
+/// changes, spin per wait, share of a core.
+fn spin(o: &mut String, r: &Report) {
+    if r.phases.iter().all(|p| p.spin.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nspin before the cycles (sleep to the margin, spin to the release point)"
+    );
+    for p in &r.phases {
+        if let Some(s) = &p.spin {
+            let _ = writeln!(o, "  {:<10} {}", p.phase, spin_words(s));
+        }
+    }
+}
+
+/// One phase's spin in words.
+pub(crate) fn spin_words(s: &crate::metrics::SpinReport) -> String {
+    let margin = if s.margin_min_ns == s.margin_max_ns {
+        format!("margin {} µs", us(s.margin_min_ns as f64))
+    } else {
+        format!(
+            "margin {}–{} µs ({} changes)",
+            us(s.margin_min_ns as f64),
+            us(s.margin_max_ns as f64),
+            s.margin_changes
+        )
+    };
+    let per_wait = s.spin.as_ref().map_or(String::new(), |d| {
+        format!(
+            "; spin per wait p50 {} µs, p99 {} µs",
+            us(d.p50_ns as f64),
+            us(d.p99_ns as f64)
+        )
+    });
+    let share = s.spin_share.map_or(String::new(), |x| {
+        format!("; spinning {:.2} % of one core", x * 100.0)
+    });
+    format!("{margin}{per_wait}{share}")
 }
 
 /// The stage tree per phase.

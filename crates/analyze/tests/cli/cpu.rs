@@ -172,3 +172,59 @@ fn serve_records_in_each_mode_and_the_analyzer_reads_each() {
         assert_eq!(r["crosscheck"]["mismatches"].as_array().unwrap().len(), 0);
     }
 }
+
+#[test]
+fn spin_figures_against_hand_computed_values() {
+    // The v1 synthetic fixture with the scheduler's margin and spin on the
+    // running cycles 2..=5 (warmup has none): margins 200, 200, 300 and
+    // 250 µs; spins 150, 100 and 200 µs on cycles 2..=4, none on 5.
+    let dir = damaged("v1/synthetic-basic", |lines| {
+        let mut out = Vec::new();
+        for l in lines {
+            let mut v: Value = serde_json::from_str(&l).unwrap();
+            let (margin, spin) = match v["cycle"].as_u64() {
+                Some(2) => (Some(200_000), Some(150_000)),
+                Some(3) => (Some(200_000), Some(100_000)),
+                Some(4) => (Some(300_000), Some(200_000)),
+                Some(5) => (Some(250_000), None),
+                _ => (None, None),
+            };
+            if let Some(m) = margin {
+                v["spin_margin_ns"] = json!(m);
+            }
+            if let Some(s) = spin {
+                v["spin_ns"] = json!(s);
+            }
+            out.push(v.to_string());
+        }
+        joined(out)
+    });
+    let r = analyze_json(dir.path(), &[]);
+    assert!(phase(&r, "warmup").get("spin").is_none());
+    let s = &phase(&r, "running")["spin"];
+    assert_eq!(
+        (&s["margin_min_ns"], &s["margin_max_ns"]),
+        (&json!(200_000), &json!(300_000))
+    );
+    // 200 → 200 → 300 → 250: two changes.
+    assert_eq!(s["margin_changes"], 2);
+    assert_eq!(s["spin"]["count"], 3);
+    assert_eq!(s["spin"]["mean_ns"], 150_000.0);
+    // Cycles with a spin and a period: 3 (period 1,030,001,500 −
+    // 1,020,000,400 = 10,001,100) and 4 (1,041,002,000 − 1,030,001,500 =
+    // 11,000,500); cycle 2 starts the segment, cycle 5 has no spin.
+    // (100,000 + 200,000) / 21,001,600 = 0.014285…, to 10^-4.
+    assert_eq!(s["spin_share"], 0.0143);
+    let t = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert!(
+        t.stdout
+            .contains("running    margin 200.0–300.0 µs (2 changes)"),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains("spinning 1.43 % of one core"),
+        "{}",
+        t.stdout
+    );
+}

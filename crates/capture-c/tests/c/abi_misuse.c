@@ -349,6 +349,39 @@ static void cpu_time_modes_reach_the_evidence(void) {
     }
 }
 
+/* An adaptive margin from C: the ticks' margins stay in their bounds, and
+ * looptime_cycle_begin_tick writes each wait's margin and spin with the
+ * cycle; a NULL tick is refused. */
+static void an_adaptive_margin_reaches_the_evidence(void) {
+    char dir[] = "/tmp/looptime-abi-XXXXXX";
+    looptime_scheduler_config cfg = looptime_scheduler_config_default(2000000);
+    looptime_scheduler *s = NULL;
+    looptime_builder *b = looptime_builder_new();
+    looptime_recorder *r = NULL;
+    looptime_tick tick;
+    int i;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(cfg.auto_margin == false);
+    cfg.auto_margin = true;
+    CHECK(looptime_scheduler_new(&cfg, &s) == LOOPTIME_OK);
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+    CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+    looptime_builder_free(b);
+    CHECK_ERR(looptime_cycle_begin_tick(r, 0, NULL), LOOPTIME_ERR_NULL, "tick is NULL");
+    for (i = 0; i < 20; i++) {
+        CHECK(looptime_scheduler_wait(s, &tick) == LOOPTIME_OK);
+        /* Between the 50 µs floor and half the 2 ms period. */
+        CHECK(tick.spin_margin_ns >= 50000 && tick.spin_margin_ns <= 1000000);
+        CHECK(looptime_cycle_begin_tick(r, 0, &tick) == LOOPTIME_OK);
+        CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+    }
+    CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"spin_margin_ns\":"));
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"spin_ns\":"));
+    looptime_recorder_free(r);
+    looptime_scheduler_free(s);
+}
+
 int main(void) {
     char a[] = "/tmp/looptime-abi-XXXXXX";
     char b[] = "/tmp/looptime-abi-XXXXXX";
@@ -361,6 +394,7 @@ int main(void) {
     null_handles();
     bad_settings();
     cpu_time_modes_reach_the_evidence();
+    an_adaptive_margin_reaches_the_evidence();
     unknown_ids_finish_twice_and_open_span(a);
     finish_into_a_missing_directory_can_be_retried(b);
     a_retried_finish_still_warns_of_open_spans(c);

@@ -172,6 +172,10 @@ impl Recorder {
         c.sleep_start = sleep_start;
         c.wake = wake;
         c.has_cpu = self.cycle_cpu as u8;
+        c.has_margin = release.spin_margin_ns.is_some() as u8;
+        c.spin_margin = release.spin_margin_ns.unwrap_or(0);
+        c.has_spin = release.spin_ns.is_some() as u8;
+        c.spin = release.spin_ns.unwrap_or(0);
         c.cpu_end = 0;
         self.cur = slot;
         self.in_cycle = true;

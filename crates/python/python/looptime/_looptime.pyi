@@ -43,6 +43,8 @@ class Tick:
     @property
     def spin_ns(self) -> int: ...
     @property
+    def spin_margin_ns(self) -> int: ...
+    @property
     def dt_measured_ns(self) -> int: ...
     @property
     def dt_measured(self) -> float: ...
@@ -58,7 +60,9 @@ class Scheduler:
     def __new__(
         cls,
         period_s: float,
-        spin_margin_us: float = 200.0,
+        # None: 200 µs (at most half the period); "auto": adapts to the OS
+        # sleep latency seen lately, between 50 µs and the ceiling.
+        spin_margin_us: Union[float, Literal["auto"], None] = None,
         policy: Literal["rebase", "keep-phase"] = "rebase",
         max_dt_s: Optional[float] = None,
         release_gil_during_spin: bool = False,
@@ -69,6 +73,10 @@ class Scheduler:
     def period_ns(self) -> int: ...
     @property
     def spin_margin_ns(self) -> int: ...
+    @property
+    def auto_margin(self) -> bool: ...
+    @property
+    def spin_margin_range_ns(self) -> Tuple[int, int]: ...
     @property
     def policy(self) -> str: ...
     @property

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::{Config, SpinMargin};
 use crate::probe::{self, ProbeOptions};
 use crate::serve::{self, ServeOptions};
 
@@ -145,9 +145,10 @@ pub struct ProbeArgs {
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub duration: f64,
-    /// Spin margin in microseconds (default 200, at most half the period).
+    /// Spin margin in microseconds (default 200, at most half the period),
+    /// or `auto`: adapt it to the OS sleep latency seen lately.
     #[arg(long, allow_negative_numbers = true)]
-    pub spin_margin_us: Option<f64>,
+    pub spin_margin_us: Option<SpinMargin>,
     /// Try SCHED_FIFO priority 80 and mlockall for the probe loop.
     #[arg(long)]
     pub realtime: bool,
@@ -272,7 +273,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             let r = probe::probe(ProbeOptions {
                 rate_hz: a.rate,
                 duration_s: a.duration,
-                spin_margin_ns: a.spin_margin_us.map(|u| (u * 1e3) as u64),
+                spin_margin_ns: match a.spin_margin_us {
+                    Some(SpinMargin::Us(u)) => Some((u * 1e3) as u64),
+                    _ => None,
+                },
+                auto_margin: a.spin_margin_us == Some(SpinMargin::Auto),
                 realtime: a.realtime,
                 dma_latency: a.dma_latency,
             })

@@ -199,17 +199,67 @@ impl Default for RunConfig {
 pub struct SchedulerSection {
     /// `rebase` or `keep-phase`.
     pub overrun_policy: OverrunPolicy,
-    /// Sleep ends this many microseconds before the deadline.
-    pub spin_margin_us: f64,
+    /// Sleep ends this many microseconds before the deadline, or `"auto"`:
+    /// the margin follows the OS sleep latency seen lately.
+    pub spin_margin_us: SpinMargin,
     /// `dt_measured` is bounded at this many periods.
     pub max_dt_periods: f64,
+}
+
+/// `scheduler.spin_margin_us` (and `looptime probe --spin-margin-us`): a
+/// fixed margin in µs, or `"auto"` (looptime_runtime::margin).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SpinMargin {
+    /// A fixed margin, µs.
+    Us(f64),
+    /// The adaptive margin.
+    Auto,
+}
+
+impl std::str::FromStr for SpinMargin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(SpinMargin::Auto);
+        }
+        s.parse::<f64>()
+            .map(SpinMargin::Us)
+            .map_err(|_| format!("`{s}` is not a spin margin: give microseconds (200) or \"auto\""))
+    }
+}
+
+impl Serialize for SpinMargin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SpinMargin::Us(us) => s.serialize_f64(*us),
+            SpinMargin::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SpinMargin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Name(String),
+        }
+        let raw = Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("spin_margin_us is a number of microseconds (200) or \"auto\"")
+        })?;
+        match raw {
+            Raw::Num(us) => Ok(SpinMargin::Us(us)),
+            Raw::Name(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 impl Default for SchedulerSection {
     fn default() -> Self {
         Self {
             overrun_policy: OverrunPolicy::Rebase,
-            spin_margin_us: DEFAULT_SPIN_MARGIN_NS as f64 / 1e3,
+            spin_margin_us: SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS as f64 / 1e3),
             max_dt_periods: 3.0,
         }
     }
@@ -595,13 +645,15 @@ impl Config {
     fn validate_sections(&self) -> Result<(), ConfigError> {
         let period_ns = self.nominal_period_ns();
         let ceiling_us = SchedulerConfig::margin_ceiling(period_ns) as f64 / 1e3;
-        range(
-            "scheduler.spin_margin_us",
-            self.scheduler.spin_margin_us,
-            0.0,
-            ceiling_us,
-            &format!("0 to {ceiling_us} µs (half the period, at most 2000 µs)"),
-        )?;
+        if let SpinMargin::Us(us) = self.scheduler.spin_margin_us {
+            range(
+                "scheduler.spin_margin_us",
+                us,
+                0.0,
+                ceiling_us,
+                &format!("0 to {ceiling_us} µs (half the period, at most 2000 µs), or \"auto\""),
+            )?;
+        }
         range(
             "scheduler.max_dt_periods",
             self.scheduler.max_dt_periods,
@@ -741,10 +793,16 @@ impl Config {
     /// The scheduler settings this config resolves to.
     pub fn scheduler_config(&self) -> SchedulerConfig {
         let period = self.effective_period_ns();
+        let ceiling = SchedulerConfig::margin_ceiling(period);
+        let (margin_ns, auto) = match self.scheduler.spin_margin_us {
+            SpinMargin::Us(us) => (((us * 1e3) as u64).min(ceiling), false),
+            // The first wait's margin; the estimator takes over after.
+            SpinMargin::Auto => (DEFAULT_SPIN_MARGIN_NS.min(ceiling), true),
+        };
         SchedulerConfig {
             period_ns: period,
-            spin_margin_ns: ((self.scheduler.spin_margin_us * 1e3) as u64)
-                .min(SchedulerConfig::margin_ceiling(period)),
+            spin_margin_ns: margin_ns,
+            auto_margin: auto,
             policy: self.scheduler.overrun_policy,
             max_dt_ns: (period as f64 * self.scheduler.max_dt_periods) as u64,
         }
@@ -792,6 +850,39 @@ mod tests {
         // The resolved config writes the name.
         let text = toml::to_string(&c).unwrap();
         assert!(text.contains("timing_thread_cpu = \"cycle\""), "{text}");
+    }
+
+    #[test]
+    fn spin_margin_takes_microseconds_or_auto() {
+        let c = Config::from_toml(
+            "[scheduler]\nspin_margin_us = \"auto\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.scheduler.spin_margin_us, SpinMargin::Auto);
+        let sc = c.scheduler_config();
+        // The first wait's margin is the default; then it adapts.
+        assert!(sc.auto_margin);
+        assert_eq!(sc.spin_margin_ns, DEFAULT_SPIN_MARGIN_NS);
+        assert!(toml::to_string(&c)
+            .unwrap()
+            .contains("spin_margin_us = \"auto\""));
+        let c =
+            Config::from_toml("[scheduler]\nspin_margin_us = 350\n", Path::new("t.toml")).unwrap();
+        let sc = c.scheduler_config();
+        assert_eq!((sc.spin_margin_ns, sc.auto_margin), (350_000, false));
+        let e = Config::from_toml(
+            "[scheduler]\nspin_margin_us = \"fast\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`fast` is not a spin margin"), "{e}");
+        // A fixed margin above the ceiling is still refused.
+        let e = Config::from_toml("[scheduler]\nspin_margin_us = 9000\n", Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("or \"auto\""), "{e}");
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
             nominal_period_ns: cfg.nominal_period_ns(),
             effective_period_ns: sc.period_ns,
             spin_margin_ns: sc.spin_margin_ns,
+            spin_margin_auto: sc.auto_margin,
             overrun_policy: sc.policy.as_str(),
             clock: if cfg.run.rtf == 0.0 {
                 "simulation"

@@ -14,8 +14,11 @@ pub struct ProbeOptions {
     pub rate_hz: f64,
     /// Seconds to run.
     pub duration_s: f64,
-    /// Spin margin (None = the default, clamped to its ceiling).
+    /// Spin margin (None = the default, clamped to its ceiling); with
+    /// `auto_margin`, the first wait's.
     pub spin_margin_ns: Option<u64>,
+    /// Adapt the margin (`--spin-margin-us auto`).
+    pub auto_margin: bool,
     /// Try SCHED_FIFO for the probe loop.
     pub realtime: bool,
     /// Hold /dev/cpu_dma_latency at 0 during the loop.
@@ -72,8 +75,13 @@ pub struct ProbeReport {
     pub rate_hz: f64,
     /// Period in ns.
     pub period_ns: u64,
-    /// Spin margin in ns.
+    /// Spin margin in ns: the fixed one, or where the adaptive margin
+    /// settled (the margin of the last wait).
     pub spin_margin_ns: u64,
+    /// Whether the margin adapted (`auto`).
+    pub spin_margin_auto: bool,
+    /// The lowest and highest margin the waits used, ns.
+    pub spin_margin_range_ns: (u64, u64),
     /// Cycles measured.
     pub cycles: u64,
     /// Wake latency: cycle start (after sleep and spin) minus release point.
@@ -131,6 +139,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
     if let Some(m) = opts.spin_margin_ns {
         cfg.spin_margin_ns = m;
     }
+    cfg.auto_margin = opts.auto_margin;
     let dma = if opts.dma_latency {
         rt::DmaLatencyHold::acquire().ok()
     } else {
@@ -149,6 +158,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
             let n = (opts.duration_s * opts.rate_hz).round().max(1.0) as usize;
             let mut wake = Vec::with_capacity(n);
             let mut os = Vec::with_capacity(n);
+            let mut last_margin = cfg.spin_margin_ns;
             sched.start();
             let cpu0 = looptime_runtime::sys::thread_cpu_ns();
             let t0 = sched.clock().now_ns();
@@ -156,11 +166,13 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
                 let t = sched.wait();
                 wake.push(t.wake_ns as i64 - t.target_ns as i64);
                 if !t.overdue && t.sleep_return_ns > t.wait_start_ns {
-                    let asked = t.target_ns - cfg.spin_margin_ns;
+                    // The margin this wait used (it moves with `auto`).
+                    let asked = t.target_ns - t.spin_margin_ns;
                     // Only when the scheduler slept (remaining > margin).
-                    if t.target_ns - t.wait_start_ns > cfg.spin_margin_ns {
+                    if t.target_ns - t.wait_start_ns > t.spin_margin_ns {
                         os.push(t.sleep_return_ns as i64 - asked as i64);
                     }
+                    last_margin = t.spin_margin_ns;
                 }
             }
             let wall = sched.clock().now_ns() - t0;
@@ -174,12 +186,14 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
                 sched.spin_total_ns(),
                 wall,
                 cpu,
+                (last_margin, sched.spin_margin_range_ns()),
             ))
         })
         .map_err(|e| ProbeError::Thread(e.to_string()))?;
-    let (obtained, mut wake, mut os, overruns, spin, wall, cpu) = handle
-        .join()
-        .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
+    let (obtained, mut wake, mut os, overruns, spin, wall, cpu, (margin, range)) =
+        handle
+            .join()
+            .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
     let within = wake.iter().filter(|&&w| w <= 1_000).count() as f64 / wake.len().max(1) as f64;
     Ok(ProbeReport {
         host,
@@ -188,7 +202,9 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
         dma_latency_held: dma.is_some(),
         rate_hz: opts.rate_hz,
         period_ns,
-        spin_margin_ns: cfg.spin_margin_ns,
+        spin_margin_ns: margin,
+        spin_margin_auto: cfg.auto_margin,
+        spin_margin_range_ns: range,
         cycles: wake.len() as u64,
         wake_latency: percentiles(&mut wake),
         os_sleep_latency: percentiles(&mut os),
@@ -252,11 +268,19 @@ pub fn render(r: &ProbeReport) -> String {
             "not held"
         }
     );
-    s += &format!(
-        "\nempty loop: {} cycles at {} Hz, spin margin {}\n",
-        r.cycles,
-        r.rate_hz,
+    let margin = if r.spin_margin_auto {
+        format!(
+            "auto, settled at {} (range {} to {})",
+            us(r.spin_margin_ns as i64),
+            us(r.spin_margin_range_ns.0 as i64),
+            us(r.spin_margin_range_ns.1 as i64)
+        )
+    } else {
         us(r.spin_margin_ns as i64)
+    };
+    s += &format!(
+        "\nempty loop: {} cycles at {} Hz, spin margin {margin}\n",
+        r.cycles, r.rate_hz,
     );
     s += "                         p50        p99      p99.9        max\n";
     for (name, p) in [
@@ -285,9 +309,9 @@ pub fn render(r: &ProbeReport) -> String {
     for w in &r.realtime.warnings {
         s += &format!("[warn] {w}\n");
     }
-    if r.os_sleep_latency.p99_ns > r.spin_margin_ns as i64 {
+    if !r.spin_margin_auto && r.os_sleep_latency.p99_ns > r.spin_margin_ns as i64 {
         s += &format!(
-            "hint: OS sleep latency p99 ({}) exceeds the spin margin; raise scheduler.spin_margin_us for on-time starts\n",
+            "hint: OS sleep latency p99 ({}) exceeds the spin margin; set scheduler.spin_margin_us = \"auto\" (looptime probe --spin-margin-us auto) to follow it, or raise the margin by hand, for on-time starts\n",
             us(r.os_sleep_latency.p99_ns)
         );
     }
