@@ -46,8 +46,29 @@ for page in report/report.html compare/compare.html; do
     fi
     echo "ok $page: $figures figures, $svgs inline svgs, no console errors"
 done
-if [[ "${UPDATE_SCREENSHOT:-0}" == 1 ]]; then
-    chromium "${flags[@]}" --window-size=1200,2000 --screenshot="$PWD/docs/report-screenshot.png" "file://$out/report/report.html" 2>/dev/null || true
-    echo "wrote docs/report-screenshot.png"
+# The report's first screen: a summary card per phase, each with its state
+# in words, then the long tables folded away.
+dom="$out/report-dom.html"
+chromium "${flags[@]}" --dump-dom "file://$out/report/report.html" >"$dom" 2>/dev/null || true
+phases=$("$bin" --episode "$ep" --json | python3 -c "import json,sys; print(len(json.load(sys.stdin)['phases']))")
+cards=$(grep -o 'class="card [a-z_]*"' "$dom" | wc -l)
+words=$(grep -oE '<h3>[a-z_]+: (PASS|WARN|FAIL|NOT JUDGED)</h3>' "$dom" | wc -l)
+folded=$(grep -o "<details>" "$dom" | wc -l)
+if [[ "$cards" -ne "$phases" || "$words" -ne "$phases" || "$folded" -lt 2 ]]; then
+    echo "FAIL report.html: $cards cards and $words stated in words for $phases phases, $folded folded sections" >&2
+    fail=1
+else
+    echo "ok report.html: $cards summary cards, each with its state in words; $folded folded sections"
+fi
+# A screenshot at 1280 px wide, the width the first screen is checked at.
+shot="$out/report.png"
+[[ "${UPDATE_SCREENSHOT:-0}" == 1 ]] && shot="$PWD/docs/report-screenshot.png"
+chromium "${flags[@]}" --window-size=1280,1600 --screenshot="$shot" "file://$out/report/report.html" 2>/dev/null || true
+width=$(python3 -c "import struct,sys; d=open(sys.argv[1],'rb').read(24); print(struct.unpack('>I', d[16:20])[0] if d[:8]==b'\x89PNG\r\n\x1a\n' else 0)" "$shot" 2>/dev/null || echo 0)
+if [[ "$width" -ne 1280 ]]; then
+    echo "FAIL screenshot: $shot is not a 1280 px wide PNG ($width)" >&2
+    fail=1
+else
+    echo "ok screenshot: $shot, 1280 px wide"
 fi
 exit "$fail"

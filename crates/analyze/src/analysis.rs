@@ -64,6 +64,14 @@ impl Analysis {
         &self.columns
     }
 
+    /// Judge the summary cards again by `t` (the defaults are applied when
+    /// the analysis is made): the states change, no figure does.
+    pub fn judge(&mut self, t: &metrics::Thresholds) {
+        let r = &mut self.report;
+        r.summary = metrics::summary::cards(&r.phases, r.pace, r.late_cycles.as_ref(), t);
+        r.thresholds = *t;
+    }
+
     /// Each background thread's evidence with its cycle columns.
     pub fn threads(&self) -> impl Iterator<Item = (&Evidence, &CycleColumns)> {
         self.evidence.threads.iter().zip(&self.thread_columns)

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use crate::analysis::analyze;
 use crate::error::{AnalyzeError, Result};
 use crate::evidence::{load_episode, LoadOptions};
-use crate::metrics::Report;
+use crate::metrics::{Report, Thresholds};
 
 /// Exit code: the analysis ran.
 pub const EXIT_OK: i32 = 0;
@@ -42,6 +42,9 @@ pub struct Cli {
     /// Where the report goes.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// The summary's thresholds.
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Subcommands.
     #[command(subcommand)]
     pub command: Option<Sub>,
@@ -82,6 +85,69 @@ pub struct OutputArgs {
     pub html: Option<PathBuf>,
 }
 
+/// The thresholds of the summary's states (docs/metrics.md, Summary): each
+/// flag replaces one default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct JudgeArgs {
+    /// Loop Hz within this many % of the effective rate passes [default: 0.5].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_rate_within: Option<f64>,
+    /// Loop Hz within this many % warns, beyond it fails [default: 2].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_rate_within: Option<f64>,
+    /// p99 period within this many % of the effective period passes [default: 10].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_p99_within: Option<f64>,
+    /// p99 period within this many % warns, beyond it fails [default: 25].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_p99_within: Option<f64>,
+    /// At most this many overruns pass [default: 0].
+    #[arg(long, value_name = "N")]
+    pub pass_overruns: Option<u64>,
+    /// Overruns in at most this % of the cycles warn, more fail [default: 0.1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_overruns_within: Option<f64>,
+}
+
+impl JudgeArgs {
+    /// The thresholds: the defaults with the flags given.
+    ///
+    /// # Errors
+    /// [`UsageError`] for a negative or non-finite percentage, or a warn
+    /// threshold below its pass threshold.
+    pub fn thresholds(&self) -> std::result::Result<Thresholds, UsageError> {
+        let mut t = Thresholds::default();
+        let pct = |flag: &str, v: Option<f64>, dflt: f64| match v {
+            Some(x) if !(x.is_finite() && x >= 0.0) => Err(UsageError(format!(
+                "--{flag} {x} is not a percentage: give a number of % at least 0"
+            ))),
+            Some(x) => Ok(x),
+            None => Ok(dflt),
+        };
+        t.rate_pass_pct = pct("pass-rate-within", self.pass_rate_within, t.rate_pass_pct)?;
+        t.rate_warn_pct = pct("warn-rate-within", self.warn_rate_within, t.rate_warn_pct)?;
+        t.p99_pass_pct = pct("pass-p99-within", self.pass_p99_within, t.p99_pass_pct)?;
+        t.p99_warn_pct = pct("warn-p99-within", self.warn_p99_within, t.p99_warn_pct)?;
+        t.overruns_pass = self.pass_overruns.unwrap_or(t.overruns_pass);
+        t.overruns_warn_pct = pct(
+            "warn-overruns-within",
+            self.warn_overruns_within,
+            t.overruns_warn_pct,
+        )?;
+        for (what, pass, warn) in [
+            ("rate", t.rate_pass_pct, t.rate_warn_pct),
+            ("p99", t.p99_pass_pct, t.p99_warn_pct),
+        ] {
+            if warn < pass {
+                return Err(UsageError(format!(
+                    "--warn-{what}-within {warn} is below --pass-{what}-within {pass}: the warn band lies beyond the pass band"
+                )));
+            }
+        }
+        Ok(t)
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Sub {
@@ -95,6 +161,9 @@ pub enum Sub {
         /// Where the report goes.
         #[command(flatten)]
         output: OutputArgs,
+        /// The summary's thresholds.
+        #[command(flatten)]
+        judge: JudgeArgs,
     },
     /// Write the episode's plots as PNG and SVG files.
     Plots {
@@ -258,6 +327,8 @@ pub struct ReportRequest {
     pub output: OutputArgs,
     /// Only write plots (PNG and SVG) into this directory.
     pub plots_only: Option<PathBuf>,
+    /// The summary's thresholds.
+    pub thresholds: Thresholds,
 }
 
 /// What to do.
@@ -292,11 +363,13 @@ impl Cli {
                 episode,
                 input,
                 output,
+                judge,
             }) => Ok(Command::Report(ReportRequest {
                 episode,
                 load: input.load(),
                 output,
                 plots_only: None,
+                thresholds: judge.thresholds()?,
             })),
             Some(Sub::Plots {
                 episode,
@@ -311,6 +384,7 @@ impl Cli {
                     html: None,
                 },
                 plots_only: Some(out),
+                thresholds: Thresholds::default(),
             })),
             Some(Sub::Compare {
                 a_path,
@@ -399,6 +473,7 @@ impl Cli {
                     load: self.input.load(),
                     output: self.output,
                     plots_only: None,
+                    thresholds: self.judge.thresholds()?,
                 }))
             }
         }
@@ -421,7 +496,10 @@ fn write_text(path: PathBuf, text: &str) -> Result<()> {
 /// # Errors
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
-    let a = analyze(load_episode(&req.episode, req.load.clone())?)?;
+    let mut a = analyze(load_episode(&req.episode, req.load.clone())?)?;
+    if req.thresholds != Thresholds::default() {
+        a.judge(&req.thresholds);
+    }
     if let Some(dir) = &req.plots_only {
         make_dir(dir)?;
         let plots = crate::render::plots::episode_plots(&a, Some(dir))?;

@@ -98,6 +98,8 @@ mod fleet;
 mod golden;
 #[path = "cli/hardening.rs"]
 mod hardening;
+#[path = "cli/summary.rs"]
+mod summary;
 
 /// The rules every multi-episode command shares.
 #[path = "cli/multi.rs"]
@@ -1220,6 +1222,11 @@ mod end_to_end {
             .contains("simulation"));
         assert!(phase(&r, "running")["sleep_overshoot"].is_null());
         assert!(r["caveats"].to_string().contains("clocks not comparable"));
+        // No host-time period to judge: every card says so.
+        for c in r["summary"].as_array().unwrap() {
+            assert_eq!(c["state"], "not_judged", "{c}");
+            assert!(c["words"].as_str().unwrap().contains("NOT JUDGED"));
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //! * [`threads`]: background threads' own reports, and the overlap of the
 //!   control stages with their work;
 //! * [`diagnosis`]: pace, per-cycle attribution and the verdict;
+//! * [`summary`]: the first glance, one card per phase in a state (pass,
+//!   warn, fail, not judged) by documented thresholds;
 //! * [`report`]: the types, assembled into a [`Report`].
 //!
 //! Percentiles are nearest-rank (polars `QuantileMethod::Equiprobable`: the
@@ -25,6 +27,7 @@ pub mod diagnosis;
 pub mod rates;
 pub mod report;
 pub mod stages;
+pub mod summary;
 pub(crate) mod table;
 pub mod threads;
 pub mod values;
@@ -34,6 +37,7 @@ pub use columns::{
 };
 pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
+pub use summary::{CardCheck, CardDiagnosis, CardState, PhaseCard, Thresholds};
 
 use polars::prelude::DataFrame;
 
@@ -91,10 +95,14 @@ pub fn compute(
     let state = capture::episode_state(ev);
     let capture = capture::capture_report(ev);
     let absent = capture::schedule_absent_reason(h);
+    let thresholds = Thresholds::default();
+    let summary = summary::cards(&phases, pace, late_cycles.as_ref(), &thresholds);
     let report = Report {
         format: REPORT_FORMAT.to_string(),
         episode: ev.dir.display().to_string(),
         state,
+        summary,
+        thresholds,
         caveats: capture::caveats(ev, state, &capture, absent.as_deref()),
         capture,
         schedule_metrics_absent: absent,

@@ -413,6 +413,11 @@ pub struct Report {
     pub episode: String,
     /// Complete, aborted or incomplete.
     pub state: EpisodeState,
+    /// The first glance: one card per phase, in phase order
+    /// (docs/metrics.md, Summary).
+    pub summary: Vec<super::PhaseCard>,
+    /// The thresholds the cards were judged by.
+    pub thresholds: super::Thresholds,
     /// Everything that limits what the numbers mean, shown first.
     pub caveats: Vec<String>,
     /// Capture metadata.

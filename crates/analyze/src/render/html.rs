@@ -8,7 +8,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::compare::{Comparison, Verdict};
-use crate::metrics::{Dist, Number, Report, StageReport};
+use crate::metrics::{CardState, Dist, Number, Report, StageReport};
 use crate::render::plots::Plot;
 use crate::render::text::{stage_cells, value_number};
 
@@ -19,7 +19,14 @@ th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4
 .caveat{background:#fff4e0;border-left:4px solid #f0a000;padding:6px 10px;margin:4px 0}\
 .warn{background:#ffe8e8;border-left:4px solid #d00;padding:6px 10px;margin:4px 0}\
 .better{color:#087f23;font-weight:bold}.worse{color:#c00;font-weight:bold}.mixed{color:#a60}\
-figure{margin:16px 0}figcaption{font-weight:bold;margin-bottom:4px}svg{max-width:100%;height:auto}";
+figure{margin:16px 0}figcaption{font-weight:bold;margin-bottom:4px}figcaption span{font-weight:normal;color:#555}\
+svg{max-width:100%;height:auto}\
+.band{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0}\
+.card{border:1px solid #ccc;border-left:8px solid #999;padding:8px 12px;min-width:260px;flex:1;background:#f7f7f7}\
+.card h3{margin:0 0 6px 0;font-size:16px}.card p{margin:2px 0;font-size:13px}\
+.card.pass{border-left-color:#2e7d32;background:#f1f8f1}.card.warn{border-left-color:#d89000;background:#fff8e6}\
+.card.fail{border-left-color:#c62828;background:#fdecea}\
+details{margin:10px 0}summary{cursor:pointer;font-weight:bold;font-size:15px}";
 
 fn page(title: &str, body: Markup) -> String {
     let doc = html! {
@@ -47,11 +54,23 @@ fn svg_inline(svg: &str) -> &str {
     }
 }
 
+/// What to look for in a plot, by its name: the caption's second line.
+fn look_for(name: &str) -> &'static str {
+    match name {
+        "period_timeline" => "Each cycle's period against time, the paced period dashed: look for bursts above it and for phase changes.",
+        "stage_breakdown" => "Mean and p99 wall time of each top-level stage: the longest bar is the first thing to shorten.",
+        "period_distribution" => "How the periods spread: a tail to the right is late cycles.",
+        "work_distribution" => "How long the work takes: compare its tail with the period.",
+        "overshoot_distribution" => "How late the sleep returned: a tail beyond the spin margin makes late starts.",
+        _ => "",
+    }
+}
+
 fn figures(plots: &[Plot]) -> Markup {
     html! {
         @for p in plots {
             figure id=(p.name) {
-                figcaption { (p.title) }
+                figcaption { (p.title) br; span { (look_for(&p.name)) } }
                 (PreEscaped(svg_inline(&p.svg)))
             }
         }
@@ -218,23 +237,39 @@ fn values_table(r: &Report) -> Markup {
 /// The HTML page of one episode.
 pub fn report_page(r: &Report, plots: &[Plot]) -> String {
     let c = &r.capture;
+    let first: Vec<Plot> = plots
+        .iter()
+        .filter(|p| p.name == "period_timeline" || p.name == "stage_breakdown")
+        .cloned()
+        .collect();
+    let rest: Vec<Plot> = plots
+        .iter()
+        .filter(|p| p.name != "period_timeline" && p.name != "stage_breakdown")
+        .cloned()
+        .collect();
     let body = html! {
         h1 { "looptime control timing" }
         p.path { (r.episode) }
         p { "state: " b { (format!("{:?}", r.state).to_lowercase()) } }
+        (summary_band(r))
         @if !r.caveats.is_empty() {
             h2 { "Caveats" }
             @for x in &r.caveats { div.caveat { (x) } }
         }
         h2 { "Diagnosis" }
         ul { @for d in &r.diagnosis { li { (d) } } }
-        (phases_table(r))
-        (distributions_table(r))
-        (stages_table(r))
-        (values_table(r))
-        (threads_section(r))
-        h2 { "Plots" }
-        (figures(plots))
+        (figures(&first))
+        details { summary { "Phases and distributions" } (phases_table(r)) (distributions_table(r)) }
+        details { summary { (format!("Stages ({} rows)", r.stages.len())) } (stages_table(r)) }
+        @if !r.values.is_empty() {
+            details { summary { "Values" } (values_table(r)) }
+        }
+        @if !r.threads.is_empty() {
+            details { summary { (format!("Threads ({}) and overlap ({} rows)", r.threads.len(), r.overlap.len())) } (threads_section(r)) }
+        }
+        @if !rest.is_empty() {
+            details { summary { "More plots" } (figures(&rest)) }
+        }
         h2 { "Capture" }
         p {
             (format!(
@@ -249,6 +284,41 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         }
     };
     page(&format!("looptime: {}", r.episode), body)
+}
+
+/// The first screen: one card per phase, its state in a word and a colour
+/// (from the report's summary, computed in the analysis).
+fn summary_band(r: &Report) -> Markup {
+    let t = &r.thresholds;
+    html! {
+        div.band {
+            @for c in &r.summary {
+                @let class = match c.state {
+                    CardState::Pass => "card pass",
+                    CardState::Warn => "card warn",
+                    CardState::Fail => "card fail",
+                    CardState::NotJudged => "card not_judged",
+                };
+                div class=(class) {
+                    h3 { (c.phase) ": " (c.state.word()) }
+                    p { b { (c.loop_hz.map_or("no rate".to_string(), |h| format!("{h:.2} Hz"))) }
+                        (c.effective_hz.map_or(String::new(), |e| format!(" against {e:.2} Hz"))) }
+                    @if let (Some(p99), Some(max)) = (c.period_p99_ns, c.period_max_ns) {
+                        p { "p99 period " (ms(p99 as f64)) " ms, max " (ms(max as f64)) " ms" }
+                    }
+                    p { (c.overruns) " overruns, " (c.skipped) " skipped" }
+                    p { "diagnosis: " (c.diagnosis.as_ref().map_or("not judged".to_string(), |d| match &d.stage {
+                        Some(s) => format!("{}, {s}", d.verdict),
+                        None => d.verdict.clone(),
+                    })) }
+                }
+            }
+        }
+        p { (format!(
+            "Pass: rate within {} % of the effective rate, p99 period within {} % of the effective period, at most {} overruns; warn within {} %, {} % and overruns in at most {} % of the cycles; beyond, fail (docs/metrics.md, Summary).",
+            t.rate_pass_pct, t.p99_pass_pct, t.overruns_pass, t.rate_warn_pct, t.p99_warn_pct, t.overruns_warn_pct
+        )) }
+    }
 }
 
 fn metrics_table(c: &Comparison) -> Markup {

@@ -135,6 +135,9 @@ struct EpisodeData {
     /// the histogram stops.
     dists: Vec<Samples>,
     phases: Vec<String>,
+    /// The effective period the run was paced at (ms), marked on the
+    /// timeline; none for an uncapped or unknown pace.
+    pace_ms: Option<f64>,
 }
 
 fn episode_data(a: &Analysis) -> EpisodeData {
@@ -147,6 +150,10 @@ fn episode_data(a: &Analysis) -> EpisodeData {
         overruns: Vec::new(),
         dists: Vec::new(),
         phases: ev.header.phases.clone(),
+        pace_ms: match report.pace {
+            crate::metrics::Pace::Paced { effective_ns, .. } => Some(effective_ns as f64 / 1e6),
+            _ => None,
+        },
     };
     let judged = report
         .phases
@@ -270,7 +277,14 @@ where
 {
     root.fill(&WHITE).map_err(err)?;
     let xs = bounds(&d.period.iter().map(|p| p.0).collect::<Vec<_>>());
-    let ys = bounds(&d.period.iter().map(|p| p.1).collect::<Vec<_>>());
+    // The y-axis takes in the paced period, so its line is always drawn.
+    let ys = bounds(
+        &d.period
+            .iter()
+            .map(|p| p.1)
+            .chain(d.pace_ms)
+            .collect::<Vec<_>>(),
+    );
     let mut chart = ChartBuilder::on(root)
         .caption(
             "period over time (phases shaded, overruns marked)",
@@ -281,10 +295,13 @@ where
         .y_label_area_size(64)
         .build_cartesian_2d(xs.0.max(0.0)..xs.1, ys.0..ys.1)
         .map_err(err)?;
+    // A light grid: the major lines only, faint, so the data stays in front.
     chart
         .configure_mesh()
         .x_desc("time since the first retained cycle (s)")
         .y_desc("period, start to start (ms)")
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(BLACK.mix(0.0))
         .draw()
         .map_err(err)?;
     for (name, a, b) in &d.segments {
@@ -306,6 +323,22 @@ where
             &A_COLOR,
         ))
         .map_err(err)?;
+    if let Some(pace) = d.pace_ms {
+        // The paced (effective) period, dashed.
+        let (x0, x1) = (xs.0.max(0.0), xs.1);
+        let dash = ((x1 - x0) / 120.0).max(f64::MIN_POSITIVE);
+        chart
+            .draw_series((0..60).map(|k| {
+                let a = x0 + 2.0 * k as f64 * dash;
+                PathElement::new(
+                    vec![(a, pace), ((a + dash).min(x1), pace)],
+                    BLACK.stroke_width(1),
+                )
+            }))
+            .map_err(err)?
+            .label(format!("paced period {pace:.3} ms"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK));
+    }
     if !d.overruns.is_empty() {
         chart
             .draw_series(d.overruns.iter().map(|&p| Circle::new(p, 3, RED.filled())))
@@ -433,7 +466,9 @@ where
         .margin(10)
         .x_label_area_size(36)
         .y_label_area_size(230)
-        .build_cartesian_2d(0.0..xmax, (0..n as i32).into_segmented())
+        // `a..b` segmented has a segment for b too: stop at n − 1, so there
+        // is no empty row above the first stage.
+        .build_cartesian_2d(0.0..xmax, (0..n as i32 - 1).into_segmented())
         .map_err(err)?;
     // Row k (top to bottom) sits in segment n − 1 − k.
     let label_of = |v: &SegmentValue<i32>| match v {
@@ -445,6 +480,8 @@ where
     chart
         .configure_mesh()
         .x_desc("wall time per cycle (ms)")
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(BLACK.mix(0.0))
         .y_labels(n)
         .y_label_formatter(&label_of)
         .disable_y_mesh()

@@ -166,6 +166,13 @@ fn state(o: &mut String, r: &Report) {
         EpisodeState::Incomplete => "incomplete (no summary: abrupt end)",
     };
     let _ = writeln!(o, "state: {state}");
+    // The first glance: one line per phase (docs/metrics.md, Summary).
+    if !r.summary.is_empty() {
+        let _ = writeln!(o);
+        for c in &r.summary {
+            let _ = writeln!(o, "{}", c.words);
+        }
+    }
     if !r.caveats.is_empty() {
         let _ = writeln!(o, "\ncaveats (read these before the numbers):");
         for c in &r.caveats {

@@ -1,0 +1,477 @@
+//! The first glance: one card per phase that says whether the loop held its
+//! rate, in a state (pass, warn, fail, or not judged) and in words, from
+//! documented thresholds a user may change (docs/metrics.md, Summary).
+//! Computed here, from the phase reports, the pace and the diagnosis, so
+//! the JSON, the text report and the HTML band all say the same.
+
+use serde::{Deserialize, Serialize};
+
+use super::report::{Lateness, Pace, PhaseReport};
+use super::table::r4;
+
+/// A card's or a check's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardState {
+    /// Every check within its pass threshold.
+    Pass,
+    /// A check beyond its pass threshold, within its warn threshold.
+    Warn,
+    /// A check beyond its warn threshold.
+    Fail,
+    /// No host-time period to judge against (uncapped, or no nominal
+    /// period), or too few cycles.
+    NotJudged,
+}
+
+impl CardState {
+    /// The word the text and the HTML print.
+    pub fn word(self) -> &'static str {
+        match self {
+            CardState::Pass => "PASS",
+            CardState::Warn => "WARN",
+            CardState::Fail => "FAIL",
+            CardState::NotJudged => "NOT JUDGED",
+        }
+    }
+}
+
+/// The thresholds the states are judged by; `--pass-*` and `--warn-*`
+/// change them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Loop Hz within this many % of the effective rate passes…
+    pub rate_pass_pct: f64,
+    /// …within this many % warns; beyond, fails.
+    pub rate_warn_pct: f64,
+    /// p99 period within this many % of the effective period passes…
+    pub p99_pass_pct: f64,
+    /// …within this many % warns; beyond, fails.
+    pub p99_warn_pct: f64,
+    /// At most this many overruns pass…
+    pub overruns_pass: u64,
+    /// …overruns in at most this % of the phase's cycles warn; more fail.
+    pub overruns_warn_pct: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            rate_pass_pct: 0.5,
+            rate_warn_pct: 2.0,
+            p99_pass_pct: 10.0,
+            p99_warn_pct: 25.0,
+            overruns_pass: 0,
+            overruns_warn_pct: 0.1,
+        }
+    }
+}
+
+/// One judged figure of a card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CardCheck {
+    /// `rate`, `p99_period` or `overruns`.
+    pub check: String,
+    /// Its state.
+    pub state: CardState,
+    /// The figure judged: the loop rate's and the p99 period's distance
+    /// from the effective rate and period, in % (signed), or the overrun
+    /// count.
+    pub value: f64,
+}
+
+/// The diagnosis as the judged phase's card carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CardDiagnosis {
+    /// `on rate`, `the work itself` or `scheduling`.
+    pub verdict: String,
+    /// The stage that dominated the over-budget cycles, when the work did.
+    pub stage: Option<String>,
+    /// Late cycles, of `judged`.
+    pub late: u64,
+    /// Cycles judged.
+    pub judged: u64,
+}
+
+/// One phase's card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseCard {
+    /// The phase.
+    pub phase: String,
+    /// The worst of its checks' states; `not_judged` without a pace.
+    pub state: CardState,
+    /// Loop Hz.
+    pub loop_hz: Option<f64>,
+    /// The effective rate, `1e9 / effective period` (nominal × rtf); absent
+    /// when not paced.
+    pub effective_hz: Option<f64>,
+    /// p99 period.
+    pub period_p99_ns: Option<i64>,
+    /// Longest period.
+    pub period_max_ns: Option<i64>,
+    /// Overruns.
+    pub overruns: u64,
+    /// Release points skipped.
+    pub skipped: u64,
+    /// The judged figures.
+    pub checks: Vec<CardCheck>,
+    /// The diagnosis, on the judged phase's card only.
+    pub diagnosis: Option<CardDiagnosis>,
+    /// The card in one line of words (the colour is never the only signal).
+    pub words: String,
+}
+
+fn state_of(distance: f64, pass: f64, warn: f64) -> CardState {
+    if distance <= pass {
+        CardState::Pass
+    } else if distance <= warn {
+        CardState::Warn
+    } else {
+        CardState::Fail
+    }
+}
+
+fn ms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// `v` % with a sign and `decimals` decimals; a value that rounds to 0 is
+/// `+0.0`, never `-0.0`.
+fn signed_pct(v: f64, decimals: i32) -> String {
+    let scale = 10f64.powi(decimals);
+    let r = (v * scale).round() / scale + 0.0;
+    format!("{r:+.*} %", decimals as usize)
+}
+
+/// `n` and `one`, plural unless `n` is 1.
+fn count(n: u64, one: &str) -> String {
+    format!("{n} {one}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The cards of `phases`, judged against `pace` by `t`; the judged phase's
+/// card carries the diagnosis of `late`.
+pub fn cards(
+    phases: &[PhaseReport],
+    pace: Pace,
+    late: Option<&Lateness>,
+    t: &Thresholds,
+) -> Vec<PhaseCard> {
+    phases.iter().map(|p| card(p, pace, late, t)).collect()
+}
+
+fn card(p: &PhaseReport, pace: Pace, late: Option<&Lateness>, t: &Thresholds) -> PhaseCard {
+    let effective = match pace {
+        Pace::Paced { effective_ns, .. } => Some(effective_ns),
+        _ => None,
+    };
+    let period_p99 = p.period.as_ref().map(|d| d.p99_ns);
+    let period_max = p.period.as_ref().map(|d| d.max_ns);
+    let mut checks = Vec::new();
+    if let (Some(eff), Some(hz)) = (effective, p.loop_hz) {
+        let eff_hz = 1e9 / eff as f64;
+        let d = r4((hz - eff_hz) / eff_hz * 100.0);
+        checks.push(CardCheck {
+            check: "rate".into(),
+            state: state_of(d.abs(), t.rate_pass_pct, t.rate_warn_pct),
+            value: d,
+        });
+    }
+    if let (Some(eff), Some(p99)) = (effective, period_p99) {
+        let d = r4((p99 as f64 - eff as f64) / eff as f64 * 100.0);
+        checks.push(CardCheck {
+            check: "p99_period".into(),
+            state: state_of(d.abs(), t.p99_pass_pct, t.p99_warn_pct),
+            value: d,
+        });
+    }
+    if effective.is_some() && p.period.is_some() {
+        let share = p.overruns as f64 / p.cycles.max(1) as f64 * 100.0;
+        checks.push(CardCheck {
+            check: "overruns".into(),
+            state: if p.overruns <= t.overruns_pass {
+                CardState::Pass
+            } else if share <= t.overruns_warn_pct {
+                CardState::Warn
+            } else {
+                CardState::Fail
+            },
+            value: p.overruns as f64,
+        });
+    }
+    let state = if checks.is_empty() {
+        CardState::NotJudged
+    } else {
+        checks
+            .iter()
+            .map(|c| c.state)
+            .max()
+            .unwrap_or(CardState::NotJudged)
+    };
+    let diagnosis = late.filter(|l| l.phase == p.phase).map(|l| {
+        let (verdict, stage) = if l.late == 0 {
+            ("on rate", None)
+        } else if l.work_over_budget >= l.late_wake {
+            ("the work itself", l.stages.first().map(|s| s.path.clone()))
+        } else {
+            ("scheduling", None)
+        };
+        CardDiagnosis {
+            verdict: verdict.into(),
+            stage,
+            late: l.late,
+            judged: l.judged,
+        }
+    });
+    let effective_hz = effective.map(|e| r4(1e9 / e as f64));
+    let words = words(p, state, effective_hz, &checks, diagnosis.as_ref(), late);
+    PhaseCard {
+        phase: p.phase.clone(),
+        state,
+        loop_hz: p.loop_hz,
+        effective_hz,
+        period_p99_ns: period_p99,
+        period_max_ns: period_max,
+        overruns: p.overruns,
+        skipped: p.skipped,
+        checks,
+        diagnosis,
+        words,
+    }
+}
+
+fn words(
+    p: &PhaseReport,
+    state: CardState,
+    effective_hz: Option<f64>,
+    checks: &[CardCheck],
+    diagnosis: Option<&CardDiagnosis>,
+    late: Option<&Lateness>,
+) -> String {
+    let hz = p
+        .loop_hz
+        .map_or("no rate".to_string(), |h| format!("{h:.2} Hz"));
+    let check = |name: &str| checks.iter().find(|c| c.check == name);
+    let rate = match (effective_hz, check("rate")) {
+        (Some(e), Some(c)) => format!("{hz} against {e:.2} Hz ({})", signed_pct(c.value, 2)),
+        _ => format!("{hz}, no host-time rate to judge against"),
+    };
+    let p99 = match (p.period.as_ref(), check("p99_period")) {
+        (Some(d), Some(c)) => format!(
+            ", p99 period {} ({}), max {}",
+            ms(d.p99_ns),
+            signed_pct(c.value, 1),
+            ms(d.max_ns)
+        ),
+        (Some(d), None) => format!(", p99 period {}, max {}", ms(d.p99_ns), ms(d.max_ns)),
+        (None, _) => String::new(),
+    };
+    let diag = match (diagnosis, late) {
+        (Some(d), _) => match &d.stage {
+            Some(s) => format!(
+                "; diagnosis: {} ({} of {} cycles late), {s}",
+                d.verdict, d.late, d.judged
+            ),
+            None if d.late > 0 => format!(
+                "; diagnosis: {} ({} of {} cycles late)",
+                d.verdict, d.late, d.judged
+            ),
+            None => format!("; diagnosis: {}", d.verdict),
+        },
+        (None, Some(l)) => format!("; diagnosis: not judged (made for {})", l.phase),
+        (None, None) => "; diagnosis: not judged".to_string(),
+    };
+    format!(
+        "{}: {} — {rate}{p99}, {}, {} skipped{diag}",
+        p.phase,
+        state.word(),
+        count(p.overruns, "overrun"),
+        p.skipped
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::report::{Dist, StageBlame};
+
+    const P: u64 = 10_000_000;
+
+    fn dist(p99: i64, max: i64) -> Dist {
+        Dist {
+            count: 1000,
+            mean_ns: P as f64,
+            min_ns: P as i64 - 1000,
+            p50_ns: P as i64,
+            p90_ns: P as i64,
+            p99_ns: p99,
+            p999_ns: max,
+            max_ns: max,
+        }
+    }
+
+    /// A phase of 1,000 cycles at `hz` with period p99 `p99`, and
+    /// `overruns` overruns.
+    fn phase(name: &str, hz: f64, p99: i64, overruns: u64) -> PhaseReport {
+        PhaseReport {
+            phase: name.into(),
+            segments: 1,
+            cycles: 1000,
+            loop_hz: Some(hz),
+            period: Some(dist(p99, p99 + 500_000)),
+            work: Some(dist(3_000_000, 4_000_000)),
+            sleep_overshoot: None,
+            deadline_lag: None,
+            work_cpu: None,
+            off_cpu: None,
+            off_cpu_share: None,
+            spin: None,
+            overruns,
+            skipped: 0,
+            commands: 0,
+            command_hz: None,
+        }
+    }
+
+    const PACED: Pace = Pace::Paced {
+        nominal_ns: P,
+        effective_ns: P,
+        rtf: 1.0,
+    };
+
+    fn late(phase: &str, late: u64, over: u64, wake: u64) -> Lateness {
+        Lateness {
+            phase: phase.into(),
+            budget_ns: P,
+            late_start_threshold_ns: Some(P / 10),
+            judged: 999,
+            late,
+            work_over_budget: over,
+            late_wake: wake,
+            unattributed: 0,
+            stages: vec![StageBlame {
+                path: "executor".into(),
+                cycles: over,
+                share: 1.0,
+            }],
+        }
+    }
+
+    fn state(c: &PhaseCard, check: &str) -> CardState {
+        c.checks.iter().find(|x| x.check == check).unwrap().state
+    }
+
+    #[test]
+    fn each_check_against_its_thresholds() {
+        let t = Thresholds::default();
+        // 99.6 Hz against 100 Hz: −0.4 %, pass; 99.0: −1 %, warn; 97: fail.
+        // p99 10.9 ms: +9 %, pass; 12 ms: +20 %, warn; 13 ms: +30 %, fail.
+        // Overruns: 0 pass; 1 of 1,000 = 0.1 %, warn; 2 = 0.2 %, fail.
+        let cases = [
+            (99.6, 10_900_000, 0, [CardState::Pass; 3]),
+            (
+                99.0,
+                12_000_000,
+                1,
+                [CardState::Warn, CardState::Warn, CardState::Warn],
+            ),
+            (
+                97.0,
+                13_000_000,
+                2,
+                [CardState::Fail, CardState::Fail, CardState::Fail],
+            ),
+        ];
+        for (hz, p99, overruns, want) in cases {
+            let c = &cards(&[phase("running", hz, p99, overruns)], PACED, None, &t)[0];
+            let got = [
+                state(c, "rate"),
+                state(c, "p99_period"),
+                state(c, "overruns"),
+            ];
+            assert_eq!(got, want, "{hz} Hz, p99 {p99}, {overruns} overruns");
+            assert_eq!(c.state, want[0]);
+        }
+        // The card is the worst of its checks: one failing check fails it.
+        let c = &cards(&[phase("running", 100.0, 10_000_000, 5)], PACED, None, &t)[0];
+        assert_eq!(
+            (state(c, "rate"), state(c, "overruns"), c.state),
+            (CardState::Pass, CardState::Fail, CardState::Fail)
+        );
+        // The values: (99.6 − 100) / 100 × 100 = −0.4; (10.9 − 10) / 10 ×
+        // 100 = +9.
+        let c = &cards(&[phase("running", 99.6, 10_900_000, 0)], PACED, None, &t)[0];
+        assert_eq!(c.checks[0].value, -0.4);
+        assert_eq!(c.checks[1].value, 9.0);
+        assert_eq!(c.effective_hz, Some(100.0));
+    }
+
+    #[test]
+    fn thresholds_change_states_not_figures() {
+        let loose = Thresholds {
+            rate_pass_pct: 5.0,
+            rate_warn_pct: 10.0,
+            overruns_pass: 3,
+            ..Thresholds::default()
+        };
+        let p = [phase("running", 97.0, 10_000_000, 2)];
+        let strict = &cards(&p, PACED, None, &Thresholds::default())[0];
+        let relaxed = &cards(&p, PACED, None, &loose)[0];
+        assert_eq!(strict.state, CardState::Fail);
+        assert_eq!(relaxed.state, CardState::Pass);
+        assert_eq!(strict.loop_hz, relaxed.loop_hz);
+        assert_eq!(strict.checks[0].value, relaxed.checks[0].value);
+    }
+
+    #[test]
+    fn an_unpaced_run_is_not_judged_and_the_diagnosis_is_on_one_card() {
+        let p = [
+            phase("warmup", 99.0, 10_000_000, 0),
+            phase("running", 100.0, 10_000_000, 40),
+        ];
+        for pace in [Pace::Uncapped, Pace::Unknown] {
+            for c in cards(&p, pace, None, &Thresholds::default()) {
+                assert_eq!(c.state, CardState::NotJudged);
+                assert!(c.checks.is_empty());
+                assert!(c.words.contains("NOT JUDGED"), "{}", c.words);
+            }
+        }
+        // The work made 40 cycles late, executor dominating.
+        let l = late("running", 40, 35, 5);
+        let c = cards(&p, PACED, Some(&l), &Thresholds::default());
+        assert!(c[0].diagnosis.is_none());
+        assert!(
+            c[0].words
+                .contains("diagnosis: not judged (made for running)"),
+            "{}",
+            c[0].words
+        );
+        let d = c[1].diagnosis.as_ref().unwrap();
+        assert_eq!(
+            (d.verdict.as_str(), d.stage.as_deref(), d.late),
+            ("the work itself", Some("executor"), 40)
+        );
+        assert!(c[1].words.starts_with("running: FAIL"), "{}", c[1].words);
+        assert!(c[1]
+            .words
+            .contains("the work itself (40 of 999 cycles late), executor"));
+        // More late wakes than over-budget work: scheduling, no stage.
+        let c = cards(
+            &p,
+            PACED,
+            Some(&late("running", 40, 5, 35)),
+            &Thresholds::default(),
+        );
+        let d = c[1].diagnosis.as_ref().unwrap();
+        assert_eq!(
+            (d.verdict.as_str(), d.stage.as_deref()),
+            ("scheduling", None)
+        );
+        let c = cards(
+            &p,
+            PACED,
+            Some(&late("running", 0, 0, 0)),
+            &Thresholds::default(),
+        );
+        assert_eq!(c[1].diagnosis.as_ref().unwrap().verdict, "on rate");
+    }
+}
