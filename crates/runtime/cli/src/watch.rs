@@ -104,8 +104,166 @@ pub struct Snapshot {
     /// Per stage, in the header's order (stages with no span in the window
     /// are listed with 0).
     pub stages: Vec<StageView>,
-    /// The newest periods (µs), oldest first, for the sparkline.
+    /// The newest periods (µs), oldest first, for the period chart.
     pub recent_periods_us: Vec<u64>,
+    /// The header's nominal period (µs), which the chart marks.
+    pub nominal_period_us: Option<u64>,
+    /// The process's background threads (their own rings), each with its
+    /// stages over its newest `window` cycles.
+    pub threads: Vec<ThreadView>,
+}
+
+/// One background thread over its window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ThreadView {
+    /// The thread's name.
+    pub thread: String,
+    /// Cycles (for a thread without cycles of its own, top-level spans) in
+    /// the window.
+    pub cycles: u64,
+    /// Per stage, in its header's order.
+    pub stages: Vec<StageView>,
+}
+
+/// The stages of `cycles` under `header`, in the header's order.
+fn stage_views(header: &looptime_capture::Header, cycles: &[CycleRecord]) -> Vec<StageView> {
+    let mut walls: Vec<Vec<i64>> = vec![Vec::new(); header.stages.len()];
+    for c in cycles {
+        for s in &c.spans {
+            if let Some(i) = header.stages.iter().position(|st| st.name == s.stage) {
+                walls[i].push(s.wall_ns as i64);
+            }
+        }
+    }
+    header
+        .stages
+        .iter()
+        .zip(walls.iter_mut())
+        .map(|(st, w)| StageView {
+            stage: st.name.clone(),
+            spans: w.len() as u64,
+            wall: Spread::of(w),
+        })
+        .collect()
+}
+
+/// The background threads' rings of the process writing `control`: the
+/// live rings in the same directory with the same pid and another thread
+/// name, oldest first.
+pub fn thread_rings(control: &RingReader) -> Vec<RingReader> {
+    let dir = control
+        .path()
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let mut out: Vec<(u64, RingReader)> = ring::list_rings(&dir)
+        .into_iter()
+        .filter_map(|p| RingReader::open(&p).ok())
+        .filter(|r| {
+            r.pid() == control.pid()
+                && r.writer_alive()
+                && r.thread_name().as_deref() != Some(looptime_capture::CONTROL_THREAD)
+        })
+        .map(|r| (r.created_unix_ns(), r))
+        .collect();
+    out.sort_by_key(|(t, _)| *t);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The snapshot of `control`'s newest `window` cycles, with each of
+/// `threads`' newest `window` cycles.
+pub fn snapshot_with_threads(
+    control: &RingReader,
+    threads: &[RingReader],
+    window: u64,
+) -> Result<Snapshot> {
+    let mut s = snapshot(control, window)?;
+    for t in threads {
+        // A thread whose ring went away (its rollout finished) is left out.
+        let Ok(read) = t.read(Some(window)) else {
+            continue;
+        };
+        s.threads.push(ThreadView {
+            thread: read.header.thread_name().to_string(),
+            cycles: read.cycles.len() as u64,
+            stages: stage_views(&read.header, &read.cycles),
+        });
+    }
+    Ok(s)
+}
+
+/// The period chart: the newest `width` periods as bars on a y-axis from
+/// the smallest to the largest of them and the nominal period, `height`
+/// rows, with the nominal period's row marked `┄` where no bar covers it.
+/// Every bar is at least one eighth of a row, so the smallest shows.
+pub fn period_chart(
+    periods_us: &[u64],
+    nominal_us: Option<u64>,
+    width: usize,
+    height: usize,
+) -> Vec<String> {
+    const PARTS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    if width == 0 || height == 0 {
+        return Vec::new();
+    }
+    let shown = &periods_us[periods_us.len().saturating_sub(width)..];
+    let all = shown.iter().copied().chain(nominal_us);
+    let lo = all.clone().min().unwrap_or(0);
+    let hi = all.max().unwrap_or(0).max(lo + 1);
+    let eighths = (height * 8) as f64;
+    let bar =
+        |v: u64| (1.0 + (v - lo) as f64 / (hi - lo) as f64 * (eighths - 1.0)).round() as usize;
+    let nominal_row = nominal_us.map(|n| {
+        let from_bottom =
+            ((n - lo) as f64 / (hi - lo) as f64 * (height - 1) as f64).round() as usize;
+        height - 1 - from_bottom
+    });
+    (0..height)
+        .map(|row| {
+            let floor = (height - 1 - row) * 8;
+            shown
+                .iter()
+                .map(|&v| {
+                    let h = bar(v);
+                    if h >= floor + 8 {
+                        '█'
+                    } else if h > floor {
+                        PARTS[h - floor]
+                    } else if nominal_row == Some(row) {
+                        '┄'
+                    } else {
+                        ' '
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The chart's title: the y-axis range and the nominal period.
+fn chart_title(s: &Snapshot) -> String {
+    let shown = &s.recent_periods_us;
+    let (lo, hi) = (
+        shown
+            .iter()
+            .copied()
+            .chain(s.nominal_period_us)
+            .min()
+            .unwrap_or(0),
+        shown
+            .iter()
+            .copied()
+            .chain(s.nominal_period_us)
+            .max()
+            .unwrap_or(0),
+    );
+    format!(
+        "period, newest {} (µs; axis {lo} to {hi}{})",
+        shown.len(),
+        s.nominal_period_us
+            .map(|n| format!(", nominal {n} marked ┄"))
+            .unwrap_or_default()
+    )
 }
 
 /// Period, work and overshoot samples of one phase.
@@ -162,26 +320,8 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
             p.overshoot = Spread::of(over);
         }
     }
-    let mut walls: Vec<Vec<i64>> = vec![Vec::new(); read.header.stages.len()];
-    for c in &read.cycles {
-        for s in &c.spans {
-            if let Some(i) = read.header.stages.iter().position(|st| st.name == s.stage) {
-                walls[i].push(s.wall_ns as i64);
-            }
-        }
-    }
-    let stages = read
-        .header
-        .stages
-        .iter()
-        .zip(walls.iter_mut())
-        .map(|(st, w)| StageView {
-            stage: st.name.clone(),
-            spans: w.len() as u64,
-            wall: Spread::of(w),
-        })
-        .collect();
-    let keep = recent.len().saturating_sub(120);
+    let stages = stage_views(&read.header, &read.cycles);
+    let keep = recent.len().saturating_sub(400);
     Ok(Snapshot {
         ring: reader.path().display().to_string(),
         pid: reader.pid(),
@@ -193,6 +333,12 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
         phases,
         stages,
         recent_periods_us: recent.split_off(keep),
+        nominal_period_us: read
+            .header
+            .nominal_period_ns
+            .filter(|&n| n > 0)
+            .map(|n| n / 1000),
+        threads: Vec::new(),
     })
 }
 
@@ -251,8 +397,9 @@ pub fn run(args: &WatchOptions) -> Result<()> {
     }
     let path = pick_ring(args)?;
     let reader = RingReader::open(&path)?;
+    let threads = thread_rings(&reader);
     if args.once {
-        let snap = snapshot(&reader, args.window)?;
+        let snap = snapshot_with_threads(&reader, &threads, args.window)?;
         let mut out = std::io::stdout();
         if args.json {
             writeln!(out, "{}", serde_json::to_string_pretty(&snap)?)?;
@@ -263,6 +410,7 @@ pub fn run(args: &WatchOptions) -> Result<()> {
     }
     tui::run(
         &reader,
+        &threads,
         args.window,
         Duration::from_millis(args.interval_ms.clamp(50, 500)),
     )
@@ -337,7 +485,12 @@ const PHASE_HEADER: [&str; 14] = [
 ];
 
 fn stage_rows(s: &Snapshot) -> Vec<Vec<String>> {
-    s.stages
+    view_rows(&s.stages)
+}
+
+/// Stage rows: stage, spans, wall p50, p99, max (ms).
+fn view_rows(stages: &[StageView]) -> Vec<Vec<String>> {
+    stages
         .iter()
         .map(|st| {
             let mut row = vec![st.stage.clone(), st.spans.to_string()];
@@ -345,6 +498,15 @@ fn stage_rows(s: &Snapshot) -> Vec<Vec<String>> {
             row
         })
         .collect()
+}
+
+/// A thread panel's rows: stage, spans, wall p50, p99 (ms).
+fn short_rows(stages: &[StageView]) -> Vec<Vec<String>> {
+    let mut rows = view_rows(stages);
+    for r in &mut rows {
+        r.truncate(4);
+    }
+    rows
 }
 
 const STAGE_HEADER: [&str; 5] = ["stage", "spans", "wall p50", "p99", "max"];
@@ -365,6 +527,15 @@ pub fn render_text(s: &Snapshot) -> String {
     out.push_str(&table(&PHASE_HEADER, phase_rows(s)));
     out.push('\n');
     out.push_str(&table(&STAGE_HEADER, stage_rows(s)));
+    for t in &s.threads {
+        out.push_str(&format!("\nthread {} ({} cycles)\n", t.thread, t.cycles));
+        out.push_str(&table(&STAGE_HEADER, view_rows(&t.stages)));
+    }
+    out.push_str(&format!("\n{}\n", chart_title(s)));
+    for line in period_chart(&s.recent_periods_us, s.nominal_period_us, 60, 6) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 
@@ -375,7 +546,7 @@ mod tui {
     use ratatui::backend::CrosstermBackend;
     use ratatui::layout::{Constraint, Layout};
     use ratatui::style::{Modifier, Style};
-    use ratatui::widgets::{Block, Borders, Paragraph, Row, Sparkline, Table};
+    use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
     use ratatui::{Frame, Terminal};
 
     /// Restores the terminal however the view ends.
@@ -388,14 +559,19 @@ mod tui {
         }
     }
 
-    pub(super) fn run(reader: &RingReader, window: u64, every: Duration) -> Result<()> {
+    pub(super) fn run(
+        reader: &RingReader,
+        threads: &[RingReader],
+        window: u64,
+        every: Duration,
+    ) -> Result<()> {
         terminal::enable_raw_mode()?;
         let _restore = Restore;
         crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
         let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
         loop {
             let t0 = Instant::now();
-            let snap = snapshot(reader, window)?;
+            let snap = snapshot_with_threads(reader, threads, window)?;
             term.draw(|f| draw(f, &snap))?;
             while let Some(left) = every.checked_sub(t0.elapsed()) {
                 if !event::poll(left)? {
@@ -434,14 +610,41 @@ mod tui {
 
     fn draw(f: &mut Frame, s: &Snapshot) {
         let stages = s.stages.len() as u16;
-        let [top, phases, stage_area, spark, help] = Layout::vertical([
+        // The threads' panels side by side, as tall as the longest.
+        let thread_rows = s
+            .threads
+            .iter()
+            .map(|t| t.stages.len() as u16 + 3)
+            .max()
+            .unwrap_or(0);
+        let [top, phases, stage_area, thread_area, spark, help] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(s.phases.len() as u16 + 3),
             Constraint::Length(stages + 3),
+            Constraint::Length(thread_rows),
             Constraint::Min(4),
             Constraint::Length(1),
         ])
         .areas(f.area());
+        if !s.threads.is_empty() {
+            let cols = Layout::horizontal(
+                s.threads
+                    .iter()
+                    .map(|_| Constraint::Ratio(1, s.threads.len() as u32)),
+            )
+            .split(thread_area);
+            let titles: Vec<String> = s
+                .threads
+                .iter()
+                .map(|t| format!("thread {} (wall ms)", t.thread))
+                .collect();
+            for ((t, area), title) in s.threads.iter().zip(cols.iter()).zip(&titles) {
+                f.render_widget(
+                    table(title, &STAGE_HEADER[..4], short_rows(&t.stages), 16),
+                    *area,
+                );
+            }
+        }
         f.render_widget(Paragraph::new(title(s)), top);
         f.render_widget(
             table(
@@ -456,15 +659,15 @@ mod tui {
             table("stages (wall ms)", &STAGE_HEADER, stage_rows(s), 20),
             stage_area,
         );
-        let max = s.recent_periods_us.iter().copied().max().unwrap_or(0);
-        let spark_title = format!(
-            "period, newest {} (µs, max {max})",
-            s.recent_periods_us.len()
+        let lines = period_chart(
+            &s.recent_periods_us,
+            s.nominal_period_us,
+            spark.width.saturating_sub(2) as usize,
+            spark.height.saturating_sub(2) as usize,
         );
         f.render_widget(
-            Sparkline::default()
-                .block(Block::new().borders(Borders::ALL).title(spark_title))
-                .data(&s.recent_periods_us),
+            Paragraph::new(lines.join("\n"))
+                .block(Block::new().borders(Borders::ALL).title(chart_title(s))),
             spark,
         );
         let state = match (s.writer_alive, s.state) {
@@ -473,5 +676,31 @@ mod tui {
             (false, _) => "the writer died: `looptime recover` writes its evidence; q quits",
         };
         f.render_widget(Paragraph::new(state), help);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::period_chart;
+
+    #[test]
+    fn the_chart_spans_the_windows_range_and_marks_the_nominal_period() {
+        // 100, 110, 120 µs on 2 rows (16 eighths), nominal 100: the axis is
+        // 100..120, so the bars are 1, 1 + 10/20 × 15 = 8.5 → 9, and 16
+        // eighths: the smallest still shows, the largest fills the column.
+        assert_eq!(
+            period_chart(&[100, 110, 120], Some(100), 3, 2),
+            [" ▁█", "▁██"]
+        );
+        // Nominal 130, above every period: the axis reaches it, its row is
+        // the top one, marked where no bar covers it; bars 1, 1 + 10/30 × 15
+        // = 6 and 1 + 20/30 × 15 = 11 eighths.
+        assert_eq!(
+            period_chart(&[100, 110, 120], Some(130), 3, 2),
+            ["┄┄▃", "▁▆█"]
+        );
+        // The newest `width` periods only; equal periods are a flat row.
+        assert_eq!(period_chart(&[1, 5, 7, 7, 7], None, 3, 1), ["▁▁▁"]);
+        assert!(period_chart(&[], Some(10), 0, 3).is_empty());
     }
 }

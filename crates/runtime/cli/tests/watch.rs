@@ -27,12 +27,17 @@ impl Drop for Serving {
 }
 
 fn serving(rings: &Path) -> Serving {
+    serving_with(rings, "")
+}
+
+/// As [`serving`], with `extra` appended to the config.
+fn serving_with(rings: &Path, extra: &str) -> Serving {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("watch.toml");
     std::fs::write(
         &config,
         format!(
-            "[run]\nduration_s = 30.0\nwarmup_s = 1.0\ncontrol_timing = true\ntiming_ring_dir = {:?}\n[stats]\ninterval_s = 0.0\n",
+            "[run]\nduration_s = 30.0\nwarmup_s = 1.0\ncontrol_timing = true\ntiming_ring_dir = {:?}\n[stats]\ninterval_s = 0.0\n{extra}",
             rings.display().to_string()
         ),
     )
@@ -233,4 +238,98 @@ fn the_live_view_in_a_terminal_refreshes_and_quits_on_q() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The period chart's rows on a captured screen: the lines after its title,
+/// inside the box, up to its bottom border.
+fn chart_rows(screen: &str) -> Vec<Vec<char>> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(top) = lines.iter().position(|l| l.contains("period, newest")) else {
+        return Vec::new();
+    };
+    lines[top + 1..]
+        .iter()
+        .take_while(|l| !l.trim_start().starts_with('└'))
+        .map(|l| {
+            let inner = l.trim_start().trim_start_matches('│');
+            inner.trim_end().trim_end_matches('│').chars().collect()
+        })
+        .collect()
+}
+
+/// Each column's bar height in eighths of a row.
+fn bar_heights(rows: &[Vec<char>]) -> Vec<usize> {
+    let eighths = |c: char| match c {
+        '▁' => 1,
+        '▂' => 2,
+        '▃' => 3,
+        '▄' => 4,
+        '▅' => 5,
+        '▆' => 6,
+        '▇' => 7,
+        '█' => 8,
+        _ => 0,
+    };
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    (0..width)
+        .map(|j| {
+            rows.iter()
+                .map(|r| r.get(j).map_or(0, |&c| eighths(c)))
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn the_live_view_shows_the_threads_and_the_periods_jitter_around_nominal() {
+    // Synthetic jitter, not live timing: a 12 ms spike in a fifth of the
+    // cycles' decode overruns the 10 ms period, so the window holds periods
+    // near 10 ms and near 13 ms or more whatever the machine does.
+    let rings = tempfile::tempdir().unwrap();
+    let s = serving_with(
+        rings.path(),
+        "[stages.adapter_decode.cost]\nspike_probability = 0.2\nspike_us = 12000.0\n",
+    );
+    let name = format!("looptime-watch-jitter-{}", std::process::id());
+    let cmd = format!(
+        "{} watch --ring {} --interval-ms 200 --window 300",
+        env!("CARGO_BIN_EXE_looptime"),
+        s.ring.display()
+    );
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "160",
+        "-y",
+        "60",
+        &cmd,
+    ]);
+    assert!(started.status.success());
+    let capture =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).to_string();
+    let t0 = Instant::now();
+    let screen = loop {
+        let screen = capture();
+        let heights = bar_heights(&chart_rows(&screen));
+        let distinct: std::collections::BTreeSet<usize> =
+            heights.iter().copied().filter(|&h| h > 0).collect();
+        if screen.contains("thread ") && distinct.len() >= 2 {
+            break screen;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = tmux(&["kill-session", "-t", &name]);
+            panic!("no threads panel or a flat chart:\n{screen}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = tmux(&["kill-session", "-t", &name]);
+    // A panel per background thread, with its stages' wall p50 and p99.
+    assert!(screen.contains("thread policy_worker"), "{screen}");
+    assert!(screen.contains("policy_infer"), "{screen}");
+    // The axis runs from the window's smallest period, not from 0, and the
+    // nominal period is named (its row is marked where no bar covers it).
+    assert!(screen.contains("nominal 10000 marked"), "{screen}");
 }
