@@ -1,6 +1,7 @@
 //! The adaptive spin margin on the mock clock, with scripted OS sleep
-//! latencies (`MockClock::set_oversleep`): it follows a step up within two
-//! sleeps and a step down within the window, never leaves its bounds,
+//! latencies (`MockClock::set_oversleep`): it follows a step up within
+//! `RANK` sleeps and a step down within the window, ignores a few stray
+//! wake-ups and latencies no margin could absorb, never leaves its bounds,
 //! allocates nothing after start, and the evidence records the margin of
 //! every cycle.
 
@@ -9,7 +10,7 @@ use std::cell::Cell;
 
 use looptime_capture::{CaptureStatus, EvidenceReader, RecorderBuilder, RingStorage};
 use looptime_runtime::clock::MockClock;
-use looptime_runtime::margin::{AutoMargin, AUTO_MARGIN_FLOOR_NS, WINDOW};
+use looptime_runtime::margin::{AutoMargin, AUTO_MARGIN_FLOOR_NS, RANK, WINDOW};
 use looptime_runtime::scheduler::{Scheduler, SchedulerConfig};
 
 const MS: u64 = 1_000_000;
@@ -64,13 +65,13 @@ fn run(s: &mut Scheduler<MockClock>, clock: &MockClock, n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// The margin a second-largest latency of `l` gives: l × 5/4 + 20 µs.
+/// The margin a RANKth-largest latency of `l` gives: l × 5/4 + 20 µs.
 fn margin_for(l: u64) -> u64 {
     l + l / 4 + 20 * US
 }
 
 #[test]
-fn it_follows_a_step_up_within_two_sleeps_and_a_step_down_within_the_window() {
+fn it_follows_a_step_up_within_rank_sleeps_and_a_step_down_within_the_window() {
     let clock = MockClock::new(0);
     let mut s = auto(10 * MS, &clock);
     // The first wait uses the configured 200 µs; then 30 µs latencies give
@@ -85,37 +86,47 @@ fn it_follows_a_step_up_within_two_sleeps_and_a_step_down_within_the_window() {
     );
     assert_eq!(s.spin_margin_ns(), 57_500);
 
-    // A step up to 400 µs: one sleep is one stray value (the second largest
-    // is still 30 µs); after the second the margin is 400 × 5/4 + 20 = 520 µs.
+    // A step up to 400 µs: up to RANK − 1 (3) sleeps are stray values (the
+    // 4th largest is still 30 µs); after the 4th the margin is 400 × 5/4 +
+    // 20 = 520 µs.
+    assert_eq!(RANK, 4);
     clock.set_oversleep(400 * US);
-    let m = run(&mut s, &clock, 3);
-    assert_eq!(m, [57_500, 57_500, 520 * US]);
+    let m = run(&mut s, &clock, 5);
+    assert_eq!(m, [57_500, 57_500, 57_500, 57_500, 520 * US]);
     // At 520 µs the 400 µs latency ends inside the margin: on time again.
     let t = s.wait();
     clock.advance(MS);
     assert_eq!(t.wake_ns, t.target_ns);
 
-    // A step down to 30 µs: the 400s leave the window after WINDOW − 1
-    // more sleeps (the second largest then is 30 µs again).
+    // A step down to 30 µs: the window holds 5 of 400 µs when the step
+    // comes; the margin stays until only RANK − 1 of them are left, after
+    // WINDOW − RANK + 1 = 125 more sleeps.
     clock.set_oversleep(30 * US);
     let m = run(&mut s, &clock, WINDOW);
-    // The window holds 3 of 400 µs when the step comes; the margin stays
-    // until only one of them is left.
     let down = m.iter().position(|&x| x == margin_for(30 * US)).unwrap();
     assert!(m[..down].iter().all(|&x| x == 520 * US));
-    assert!(down < WINDOW, "{down}");
+    assert_eq!(down, WINDOW - RANK + 1);
     assert!(m[down..].iter().all(|&x| x == margin_for(30 * US)));
 }
 
 #[test]
-fn one_stray_wake_up_does_not_set_the_margin() {
+fn stray_wake_ups_and_latencies_beyond_the_ceiling_do_not_set_the_margin() {
     let clock = MockClock::new(0);
     let mut s = auto(10 * MS, &clock);
     clock.set_oversleep(30 * US);
     run(&mut s, &clock, 10);
-    clock.set_oversleep(1_500 * US);
-    run(&mut s, &clock, 1);
-    clock.set_oversleep(30 * US);
+    // RANK − 1 stray wake-ups of 1.5 ms, spread out.
+    for _ in 0..RANK - 1 {
+        clock.set_oversleep(1_500 * US);
+        run(&mut s, &clock, 1);
+        clock.set_oversleep(30 * US);
+        run(&mut s, &clock, 5);
+    }
+    let m = run(&mut s, &clock, 20);
+    assert!(m.iter().all(|&x| x == margin_for(30 * US)), "{m:?}");
+    // Any number of 5 ms latencies: beyond the 2 ms ceiling, no margin
+    // could absorb them, so they do not drive the margin there.
+    clock.set_oversleep(5 * MS);
     let m = run(&mut s, &clock, 20);
     assert!(m.iter().all(|&x| x == margin_for(30 * US)), "{m:?}");
 }
@@ -130,14 +141,15 @@ fn it_never_leaves_its_bounds() {
         *run(&mut s, &clock, 5).last().unwrap(),
         AUTO_MARGIN_FLOOR_NS
     );
-    // Ceiling: 10 ms latencies at 100 Hz stop at 2 ms (half the period
-    // would be 5 ms); at 1 kHz at half the period, 500 µs.
-    clock.set_oversleep(10 * MS);
+    // Ceiling: 1.9 ms latencies at 100 Hz give 1.9 × 5/4 + 0.02 = 2.395
+    // ms, stopped at 2 ms (half the period would be 5 ms); at 1 kHz, 450 µs
+    // give 582.5 µs, stopped at half the period, 500 µs.
+    clock.set_oversleep(1_900 * US);
     run(&mut s, &clock, 5);
     assert_eq!(s.spin_margin_ns(), 2 * MS);
     let clock = MockClock::new(0);
     let mut fast = auto(MS, &clock);
-    clock.set_oversleep(3 * MS);
+    clock.set_oversleep(450 * US);
     run(&mut fast, &clock, 5);
     assert_eq!(fast.spin_margin_ns(), 500 * US);
     // A period so short that half of it is below the floor: the floor is
@@ -211,8 +223,9 @@ fn the_evidence_records_the_margin_of_every_cycle() {
     let mut rec = b.build().unwrap();
     let mut margins = Vec::new();
     let mut spins = Vec::new();
-    for i in 0..300u64 {
-        // A step up at 100 and a step down at 150.
+    for i in 0..600u64 {
+        // A step up at 100 and a step down at 150 (followed within the
+        // window, before 600).
         clock.set_oversleep(if (100..150).contains(&i) {
             600 * US
         } else {
