@@ -37,7 +37,6 @@ pub use columns::{
 };
 pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
-pub use summary::{CardCheck, CardDiagnosis, CardState, PhaseCard, Thresholds};
 
 use polars::prelude::DataFrame;
 

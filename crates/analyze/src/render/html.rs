@@ -253,12 +253,11 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         p { "state: " b { (format!("{:?}", r.state).to_lowercase()) } }
         (summary_band(r))
         @if !r.caveats.is_empty() {
-            h2 { "Caveats" }
             @for x in &r.caveats { div.caveat { (x) } }
         }
+        (figures(&first))
         h2 { "Diagnosis" }
         ul { @for d in &r.diagnosis { li { (d) } } }
-        (figures(&first))
         details { summary { "Phases and distributions" } (phases_table(r)) (distributions_table(r)) }
         details { summary { (format!("Stages ({} rows)", r.stages.len())) } (stages_table(r)) }
         @if !r.values.is_empty() {

@@ -401,6 +401,8 @@ where
         .x_desc(unit)
         .y_desc("cycles")
         .x_labels(6)
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(BLACK.mix(0.0))
         .draw()
         .map_err(err)?;
     chart
@@ -427,6 +429,8 @@ where
         .x_desc(unit)
         .y_desc("fraction of cycles ≤ x")
         .x_labels(6)
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(BLACK.mix(0.0))
         .draw()
         .map_err(err)?;
     cdf.draw_series(LineSeries::new(cdf_points(&s), &A_COLOR))
@@ -550,6 +554,8 @@ where
         .configure_mesh()
         .x_desc(unit)
         .y_desc("fraction ≤ x")
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(BLACK.mix(0.0))
         .draw()
         .map_err(err)?;
     for (label, s, color) in [("A", &sa, A_COLOR), ("B", &sb, B_COLOR)] {
