@@ -2,7 +2,8 @@
 //! rate, in a state (pass, warn, fail, or not judged) and in words, from
 //! documented thresholds a user may change (docs/metrics.md, Summary).
 //! Computed here, from the phase reports, the pace and the diagnosis, so
-//! the JSON, the text report and the HTML band all say the same.
+//! the JSON, the text report and the HTML band all say the same. The card
+//! types are the report's (`metrics::report`), as every other figure's.
 
 use super::report::{
     CardCheck, CardDiagnosis, CardState, Lateness, Pace, PhaseCard, PhaseReport, Thresholds,
