@@ -174,6 +174,40 @@ pub struct ClockAnchor {
     pub uncertainty_ns: u64,
 }
 
+/// A wall-clock reading paired with a monotonic one, taken back to back:
+/// what maps the evidence's host-monotonic times onto the wall-clock time
+/// robot recordings (rosbag2, MCAP) stamp their messages with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallClockAnchor {
+    /// `CLOCK_REALTIME`, ns since the Unix epoch.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` at the same instant (the midpoint of the two reads
+    /// that bracket the wall-clock read).
+    pub monotonic_ns: u64,
+    /// Half the gap between those two monotonic reads: how far apart the
+    /// pair may be.
+    pub uncertainty_ns: u64,
+}
+
+impl WallClockAnchor {
+    /// The wall-clock time of host-monotonic `mono_ns` through this anchor.
+    pub fn wall_ns(&self, mono_ns: u64) -> u64 {
+        (self.realtime_ns as i128 + mono_ns as i128 - self.monotonic_ns as i128)
+            .clamp(0, u64::MAX as i128) as u64
+    }
+}
+
+/// The wall-clock anchors of a recording (schema 2, added with the MCAP
+/// export; absent in older files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallClock {
+    /// Taken when the recorder was built (or reset).
+    pub start: WallClockAnchor,
+    /// Taken at finish; absent in recovered evidence (the process died).
+    #[serde(default)]
+    pub end: Option<WallClockAnchor>,
+}
+
 /// How TSC ticks were mapped onto host monotonic nanoseconds.
 ///
 /// `ns(raw) = start.monotonic_ns + (raw − start.raw) × ns_per_tick`, where
@@ -388,6 +422,11 @@ pub struct Header {
     /// rate to speak of (schema 2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub implicit_cycles: bool,
+    /// Wall-clock anchors: `CLOCK_REALTIME` against `CLOCK_MONOTONIC`, at
+    /// the start and at finish (schema 2, added with the MCAP export;
+    /// absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_clock: Option<WallClock>,
 }
 
 impl Header {

@@ -59,8 +59,8 @@ mod writer;
 pub use error::{error_chain, CaptureError, Result};
 pub use format::{
     thread_files, CaptureStatus, ClockDomain, CpuTimeMode, CycleRecord, EvidenceReader, Header,
-    HeaderNotes, Recovery, SpanRecord, Summary, ThreadFiles, ThreadInfo, ValueKind, CONTROL_THREAD,
-    CYCLES_FILE, MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
+    HeaderNotes, Recovery, SpanRecord, Summary, ThreadFiles, ThreadInfo, ValueKind, WallClock,
+    WallClockAnchor, CONTROL_THREAD, CYCLES_FILE, MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
 };
 pub use recorder::{
     footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SpanGuard,

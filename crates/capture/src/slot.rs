@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
-use crate::format::{ClockAnchor, Header, TscCalibration, ValueKind};
+use crate::format::{ClockAnchor, Header, TscCalibration, ValueKind, WallClockAnchor};
 use crate::sys;
 
 /// Attributes stored per span.
@@ -230,6 +230,29 @@ pub(crate) fn calibrate(clock: &quanta::Clock, start: ClockAnchor) -> TscCalibra
         ns_per_tick,
         slope_source: source.to_string(),
     }
+}
+
+/// A wall-clock anchor: the tightest of several (monotonic, realtime,
+/// monotonic) brackets. `None` when the kernel refuses either clock.
+pub(crate) fn take_wall_anchor() -> Option<WallClockAnchor> {
+    let mut best: Option<(u64, u64, u64)> = None;
+    for _ in 0..16 {
+        let m1 = sys::monotonic_ns();
+        let real = sys::realtime_ns();
+        let m2 = sys::monotonic_ns();
+        if m1 == 0 || real == 0 || m2 < m1 {
+            continue;
+        }
+        let width = m2 - m1;
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, real, m1 + width / 2));
+        }
+    }
+    best.map(|(width, real, mono)| WallClockAnchor {
+        realtime_ns: real,
+        monotonic_ns: mono,
+        uncertainty_ns: width / 2 + 1,
+    })
 }
 
 /// Takes the tightest of several (raw, monotonic, raw) brackets.

@@ -39,6 +39,13 @@ pub fn monotonic_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
+/// `CLOCK_REALTIME` (wall-clock time since the Unix epoch) in nanoseconds.
+/// Read only at build and at finish, never in the loop.
+#[inline]
+pub fn realtime_ns() -> u64 {
+    read(libc::CLOCK_REALTIME)
+}
+
 /// The calling thread's OS id (`gettid`).
 pub fn gettid() -> u64 {
     // SAFETY: gettid has no arguments and cannot fail.

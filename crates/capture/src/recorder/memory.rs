@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{CaptureError, Result};
 use crate::format::{ClockAnchor, CpuTimeMode, Overhead, StageInfo};
 use crate::ring::{try_boxed, Layout, LiveRef, RingFile, RingStorage, Slab, DEFAULT_RING_DIR};
-use crate::slot::{take_anchor, CycleSlot, SpanSlot, NO_SPAN};
+use crate::slot::{take_anchor, take_wall_anchor, CycleSlot, SpanSlot, NO_SPAN};
 
 pub use crate::format::MAX_METADATA_ENTRIES;
 use crate::sys;
@@ -150,7 +150,9 @@ impl Recorder {
             .collect();
         let cycle_cpu = spec.cpu_mode == CpuTimeMode::Cycle;
         let start_anchor = take_anchor(&clock);
+        let wall_start = take_wall_anchor();
         let storage = Storage::new(&spec, &overhead, &clock, start_anchor)?;
+        storage.live.get().set_wall(wall_start);
         Ok(Recorder {
             enabled: true,
             cycles: storage.cycles,
@@ -164,6 +166,7 @@ impl Recorder {
             spec,
             overhead,
             start_anchor,
+            wall_start,
             head: 0,
             len: 0,
             total: 0,
@@ -196,6 +199,7 @@ impl Recorder {
                 monotonic_ns: 0,
                 uncertainty_ns: 0,
             },
+            wall_start: None,
             cycles: Slab::from_box(Box::new([])),
             spans: Slab::from_box(Box::new([])),
             values: Slab::from_box(Box::new([])),

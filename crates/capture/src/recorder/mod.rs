@@ -53,6 +53,8 @@ pub struct Recorder {
     spec: RecorderBuilder,
     overhead: Overhead,
     start_anchor: ClockAnchor,
+    /// The start wall-clock anchor, taken at build and at reset.
+    wall_start: Option<crate::format::WallClockAnchor>,
     cycles: Slab<CycleSlot>,
     spans: Slab<SpanSlot>,
     values: Slab<u64>,

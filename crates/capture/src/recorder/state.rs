@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use crate::error::{CaptureError, Result};
 use crate::format::{
     Capacity, ClockAnchor, ClockDomain, ClockTable, CpuTimeMode, Header, HeaderTag, Overhead,
-    StageInfo, ThreadInfo, TscCalibration, SCHEMA_VERSION,
+    StageInfo, ThreadInfo, TscCalibration, WallClock, SCHEMA_VERSION,
 };
 use crate::ring::{RingMeta, RingState};
-use crate::slot::{take_anchor, RawCycle};
+use crate::slot::{take_anchor, take_wall_anchor, RawCycle};
 
 pub use crate::slot::MAX_ATTRS_PER_SPAN;
 
@@ -104,6 +104,8 @@ impl Recorder {
             live.spans_outside_cycle.store(0, Ordering::Relaxed);
             self.start_anchor = take_anchor(&self.clock);
             live.set_anchor(self.start_anchor);
+            self.wall_start = take_wall_anchor();
+            live.set_wall(self.wall_start);
             live.set_state(RingState::Recording);
         }
     }
@@ -178,6 +180,11 @@ impl Recorder {
         if let Some(t) = h.thread.as_mut() {
             t.tid = (self.tid != 0).then_some(self.tid);
         }
+        // The end anchor is taken now, when the files are written.
+        h.wall_clock = self.wall_start.map(|start| WallClock {
+            start,
+            end: take_wall_anchor(),
+        });
         h
     }
 
@@ -246,6 +253,7 @@ pub(crate) fn header_of(
         }),
         threads: spec.threads.clone(),
         implicit_cycles: spec.implicit_cycles,
+        wall_clock: None,
     }
 }
 

@@ -61,7 +61,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CaptureError, Result};
-use crate::format::{ClockAnchor, Header};
+use crate::format::{ClockAnchor, Header, WallClockAnchor};
 use crate::slot::{CycleSlot, SpanSlot};
 
 mod heap;
@@ -167,6 +167,11 @@ pub(crate) struct Live {
     /// The recording thread's OS id (0 until its first cycle; 0 in rings of
     /// builds before it was added, whose header area reads as zeros).
     pub(crate) tid: AtomicU64,
+    /// The start wall-clock anchor (all 0: none; rings of builds before it
+    /// was added read as zeros).
+    pub(crate) wall_real: AtomicU64,
+    pub(crate) wall_mono: AtomicU64,
+    pub(crate) wall_unc: AtomicU64,
 }
 
 impl Live {
@@ -182,6 +187,9 @@ impl Live {
             anchor_mono: AtomicU64::new(0),
             anchor_unc: AtomicU64::new(0),
             tid: AtomicU64::new(0),
+            wall_real: AtomicU64::new(0),
+            wall_mono: AtomicU64::new(0),
+            wall_unc: AtomicU64::new(0),
         }
     }
 
@@ -193,6 +201,27 @@ impl Live {
         self.anchor_raw.store(a.raw, Ordering::Relaxed);
         self.anchor_mono.store(a.monotonic_ns, Ordering::Relaxed);
         self.anchor_unc.store(a.uncertainty_ns, Ordering::Release);
+    }
+
+    pub(crate) fn set_wall(&self, a: Option<WallClockAnchor>) {
+        let a = a.unwrap_or(WallClockAnchor {
+            realtime_ns: 0,
+            monotonic_ns: 0,
+            uncertainty_ns: 0,
+        });
+        self.wall_real.store(a.realtime_ns, Ordering::Relaxed);
+        self.wall_mono.store(a.monotonic_ns, Ordering::Relaxed);
+        self.wall_unc.store(a.uncertainty_ns, Ordering::Release);
+    }
+
+    pub(crate) fn wall(&self) -> Option<WallClockAnchor> {
+        let unc = self.wall_unc.load(Ordering::Acquire);
+        let a = WallClockAnchor {
+            realtime_ns: self.wall_real.load(Ordering::Relaxed),
+            monotonic_ns: self.wall_mono.load(Ordering::Relaxed),
+            uncertainty_ns: unc,
+        };
+        (a.realtime_ns != 0).then_some(a)
     }
 }
 

@@ -248,6 +248,11 @@ impl RingReader {
         let anchor = self.anchor();
         header.tsc.start = anchor;
         header.tsc.end = anchor;
+        // The start wall-clock anchor; a dead writer took no end anchor.
+        header.wall_clock = self
+            .live()
+            .wall()
+            .map(|start| crate::format::WallClock { start, end: None });
         header.tsc.ns_per_tick = f64::from_bits(self.fixed.ns_per_tick_bits);
         header.tsc.slope_source = "quanta".to_string();
         let map = TscMap::new(anchor, header.tsc.ns_per_tick);
