@@ -176,8 +176,9 @@ pub enum Sub {
         #[command(flatten)]
         input: InputArgs,
     },
-    /// Export evidence for other tools: a Chrome/Perfetto trace or an
-    /// HdrHistogram log of one episode, or a Parquet dataset of many.
+    /// Export evidence for other tools: a Chrome/Perfetto trace, an MCAP
+    /// file for Foxglove or an HdrHistogram log of one episode, or a
+    /// Parquet dataset of many.
     Export {
         /// Episode directories (or, for parquet, session directories too).
         #[arg(required = true)]
@@ -185,7 +186,7 @@ pub enum Sub {
         /// What to write.
         #[arg(long, value_enum)]
         format: ExportFormat,
-        /// The output file (chrome, hdr) or dataset directory (parquet).
+        /// The output file (chrome, hdr, mcap) or dataset directory (parquet).
         #[arg(long)]
         out: PathBuf,
         /// How to read the evidence.
@@ -269,12 +270,14 @@ pub enum ExportFormat {
     Hdr,
     /// A Hive-partitioned Parquet dataset (a directory; several episodes).
     Parquet,
+    /// MCAP with JSON messages and JSON Schemas (Foxglove), on the wall-clock timeline.
+    Mcap,
 }
 
 /// A validated export request.
 #[derive(Debug)]
 pub struct ExportRequest {
-    /// Episode or session directories (one for chrome and hdr).
+    /// Episode or session directories (one for chrome, hdr and mcap).
     pub episodes: Vec<PathBuf>,
     /// What to write.
     pub format: ExportFormat,
@@ -425,7 +428,11 @@ impl Cli {
                 if format != ExportFormat::Parquet && episodes.len() != 1 {
                     return Err(UsageError(format!(
                         "--format {} exports one episode; {} given (a Parquet dataset takes several: --format parquet)",
-                        if format == ExportFormat::Chrome { "chrome" } else { "hdr" },
+                        match format {
+                            ExportFormat::Chrome => "chrome",
+                            ExportFormat::Mcap => "mcap",
+                            _ => "hdr",
+                        },
                         episodes.len()
                     )));
                 }
@@ -569,6 +576,7 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
         ExportFormat::Parquet => return run_dataset_export(req),
         ExportFormat::Chrome => write_chrome,
         ExportFormat::Hdr => write_hdr,
+        ExportFormat::Mcap => write_mcap,
     };
     let a = analyze(load_episode(&req.episodes[0], req.load.clone())?)?;
     let out = &req.out;
@@ -582,6 +590,24 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
     })?;
     eprintln!("wrote {} ({what})", out.display());
     Ok(())
+}
+
+/// The MCAP file of `a` into `w` (errors name `out`).
+fn write_mcap(
+    a: &crate::analysis::Analysis,
+    w: &mut std::io::BufWriter<std::fs::File>,
+    out: &std::path::Path,
+) -> Result<String> {
+    let s = crate::export::mcap::write(a, w, out)?;
+    let total: u64 = s.messages.values().sum();
+    let timebase = match s.anchor_uncertainty_ns {
+        Some(u) => format!("times are wall-clock ns through the evidence's start anchor (±{u} ns)"),
+        None => "times are host-monotonic ns: the evidence has no wall-clock anchor (recorded before looptime wrote one), so they will not line up with a robot recording's wall-clock times".to_string(),
+    };
+    Ok(format!(
+        "{total} messages on {} channels; {timebase}",
+        s.messages.len()
+    ))
 }
 
 /// The trace of `ev` into `w` (errors name `out`).

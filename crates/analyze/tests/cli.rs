@@ -92,6 +92,8 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[path = "cli/cpu.rs"]
 mod cpu;
+#[path = "cli/export_mcap.rs"]
+mod export_mcap;
 #[path = "cli/fleet.rs"]
 mod fleet;
 #[path = "cli/golden.rs"]

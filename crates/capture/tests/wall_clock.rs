@@ -66,9 +66,15 @@ fn a_ring_reader_gets_the_start_pair_and_no_end() {
         .unwrap()
         .read(None)
         .unwrap();
-    let w = read.header.wall_clock.expect("the start pair from the ring");
+    let w = read
+        .header
+        .wall_clock
+        .expect("the start pair from the ring");
     assert!(w.end.is_none());
-    assert!(w.start.realtime_ns > 1_600_000_000_000_000_000, "after 2020");
+    assert!(
+        w.start.realtime_ns > 1_600_000_000_000_000_000,
+        "after 2020"
+    );
     // Reset takes a new start pair, and the ring holds it.
     std::thread::sleep(std::time::Duration::from_millis(2));
     rec.reset();

@@ -1,13 +1,15 @@
 //! Exports of evidence for other tools (docs/export.md, docs/dataset.md):
 //! Trace Event Format JSON for Perfetto, chrome://tracing and Tracy's
-//! importer ([`chrome`]), HdrHistogram interval logs ([`hdr`]), and the
-//! Hive-partitioned Parquet dataset for DuckDB and Spark ([`parquet`]).
+//! importer ([`chrome`]), HdrHistogram interval logs ([`hdr`]), MCAP for
+//! Foxglove on the wall-clock timeline of robot recordings ([`mcap`]), and
+//! the Hive-partitioned Parquet dataset for DuckDB and Spark ([`parquet`]).
 //!
 //! The export layer reads an [`Analysis`]: the evidence tables, the cycle
 //! columns computed once and the report; nothing above it.
 
 pub mod chrome;
 pub mod hdr;
+pub mod mcap;
 pub mod parquet;
 
 use std::collections::BTreeMap;

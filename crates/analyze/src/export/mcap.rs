@@ -1,0 +1,389 @@
+//! MCAP (docs/export.md): the loop's timing on the wall-clock timeline robot
+//! recordings use, for Foxglove and the MCAP tools.
+//!
+//! Channels, each JSON-encoded with a JSON Schema (`jsonschema`):
+//!
+//! * `/looptime/cycle`: one message per cycle, at its start: phase,
+//!   segment, period, work, sleep overshoot, deadline lag, the overrun flag,
+//!   skips, work CPU, the spin margin and spin, and the caller values;
+//! * `/looptime/span`: one per control-thread span, at its start: stage,
+//!   tree path, depth, wall and CPU time, attributes;
+//! * `/looptime/event`: phase changes (at a segment's first cycle) and the
+//!   report's caveats (at the first cycle);
+//! * `/looptime/thread/<name>/span`: each background thread's spans.
+//!
+//! Every figure is the analysis's own (the cycle columns computed once, the
+//! report); the export computes none anew. A message's time is wall-clock
+//! ns through the evidence's start anchor (`header.wall_clock`, each thread
+//! its own), or host-monotonic ns when the evidence has none: the file's
+//! `looptime` metadata record and the command's output say which.
+
+use std::collections::BTreeMap;
+use std::io::{Seek, Write};
+
+use serde_json::{json, Value};
+
+use crate::analysis::Analysis;
+use crate::error::{AnalyzeError, Result};
+use crate::evidence::{Cell, Evidence, GroupDecode};
+use crate::metrics::CycleColumns;
+use looptime_capture::WallClockAnchor;
+
+/// The cycle channel's topic.
+pub const CYCLE_TOPIC: &str = "/looptime/cycle";
+/// The control thread's span channel.
+pub const SPAN_TOPIC: &str = "/looptime/span";
+/// The event channel.
+pub const EVENT_TOPIC: &str = "/looptime/event";
+
+/// What the export wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McapSummary {
+    /// Messages per topic.
+    pub messages: BTreeMap<String, u64>,
+    /// `wall_clock` or `host_monotonic`.
+    pub timebase: &'static str,
+    /// The start anchor's uncertainty, ns, with a wall-clock timebase.
+    pub anchor_uncertainty_ns: Option<u64>,
+}
+
+/// One message before it is written: time, channel, JSON bytes.
+struct Msg {
+    time: u64,
+    channel: usize,
+    data: Vec<u8>,
+}
+
+fn nullable(t: &str) -> Value {
+    json!({ "type": [t, "null"] })
+}
+
+fn schema(title: &str, description: &str, properties: Value, required: &[&str]) -> Vec<u8> {
+    let s = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": title,
+        "description": description,
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    });
+    serde_json::to_vec(&s).unwrap_or_default()
+}
+
+fn cycle_schema() -> Vec<u8> {
+    schema(
+        "looptime.Cycle",
+        "One cycle of the loop, at its start (docs/metrics.md defines each figure; ns).",
+        json!({
+            "cycle": {"type": "integer"},
+            "phase": {"type": "string"},
+            "segment": {"type": "integer"},
+            "start_ns": {"type": "integer", "description": "host monotonic"},
+            "period_ns": nullable("integer"),
+            "work_ns": nullable("integer"),
+            "overshoot_ns": nullable("integer"),
+            "lag_ns": nullable("integer"),
+            "overrun": {"type": "boolean"},
+            "skipped": {"type": "integer"},
+            "work_cpu_ns": nullable("integer"),
+            "spin_margin_ns": nullable("integer"),
+            "spin_ns": nullable("integer"),
+            "values": {"type": "object", "additionalProperties": {"type": "number"}},
+        }),
+        &[
+            "cycle",
+            "phase",
+            "segment",
+            "start_ns",
+            "period_ns",
+            "work_ns",
+            "overshoot_ns",
+            "lag_ns",
+            "overrun",
+            "skipped",
+            "values",
+        ],
+    )
+}
+
+fn span_schema(title: &str) -> Vec<u8> {
+    schema(
+        title,
+        "One span (a stage's run within a cycle), at its start; a parent's wall time includes its children's.",
+        json!({
+            "cycle": {"type": "integer"},
+            "stage": {"type": "string"},
+            "path": {"type": "string"},
+            "depth": {"type": "integer"},
+            "start_ns": {"type": "integer", "description": "host monotonic"},
+            "wall_ns": {"type": "integer"},
+            "cpu_ns": nullable("integer"),
+            "attrs": {"type": "object", "additionalProperties": {"type": "string"}},
+        }),
+        &["cycle", "stage", "path", "depth", "start_ns", "wall_ns", "cpu_ns", "attrs"],
+    )
+}
+
+fn event_schema() -> Vec<u8> {
+    schema(
+        "looptime.Event",
+        "A phase change (kind phase) or a caveat of the report (kind caveat).",
+        json!({
+            "kind": {"type": "string", "enum": ["phase", "caveat"]},
+            "phase": nullable("string"),
+            "cycle": nullable("integer"),
+            "text": {"type": "string"},
+        }),
+        &["kind", "text"],
+    )
+}
+
+/// Maps an evidence's host-monotonic times to the export's timebase.
+#[derive(Clone, Copy)]
+struct Clock(Option<WallClockAnchor>);
+
+impl Clock {
+    fn of(ev: &Evidence, fallback: Option<WallClockAnchor>) -> Clock {
+        Clock(ev.header.wall_clock.map(|w| w.start).or(fallback))
+    }
+    fn at(self, mono_ns: i64) -> u64 {
+        let m = mono_ns.max(0) as u64;
+        self.0.map_or(m, |a| a.wall_ns(m))
+    }
+}
+
+fn cell(c: &Cell) -> Option<Value> {
+    match c {
+        Cell::Unset => None,
+        Cell::Int(i) => Some(json!(i)),
+        Cell::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number),
+    }
+}
+
+fn cycles(ev: &Evidence, cc: &CycleColumns, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
+    let names = &ev.header.values;
+    let n = names.len();
+    for (i, c) in ev.cycles.iter().enumerate() {
+        let mut values = serde_json::Map::new();
+        for (k, v) in names.iter().enumerate() {
+            if let Some(x) = ev.values.get(i * n + k).and_then(cell) {
+                values.insert(v.name.clone(), x);
+            }
+        }
+        let m = json!({
+            "cycle": c.cycle,
+            "phase": ev.phase_name(c.phase),
+            "segment": cc.segment[i],
+            "start_ns": c.start_ns,
+            "period_ns": cc.period[i],
+            "work_ns": cc.work[i],
+            "overshoot_ns": cc.overshoot[i],
+            "lag_ns": cc.lag[i],
+            "overrun": c.overdue,
+            "skipped": c.skipped,
+            "work_cpu_ns": cc.cpu[i],
+            "spin_margin_ns": c.spin_margin_ns,
+            "spin_ns": c.spin_ns,
+            "values": values,
+        });
+        out.push(Msg {
+            time: clock.at(c.start_ns),
+            channel,
+            data: serde_json::to_vec(&m).unwrap_or_default(),
+        });
+    }
+}
+
+fn spans(ev: &Evidence, clock: Clock, channel: usize, out: &mut Vec<Msg>) -> Result<()> {
+    let groups: std::collections::HashMap<u64, &GroupDecode> =
+        ev.groups.iter().map(|g| (g.key, g)).collect();
+    let rows = ev.span_rows()?;
+    for c in &ev.cycles {
+        let from = (c.span_row as usize).min(rows.len());
+        let to = (from + c.n_spans as usize).min(rows.len());
+        for s in &rows[from..to] {
+            let g = groups.get(&s.key);
+            let m = json!({
+                "cycle": c.cycle,
+                "stage": ev.header.stages.get(s.stage as usize).map_or("?", |st| st.name.as_str()),
+                "path": g.map_or("", |g| g.path.as_str()),
+                "depth": g.map_or(0, |g| g.depth),
+                "start_ns": s.start_ns,
+                "wall_ns": s.wall_ns,
+                "cpu_ns": (s.cpu_ns >= 0).then_some(s.cpu_ns),
+                "attrs": g.map_or(BTreeMap::new(), |g| g.attrs.clone()),
+            });
+            out.push(Msg {
+                time: clock.at(s.start_ns),
+                channel,
+                data: serde_json::to_vec(&m).unwrap_or_default(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn events(a: &Analysis, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
+    let ev = &a.evidence;
+    let cc = a.columns();
+    let mut push = |at: i64, m: Value| {
+        out.push(Msg {
+            time: clock.at(at),
+            channel,
+            data: serde_json::to_vec(&m).unwrap_or_default(),
+        })
+    };
+    let first = ev.cycles.first().map_or(0, |c| c.start_ns);
+    for text in &a.report.caveats {
+        push(
+            first,
+            json!({"kind": "caveat", "phase": null, "cycle": null, "text": text}),
+        );
+    }
+    for (i, c) in ev.cycles.iter().enumerate() {
+        if i == 0 || cc.segment[i] != cc.segment[i - 1] {
+            let phase = ev.phase_name(c.phase);
+            let text = match i {
+                0 => format!("{phase} begins at cycle {}", c.cycle),
+                _ => format!(
+                    "{phase} begins at cycle {} (after {})",
+                    c.cycle,
+                    ev.phase_name(ev.cycles[i - 1].phase)
+                ),
+            };
+            push(
+                c.start_ns,
+                json!({"kind": "phase", "phase": phase, "cycle": c.cycle, "text": text}),
+            );
+        }
+    }
+}
+
+fn mcap_err(path: &std::path::Path, e: mcap::McapError) -> AnalyzeError {
+    AnalyzeError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// A topic for background thread `name`.
+pub fn thread_topic(name: &str) -> String {
+    format!("/looptime/thread/{name}/span")
+}
+
+/// Write `a`'s episode as MCAP into `w` (errors name `path`).
+///
+/// # Errors
+/// [`AnalyzeError::Write`] when writing fails.
+pub fn write<W: Write + Seek>(a: &Analysis, w: W, path: &std::path::Path) -> Result<McapSummary> {
+    let ev = &a.evidence;
+    let control = Clock::of(ev, None);
+    let opts = mcap::WriteOptions::new()
+        .compression(None)
+        .profile("")
+        .library(format!("looptime-analyze {}", env!("CARGO_PKG_VERSION")));
+    let mut m = opts.create(w).map_err(|e| mcap_err(path, e))?;
+    let json = |m: &mut mcap::Writer<W>, name: &str, schema: &[u8], topic: &str| {
+        let sid = m
+            .add_schema(name, "jsonschema", schema)
+            .map_err(|e| mcap_err(path, e))?;
+        m.add_channel(sid, topic, "json", &BTreeMap::new())
+            .map_err(|e| mcap_err(path, e))
+    };
+    let mut topics = vec![
+        CYCLE_TOPIC.to_string(),
+        SPAN_TOPIC.to_string(),
+        EVENT_TOPIC.to_string(),
+    ];
+    let mut ids = vec![
+        json(&mut m, "looptime.Cycle", &cycle_schema(), CYCLE_TOPIC)?,
+        json(
+            &mut m,
+            "looptime.Span",
+            &span_schema("looptime.Span"),
+            SPAN_TOPIC,
+        )?,
+        json(&mut m, "looptime.Event", &event_schema(), EVENT_TOPIC)?,
+    ];
+    let mut msgs = Vec::new();
+    cycles(ev, a.columns(), control, 0, &mut msgs);
+    spans(ev, control, 1, &mut msgs)?;
+    events(a, control, 2, &mut msgs);
+    for (t, _) in a.threads() {
+        let topic = thread_topic(t.header.thread_name());
+        ids.push(json(
+            &mut m,
+            "looptime.ThreadSpan",
+            &span_schema("looptime.ThreadSpan"),
+            &topic,
+        )?);
+        topics.push(topic);
+        spans(t, Clock::of(t, control.0), ids.len() - 1, &mut msgs)?;
+    }
+    // One timeline: all messages in time order (stable, so each channel
+    // keeps its own order among equal times).
+    msgs.sort_by_key(|x| x.time);
+    let mut sequence = vec![0u32; ids.len()];
+    let mut counts: BTreeMap<String, u64> = topics.iter().map(|t| (t.clone(), 0)).collect();
+    for msg in &msgs {
+        let header = mcap::records::MessageHeader {
+            channel_id: ids[msg.channel],
+            sequence: sequence[msg.channel],
+            log_time: msg.time,
+            publish_time: msg.time,
+        };
+        sequence[msg.channel] = sequence[msg.channel].wrapping_add(1);
+        m.write_to_known_channel(&header, &msg.data)
+            .map_err(|e| mcap_err(path, e))?;
+        *counts.entry(topics[msg.channel].clone()).or_default() += 1;
+    }
+    let timebase = if control.0.is_some() {
+        "wall_clock"
+    } else {
+        "host_monotonic"
+    };
+    let mut meta = BTreeMap::new();
+    meta.insert(
+        "looptime_version".to_string(),
+        env!("CARGO_PKG_VERSION").to_string(),
+    );
+    meta.insert("timebase".into(), timebase.into());
+    meta.insert("evidence_producer".into(), ev.header.producer.clone());
+    meta.insert("episode".into(), ev.dir.display().to_string());
+    if let Some(w) = ev.header.wall_clock {
+        meta.insert(
+            "anchor_uncertainty_ns".into(),
+            w.start.uncertainty_ns.to_string(),
+        );
+        meta.insert(
+            "anchor_end".into(),
+            if w.end.is_some() {
+                "present"
+            } else {
+                "absent (recovered evidence)"
+            }
+            .into(),
+        );
+    }
+    for (key, pointer) in [
+        ("config_hash", "/config_hash"),
+        ("source_hash", "/source_hash"),
+        ("host", "/host/hostname"),
+        ("created_utc", "/created_utc"),
+    ] {
+        if let Some(v) = ev.manifest_str(pointer) {
+            meta.insert(key.into(), v);
+        }
+    }
+    m.write_metadata(&mcap::records::Metadata {
+        name: "looptime".into(),
+        metadata: meta,
+    })
+    .map_err(|e| mcap_err(path, e))?;
+    m.finish().map_err(|e| mcap_err(path, e))?;
+    Ok(McapSummary {
+        messages: counts,
+        timebase,
+        anchor_uncertainty_ns: ev.header.wall_clock.map(|w| w.start.uncertainty_ns),
+    })
+}
