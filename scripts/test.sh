@@ -19,7 +19,10 @@
 #    and agrees with the analyzer (tests/hdr_check.py);
 # 6b. the MCAP export reads back in Python's mcap package, every message
 #    valid against its channel's JSON Schema, on the wall clock through the
-#    evidence's anchor, recovered evidence too (tests/mcap_check.py);
+#    evidence's anchor, recovered evidence too (tests/mcap_check.py); and
+#    --into copies a recording (made with the mcap writer, and a rosbag2
+#    bag written with rosbags) unchanged beside the timing
+#    (tests/mcap_into_check.py);
 # 7. DuckDB runs docs/sql over a Parquet dataset of 24 episodes and
 #    reproduces the analyzer's figures, and PySpark in local[2] runs the
 #    same SQL files and gives DuckDB's rows, and `fleet` over the same
@@ -69,7 +72,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema
+    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags
 fi
 
 # The module ladder: no crate's modules import each other in a circle
@@ -112,6 +115,8 @@ suite "HdrHistogram export decodes in Python's hdrhistogram" \
     python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "MCAP export reads back in Python's mcap, validates with jsonschema, incl. recovered evidence" \
     python3 tests/mcap_check.py target/debug/analyze_control_timing target/debug/looptime
+suite "MCAP --into: a recording's records come back unchanged, a rosbag2 bag's CDR decodes, bad input refused" \
+    python3 tests/mcap_into_check.py target/debug/analyze_control_timing target/debug/looptime
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \
     python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime --spark
 fleet_bench_smoke() {

@@ -189,6 +189,15 @@ pub enum Sub {
         /// The output file (chrome, hdr, mcap) or dataset directory (parquet).
         #[arg(long)]
         out: PathBuf,
+        /// With --format mcap: a recording (.mcap) to copy whole into --out,
+        /// the loop's timing added on its timeline. The recording is never
+        /// modified.
+        #[arg(long, value_name = "RECORDING.mcap")]
+        into: Option<PathBuf>,
+        /// With --into: merge even when the recording's and the episode's
+        /// time ranges do not overlap.
+        #[arg(long)]
+        force: bool,
         /// How to read the evidence.
         #[command(flatten)]
         input: InputArgs,
@@ -283,6 +292,10 @@ pub struct ExportRequest {
     pub format: ExportFormat,
     /// Where.
     pub out: PathBuf,
+    /// With mcap: the recording to merge into.
+    pub into: Option<PathBuf>,
+    /// With `into`: merge even without overlapping time ranges.
+    pub force: bool,
     /// Loader options.
     pub load: LoadOptions,
 }
@@ -423,8 +436,32 @@ impl Cli {
                 episodes,
                 format,
                 out,
+                into,
+                force,
                 input,
             }) => {
+                if into.is_some() && format != ExportFormat::Mcap {
+                    return Err(UsageError(
+                        "--into merges into an MCAP recording: it needs --format mcap".into(),
+                    ));
+                }
+                if force && into.is_none() {
+                    return Err(UsageError(
+                        "--force only applies to --into (merging into a recording)".into(),
+                    ));
+                }
+                if let Some(r) = &into {
+                    let same = match (r.canonicalize(), out.canonicalize()) {
+                        (Ok(a), Ok(b)) => a == b,
+                        _ => r == &out,
+                    };
+                    if same {
+                        return Err(UsageError(format!(
+                            "--out {} is the recording itself: --into never modifies the recording, so write the merged file elsewhere",
+                            out.display()
+                        )));
+                    }
+                }
                 if format != ExportFormat::Parquet && episodes.len() != 1 {
                     return Err(UsageError(format!(
                         "--format {} exports one episode; {} given (a Parquet dataset takes several: --format parquet)",
@@ -440,6 +477,8 @@ impl Cli {
                     episodes,
                     format,
                     out,
+                    into,
+                    force,
                     load: input.load(),
                 }))
             }
@@ -567,6 +606,9 @@ fn emit(
 /// # Errors
 /// [`AnalyzeError`] for unusable input or a failed write.
 pub fn run_export(req: &ExportRequest) -> Result<()> {
+    if let Some(recording) = &req.into {
+        return run_into(req, recording);
+    }
     type Writer = fn(
         &crate::analysis::Analysis,
         &mut std::io::BufWriter<std::fs::File>,
@@ -589,6 +631,39 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
         Ok(())
     })?;
     eprintln!("wrote {} ({what})", out.display());
+    Ok(())
+}
+
+/// `export --format mcap --into RECORDING`: the recording copied whole with
+/// the episode's channels added, written atomically to `--out`.
+fn run_into(req: &ExportRequest, recording: &std::path::Path) -> Result<()> {
+    let bytes = std::fs::read(recording).map_err(|e| AnalyzeError::Recording {
+        path: recording.to_path_buf(),
+        why: format!("cannot be read ({e}); give the .mcap file of the recording"),
+    })?;
+    let a = analyze(load_episode(&req.episodes[0], req.load.clone())?)?;
+    let out = &req.out;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        make_dir(dir)?;
+    }
+    let mut done = None;
+    crate::atomic::write_atomic(out, |w| {
+        done = Some(crate::export::mcap::write_into(
+            &a, &bytes, recording, req.force, w, out,
+        )?);
+        Ok(())
+    })?;
+    if let Some(s) = done {
+        let added: u64 = s.added.messages.values().sum();
+        eprintln!(
+            "wrote {} ({} messages and {} schema, channel, attachment and metadata records of {}, unchanged; {added} looptime messages on {} channels, on its wall-clock timeline)",
+            out.display(),
+            s.copied_messages,
+            s.copied_records,
+            recording.display(),
+            s.added.messages.len()
+        );
+    }
     Ok(())
 }
 

@@ -102,6 +102,14 @@ pub enum AnalyzeError {
     /// report it).
     #[error("encoding the HdrHistogram log failed: {0}")]
     Encode(String),
+    /// A recording `--into` cannot take, or evidence it cannot place.
+    #[error("{path}: {why}")]
+    Recording {
+        /// The recording (or the episode).
+        path: PathBuf,
+        /// Why, and what to do.
+        why: String,
+    },
     /// Writing the report failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -126,6 +134,7 @@ impl AnalyzeError {
             AnalyzeError::Partial { .. } => "partial",
             AnalyzeError::BadLine { .. } => "bad_line",
             AnalyzeError::BadManifest { .. } => "bad_manifest",
+            AnalyzeError::Recording { .. } => "bad_recording",
             AnalyzeError::Capture(c) => match c {
                 C::Empty { .. } => "empty_file",
                 C::BadHeader { .. } | C::Parse { line: 1, .. } => "bad_header",

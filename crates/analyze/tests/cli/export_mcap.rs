@@ -104,3 +104,47 @@ fn a_bad_episode_is_an_error_and_leaves_no_file() {
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn into_is_refused_where_it_cannot_mean_anything() {
+    let ep = fixture("v2/serve-episode");
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("robot.mcap");
+    let out = tmp.path().join("merged.mcap");
+    // A recording made with the crate's writer: one JSON channel.
+    {
+        let mut w = mcap::Writer::new(std::io::BufWriter::new(
+            std::fs::File::create(&rec).unwrap(),
+        ))
+        .unwrap();
+        let s = w.add_schema("robot.Status", "jsonschema", b"{}").unwrap();
+        let c = w
+            .add_channel(s, "/robot/status", "json", &BTreeMap::new())
+            .unwrap();
+        let h = mcap::records::MessageHeader {
+            channel_id: c,
+            sequence: 0,
+            log_time: 1,
+            publish_time: 1,
+        };
+        w.write_to_known_channel(&h, b"{}").unwrap();
+        w.finish().unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut a = vec!["export", ep.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        analyze(&a)
+    };
+    let rec_s = rec.to_str().unwrap();
+    for (extra, needle) in [
+        (vec!["--format", "chrome", "--into", rec_s], "needs --format mcap"),
+        (vec!["--format", "mcap", "--force"], "--force only applies to --into"),
+        // The v2 fixture predates the wall-clock anchor.
+        (vec!["--format", "mcap", "--into", rec_s], "no wall-clock anchor"),
+    ] {
+        let r = run(&extra);
+        assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{extra:?}: {}", r.stderr);
+        assert!(!out.exists());
+    }
+}
