@@ -24,21 +24,14 @@ Usage: python3 tests/mcap_into_check.py ANALYZER LOOPTIME
 import hashlib
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def run(*cmd, ok=True):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    if ok and r.returncode != 0:
-        sys.exit(f"{cmd} failed ({r.returncode}):\n{r.stderr}")
-    return r
+# The plain export's checker, beside this file: its command runner.
+from mcap_check import ROOT, run
 
 
 def episode_range(ep):
