@@ -131,16 +131,30 @@ fn into_is_refused_where_it_cannot_mean_anything() {
         w.finish().unwrap();
     }
     let run = |extra: &[&str]| {
-        let mut a = vec!["export", ep.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let mut a = vec![
+            "export",
+            ep.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
         a.extend_from_slice(extra);
         analyze(&a)
     };
     let rec_s = rec.to_str().unwrap();
     for (extra, needle) in [
-        (vec!["--format", "chrome", "--into", rec_s], "needs --format mcap"),
-        (vec!["--format", "mcap", "--force"], "--force only applies to --into"),
+        (
+            vec!["--format", "chrome", "--into", rec_s],
+            "needs --format mcap",
+        ),
+        (
+            vec!["--format", "mcap", "--force"],
+            "--force only applies to --into",
+        ),
         // The v2 fixture predates the wall-clock anchor.
-        (vec!["--format", "mcap", "--into", rec_s], "no wall-clock anchor"),
+        (
+            vec!["--format", "mcap", "--into", rec_s],
+            "no wall-clock anchor",
+        ),
     ] {
         let r = run(&extra);
         assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
