@@ -19,22 +19,15 @@
 #include <vector>
 
 #include "looptime.hpp"
+#include "timing.hpp"
 
 namespace {
 
 constexpr uint64_t kChunk = 1024;
 constexpr int kRounds = 4001;
 
-uint64_t now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
+using bench::now_ns;
 
 struct Result {
     double c_abi, guard, rust, attr;

@@ -151,25 +151,24 @@ fn tmux(args: &[&str]) -> std::process::Output {
         .expect("tmux is needed for this test (.ci/run installs it)")
 }
 
-#[test]
-fn the_live_view_in_a_terminal_refreshes_and_quits_on_q() {
-    let rings = tempfile::tempdir().unwrap();
-    let s = serving(rings.path());
-    let name = format!("looptime-watch-{}", std::process::id());
+/// `looptime watch --ring RING --interval-ms 200 EXTRA` in a detached tmux
+/// session `name`, 160 columns by `rows`; returns what captures its screen.
+fn watch_in_tmux(name: &str, ring: &Path, extra: &str, rows: u16) -> impl Fn() -> String {
     let cmd = format!(
-        "{} watch --ring {} --interval-ms 200",
+        "{} watch --ring {} --interval-ms 200 {extra}",
         env!("CARGO_BIN_EXE_looptime"),
-        s.ring.display()
+        ring.display()
     );
+    let rows = rows.to_string();
     let started = tmux(&[
         "new-session",
         "-d",
         "-s",
-        &name,
+        name,
         "-x",
         "160",
         "-y",
-        "48",
+        &rows,
         &cmd,
     ]);
     assert!(
@@ -177,8 +176,16 @@ fn the_live_view_in_a_terminal_refreshes_and_quits_on_q() {
         "{}",
         String::from_utf8_lossy(&started.stderr)
     );
-    let capture =
-        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).to_string();
+    let name = name.to_string();
+    move || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).to_string()
+}
+
+#[test]
+fn the_live_view_in_a_terminal_refreshes_and_quits_on_q() {
+    let rings = tempfile::tempdir().unwrap();
+    let s = serving(rings.path());
+    let name = format!("looptime-watch-{}", std::process::id());
+    let capture = watch_in_tmux(&name, &s.ring, "", 48);
     let begun = |screen: &str| -> Option<u64> {
         let i = screen.find(" cycles begun")?;
         screen[..i].rsplit(' ').next()?.parse().ok()
@@ -291,25 +298,7 @@ fn the_live_view_shows_the_threads_and_the_periods_jitter_around_nominal() {
         "[stages.adapter_decode.cost]\nspike_probability = 0.2\nspike_us = 12000.0\n",
     );
     let name = format!("looptime-watch-jitter-{}", std::process::id());
-    let cmd = format!(
-        "{} watch --ring {} --interval-ms 200 --window 300",
-        env!("CARGO_BIN_EXE_looptime"),
-        s.ring.display()
-    );
-    let started = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &name,
-        "-x",
-        "160",
-        "-y",
-        "60",
-        &cmd,
-    ]);
-    assert!(started.status.success());
-    let capture =
-        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).to_string();
+    let capture = watch_in_tmux(&name, &s.ring, "--window 300", 60);
     let t0 = Instant::now();
     let screen = loop {
         let screen = capture();
