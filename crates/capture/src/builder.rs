@@ -268,11 +268,7 @@ impl RecorderBuilder {
     /// The switch of the releases before the CPU-time modes: `true` is
     /// [`CpuTimeMode::Spans`], `false` is [`CpuTimeMode::Off`].
     pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
-        self.cpu_time_mode(if on {
-            CpuTimeMode::Spans
-        } else {
-            CpuTimeMode::Off
-        })
+        self.cpu_time_mode(CpuTimeMode::from_switch(on))
     }
 
     /// Time the recorder's own bookkeeping when building (default on; takes

@@ -273,6 +273,17 @@ impl CpuTimeMode {
         }
     }
 
+    /// The mode of the on/off switch of the releases before the modes (the
+    /// header's `thread_cpu_time`, the builder's and the bindings' boolean,
+    /// the configs' `true`/`false`): on was per span, off was off.
+    pub fn from_switch(on: bool) -> CpuTimeMode {
+        if on {
+            CpuTimeMode::Spans
+        } else {
+            CpuTimeMode::Off
+        }
+    }
+
     /// The mode named `s` (`spans`, `cycle` or `off`).
     pub fn from_name(s: &str) -> Option<CpuTimeMode> {
         Self::ALL.into_iter().find(|m| m.name() == s)
@@ -434,11 +445,8 @@ impl Header {
     /// `thread_cpu_mode`, or for a file written before the modes, `spans`
     /// when `thread_cpu_time` is true and `off` when it is false.
     pub fn cpu_mode(&self) -> CpuTimeMode {
-        self.thread_cpu_mode.unwrap_or(if self.thread_cpu_time {
-            CpuTimeMode::Spans
-        } else {
-            CpuTimeMode::Off
-        })
+        self.thread_cpu_mode
+            .unwrap_or(CpuTimeMode::from_switch(self.thread_cpu_time))
     }
 
     /// The thread's name: `control` for a v1 file.

@@ -165,11 +165,7 @@ fn cpu_mode(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<CpuTimeMode>
         return Ok(CpuTimeMode::default());
     };
     if obj.is_instance_of::<PyBool>() {
-        return Ok(if obj.extract::<bool>()? {
-            CpuTimeMode::Spans
-        } else {
-            CpuTimeMode::Off
-        });
+        return Ok(CpuTimeMode::from_switch(obj.extract::<bool>()?));
     }
     let bad = || {
         PyValueError::new_err(format!(

@@ -149,8 +149,7 @@ fn cpu_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<CpuTimeMode, D::Er
         )
     })?;
     match raw {
-        Raw::Bool(true) => Ok(CpuTimeMode::Spans),
-        Raw::Bool(false) => Ok(CpuTimeMode::Off),
+        Raw::Bool(on) => Ok(CpuTimeMode::from_switch(on)),
         Raw::Name(s) => CpuTimeMode::from_name(&s).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "`{s}` is not a CPU-time mode: use \"cycle\" (two CPU-clock reads a cycle), \"spans\" (two a span) or \"off\""

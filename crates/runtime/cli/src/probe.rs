@@ -165,6 +165,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
             for _ in 0..n {
                 let t = sched.wait();
                 wake.push(t.wake_ns as i64 - t.target_ns as i64);
+                last_margin = t.spin_margin_ns;
                 if !t.overdue && t.sleep_return_ns > t.wait_start_ns {
                     // The margin this wait used (it moves with `auto`).
                     let asked = t.target_ns - t.spin_margin_ns;
@@ -172,7 +173,6 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
                     if t.target_ns - t.wait_start_ns > t.spin_margin_ns {
                         os.push(t.sleep_return_ns as i64 - asked as i64);
                     }
-                    last_margin = t.spin_margin_ns;
                 }
             }
             let wall = sched.clock().now_ns() - t0;
