@@ -11,6 +11,7 @@
 #                                  e.g. from an older tree, to compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 SIZES="${SIZES:-20000 1000000}"
 RUNS="${RUNS:-3}"
 WORK="${WORK:-/tmp/looptime-bench}"
@@ -18,7 +19,7 @@ if [[ -n "${ANALYZER:-}" ]]; then
     bin=$ANALYZER
 else
     cargo build --release -q -p looptime-analyze --example throughput
-    bin=target/release/examples/throughput
+    bin="$TARGET_DIR/release/examples/throughput"
 fi
 mkdir -p "$WORK"
 for n in $SIZES; do

@@ -6,9 +6,10 @@
 #   bash bench/c_span.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=target/bench-c-span
+source scripts/lib/target_dir.sh
+build="$TARGET_DIR/bench-c-span"
 cmake -S crates/capture-c -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOPTIME_CARGO_PROFILE=release >/dev/null
 cmake --build "$build" >/dev/null
-g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_span.cpp target/release/liblooptime.a \
+g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_span.cpp "$TARGET_DIR/release/liblooptime.a" \
     -lpthread -ldl -lm -lrt -lutil -lgcc_s -o "$build/c_span"
 "$build/c_span"

@@ -27,14 +27,15 @@
 # $OUT (default target/calibration) as results.json and a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 PAIRS=${PAIRS:-20}
 ROLLOUTS=${ROLLOUTS:-3}
 SHIFT_US=${SHIFT_US:-500}
 ORDER=${ORDER:-interleaved}
-OUT=${OUT:-target/calibration}
+OUT=${OUT:-$TARGET_DIR/calibration}
 cargo build --release -q -p looptime-cli -p looptime-analyze
-LOOPTIME=target/release/looptime
-ANALYZE=target/release/analyze_control_timing
+LOOPTIME="$TARGET_DIR/release/looptime"
+ANALYZE="$TARGET_DIR/release/analyze_control_timing"
 rm -rf "$OUT"
 mkdir -p "$OUT/configs"
 per_session=$ROLLOUTS

@@ -8,15 +8,16 @@
 #   bash bench/cpu_modes.sh [ROUNDS]     # default 301; 31 for a quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 rounds=${1:-301}
 echo "== Rust"
 cargo run -q --release -p looptime-capture --example cpu_modes -- --rounds "$rounds"
 echo
 echo "== C (the C ABI from C++)"
-build=target/bench-c-span
+build="$TARGET_DIR/bench-c-span"
 cmake -S crates/capture-c -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOPTIME_CARGO_PROFILE=release >/dev/null
 cmake --build "$build" >/dev/null
-g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_cpu_modes.cpp target/release/liblooptime.a \
+g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_cpu_modes.cpp "$TARGET_DIR/release/liblooptime.a" \
     -lpthread -ldl -lm -lrt -lutil -lgcc_s -o "$build/c_cpu_modes"
 "$build/c_cpu_modes" "$rounds"
 echo

@@ -25,21 +25,24 @@ for rev in "${revs[@]}"; do
     git clone -q "$repo" "$dir"
     git -C "$dir" checkout -q "$(git -C "$repo" rev-parse "$rev")"
     cd "$dir"
+    # A fresh target directory in the clone, whatever CARGO_TARGET_DIR the
+    # caller has (the measure is a fresh clone's first build).
+    export CARGO_TARGET_DIR="$dir/target"
     extra=()
     [[ "${TIMINGS:-0}" == 1 ]] && extra=(--timings)
     t0=$(date +%s.%N)
     cargo build --release -q "${extra[@]}" 2>"$dir/build.log"
     t1=$(date +%s.%N)
-    ./target/release/looptime serve --control-timing >/dev/null
-    ./target/release/analyze_control_timing --episode runs/latest >/dev/null
+    "$CARGO_TARGET_DIR/release/looptime" serve --control-timing >/dev/null
+    "$CARGO_TARGET_DIR/release/analyze_control_timing" --episode runs/latest >/dev/null
     t2=$(date +%s.%N)
-    units=$(find target/release/.fingerprint -mindepth 1 -maxdepth 1 -type d | wc -l)
-    size=$(du -sh target/release | cut -f1)
+    units=$(find "$CARGO_TARGET_DIR/release/.fingerprint" -mindepth 1 -maxdepth 1 -type d | wc -l)
+    size=$(du -sh "$CARGO_TARGET_DIR/release" | cut -f1)
     awk -v r="${rev:0:10}" -v a="$t0" -v b="$t1" -v c="$t2" -v u="$units" -v z="$size" \
         'BEGIN { printf "%-10s %9.1f %9.1f %9.1f %6d %8s\n", r, b - a, c - b, c - a, u, z }'
     if [[ "${TIMINGS:-0}" == 1 ]]; then
         keep="/tmp/looptime-timings-${rev:0:10}.html"
-        cp target/cargo-timings/cargo-timing.html "$keep"
+        cp "$CARGO_TARGET_DIR/cargo-timings/cargo-timing.html" "$keep"
         echo "  timings: $keep"
     fi
     cd "$repo"

@@ -72,9 +72,13 @@ def main():
             while fh.read(1 << 24):
                 pass
 
+    # The jobs are passed, not left to fleet's default, so that every
+    # label below names the number that ran.
+    jobs = len(os.sched_getaffinity(0))
+
     def fleet(roots, name):
         out = work / f"out-{name}"
-        return measure([analyzer, "fleet", *map(str, roots), "--out", str(out)])
+        return measure([analyzer, "fleet", *map(str, roots), "--out", str(out), "--jobs", str(jobs)])
 
     single, f2, scale, export, duck = [], [], {}, [], []
     dataset = work / "dataset"
@@ -85,7 +89,7 @@ def main():
             wall, cpu, r, _ = measure([analyzer, "report", str(e), "--json"])
             w, c, rss = w + wall, c + cpu, max(rss, r)
         single.append((w, c, rss))
-        print(f"run {run + 1}/{runs}: fleet (default --jobs), and over one robot's episodes ...",
+        print(f"run {run + 1}/{runs}: fleet --jobs {jobs}, and over one robot's episodes ...",
               file=sys.stderr)
         f2.append(fleet([root], "all")[:3])
         scale.setdefault(len(episodes), []).append(f2[-1])
@@ -101,7 +105,7 @@ def main():
     med = statistics.median
     mb = jsonl / 1e6
     rows = [("single-episode `report --json`, one process per episode", single)]
-    rows += [("`fleet` (default --jobs)", f2)]
+    rows += [(f"`fleet --jobs {jobs}`", f2)]
     print(f"{len(episodes)} episodes, {mb:,.0f} MB of JSONL, {runs} runs (medians)")
     print()
     print("| run | wall s | CPU s | cores used | MB/s | wall vs single | peak RSS MB |")
@@ -131,7 +135,7 @@ def main():
           f"{mb:,.0f} MB of JSONL (**{pq / jsonl:.3f}×**)")
     print(f"DuckDB phase_figures.sql + stage_p99.sql over the dataset: {d_query:.1f} s query "
           f"({d_wall:.1f} s with Python's start), peak RSS {med(x[2] for x in duck) / 1e6:.0f} MB; "
-          f"rerunning `fleet --jobs 2`: {f2_wall:.1f} s; DuckDB / fleet **{d_query / f2_wall:.2f}×** "
+          f"rerunning `fleet --jobs {jobs}`: {f2_wall:.1f} s; DuckDB / fleet **{d_query / f2_wall:.2f}×** "
           f"({duck[0][3]['phase_rows']} phase rows, {duck[0][3]['stage_rows']} stage rows)")
 
 

@@ -12,6 +12,7 @@
 # DMA=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 DURATION="${DURATION:-30}"
 if ! command -v cyclictest >/dev/null; then
     echo "installing rt-tests (cyclictest)..." >&2
@@ -26,7 +27,7 @@ cyclictest --interval=10000 --loops="$loops" --quiet --histogram=20000 \
 echo "looptime probe: ${DURATION} s at 100 Hz ..." >&2
 extra=()
 if [[ "${DMA:-0}" == 1 ]]; then extra+=(--dma-latency); fi
-./target/release/looptime probe --rate 100 --duration "$DURATION" --json "${extra[@]}" >"$tmp/probe.json"
+"$TARGET_DIR/release/looptime" probe --rate 100 --duration "$DURATION" --json "${extra[@]}" >"$tmp/probe.json"
 python3 - "$tmp/hist.txt" "$tmp/probe.json" <<'PY'
 import json, math, sys
 hist = {}

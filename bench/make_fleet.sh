@@ -22,6 +22,7 @@
 # the analyzer's cost, not a spread of behaviours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 if [[ $# -ne 3 ]]; then
     echo "usage: bash bench/make_fleet.sh N CYCLES DIR" >&2
     exit 2
@@ -37,7 +38,7 @@ start=$(date +%s.%N)
 # LOOPTIME names a prebuilt binary (CI's smoke test uses the debug build).
 if [[ -z "${LOOPTIME:-}" ]]; then
     cargo build --release -q -p looptime-cli --bin looptime
-    LOOPTIME=target/release/looptime
+    LOOPTIME="$TARGET_DIR/release/looptime"
 fi
 looptime="$LOOPTIME"
 mkdir -p "$DIR/.base"

@@ -17,7 +17,7 @@ Target (docs/realtime.md): "auto" has at least 99 % within 1 µs idle at
 100 Hz, with less spin than the smallest fixed margin that reaches the
 same share. The script prints whether it was met.
 
-    python3 bench/spin_margin.py [--looptime target/release/looptime]
+    python3 bench/spin_margin.py [--looptime $CARGO_TARGET_DIR/release/looptime, else target/release/looptime]
         [--rounds 3] [--duration 10] [--rates 100,1000] [--loads idle,stress]
 """
 
@@ -29,6 +29,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "lib"))
+from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
 
 MARGINS = ["100", "200", "500", "auto"]
 
@@ -43,7 +47,7 @@ def probe(looptime: str, rate: int, duration: float, margin: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--looptime", default="target/release/looptime")
+    ap.add_argument("--looptime", default=str(target_dir() / "release" / "looptime"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--rates", default="100,1000")

@@ -31,13 +31,16 @@
 # 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), as a smoke
 #    test of the benchmark and its synthetic fleet;
 # 0. before all of them, scripts/module_cycles.py: no crate's modules
-#    import each other in a circle.
+#    import each other in a circle; and scripts/check_scripts.py: every
+#    script finds cargo's output through scripts/lib/target_dir
+#    ($CARGO_TARGET_DIR, else target/).
 #
 # System packages (cmake, g++, pkg-config, tmux, chromium, fonts) come from
 # apt-get when it is there and something is missing; Python packages from
 # pip. LOOPTIME_NO_INSTALL=1 skips both and uses what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
@@ -81,13 +84,17 @@ module_ladder() {
     python3 scripts/module_cycles.py --self-test && python3 scripts/module_cycles.py
 }
 suite "module ladder: no import circle in any crate (scripts/module_cycles.py)" module_ladder
+script_rule() {
+    python3 scripts/check_scripts.py --self-test && python3 scripts/check_scripts.py
+}
+suite "scripts find cargo's output through one rule (scripts/check_scripts.py)" script_rule
 
 # Rust first: the other suites use the analyzer it builds.
 step "Rust: cargo test --workspace"
 cargo test --workspace
 
 c_abi_tests() {
-    local build=target/capture-c-tests
+    local build="$TARGET_DIR/capture-c-tests"
     cmake -S crates/capture-c -B "$build" -DLOOPTIME_BUILD_TESTS=ON -DLOOPTIME_CARGO_PROFILE=dev >/dev/null &&
         cmake --build "$build" &&
         (cd "$build" && ctest --output-on-failure)
@@ -99,9 +106,9 @@ python_tests() {
     # One build of the abi3 wheel (maturin, the pyproject's release-lib
     # profile), installed here for pytest and the stub check, then into a
     # clean virtual environment without Rust (tests/python_wheel.sh).
-    local wheels=target/wheels-test
+    local wheels="$TARGET_DIR/wheels-test"
     rm -rf "$wheels"
-    (cd crates/python && python3 -m maturin build -q -o "../../$wheels") &&
+    (cd crates/python && python3 -m maturin build -q -o "$wheels") &&
         python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/looptime-*.whl &&
         python3 -m mypy.stubtest looptime._looptime &&
         python3 -m pytest -q crates/python/tests &&
@@ -112,18 +119,18 @@ suite "interoperability: pandas and polars read the JSONL" python3 tests/interop
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-cli --bin looptime
 suite "HdrHistogram export decodes in Python's hdrhistogram" \
-    python3 tests/hdr_check.py target/debug/analyze_control_timing fixtures/v1/serve-episode fixtures/v2/serve-episode
+    python3 tests/hdr_check.py "$TARGET_DIR/debug/analyze_control_timing" fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "MCAP export reads back in Python's mcap, validates with jsonschema, incl. recovered evidence" \
-    python3 tests/mcap_check.py target/debug/analyze_control_timing target/debug/looptime
+    python3 tests/mcap_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime"
 suite "MCAP --into: a recording's records come back unchanged, a rosbag2 bag's CDR decodes, bad input refused" \
-    python3 tests/mcap_into_check.py target/debug/analyze_control_timing target/debug/looptime
+    python3 tests/mcap_into_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime"
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \
-    python3 tests/dataset_check.py target/debug/analyze_control_timing target/debug/looptime --spark
+    python3 tests/dataset_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime" --spark
 fleet_bench_smoke() {
     local work
     work=$(mktemp -d)
-    EPISODES=6 CYCLES=2000 RUNS=1 WORK="$work" ANALYZER=target/debug/analyze_control_timing \
-        LOOPTIME=target/debug/looptime bash bench/fleet.sh
+    EPISODES=6 CYCLES=2000 RUNS=1 WORK="$work" ANALYZER="$TARGET_DIR/debug/analyze_control_timing" \
+        LOOPTIME="$TARGET_DIR/debug/looptime" bash bench/fleet.sh
     local rc=$?
     rm -rf "$work"
     return $rc

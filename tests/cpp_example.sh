@@ -7,8 +7,9 @@
 # (target/debug/analyze_control_timing, left by `cargo test --workspace`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=target/cpp-example
-analyzer=target/debug/analyze_control_timing
+source scripts/lib/target_dir.sh
+build="$TARGET_DIR/cpp-example"
+analyzer="$TARGET_DIR/debug/analyze_control_timing"
 [[ -x "$analyzer" ]] || cargo build -q -p looptime-analyze --bin analyze_control_timing
 cmake -S examples/cpp -B "$build" -DLOOPTIME_CARGO_PROFILE=dev >/dev/null
 cmake --build "$build" >/dev/null
@@ -76,9 +77,9 @@ out=$("$build/control_loop" --duration soon 2>&1) || rc=$?
 
 echo "cpp example: installed package, found by find_package and by pkg-config"
 prefix="$runs/prefix"
-cmake -S crates/capture-c -B target/capture-c-install -DLOOPTIME_CARGO_PROFILE=dev >/dev/null
-cmake --build target/capture-c-install >/dev/null
-cmake --install target/capture-c-install --prefix "$prefix" >/dev/null
+cmake -S crates/capture-c -B "$TARGET_DIR/capture-c-install" -DLOOPTIME_CARGO_PROFILE=dev >/dev/null
+cmake --build "$TARGET_DIR/capture-c-install" >/dev/null
+cmake --install "$TARGET_DIR/capture-c-install" --prefix "$prefix" >/dev/null
 conf=$(cmake -S examples/cpp -B "$runs/fp" -DCMAKE_PREFIX_PATH="$prefix" 2>&1)
 if [[ "$conf" == *"looptime is not installed"* ]]; then
     echo "find_package(looptime) did not find the installed package in $prefix" >&2

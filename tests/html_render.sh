@@ -7,6 +7,7 @@
 #   bash tests/html_render.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 if ! command -v chromium >/dev/null; then
     echo "installing chromium ..." >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
@@ -16,7 +17,7 @@ fi
 # would compile polars a second time with different dependency features
 # (gigabytes of disk on CI). After CI's test step this is a no-op.
 cargo test -q --workspace --no-run
-bin=target/debug/analyze_control_timing
+bin="$TARGET_DIR/debug/analyze_control_timing"
 out="$(mktemp -d)"
 ep=fixtures/v1/serve-episode
 "$bin" --episode "$ep" --html "$out/report" >/dev/null

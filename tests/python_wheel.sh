@@ -9,9 +9,10 @@
 # analyzer (target/debug/analyze_control_timing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/target_dir.sh
 wheels=${1:?usage: tests/python_wheel.sh WHEEL_DIR}
 whl=$(ls "$wheels"/looptime-*.whl)
-analyzer=$PWD/target/debug/analyze_control_timing
+analyzer="$TARGET_DIR/debug/analyze_control_timing"
 [[ -x "$analyzer" ]] || cargo build -q -p looptime-analyze --bin analyze_control_timing
 case "$(basename "$whl")" in
     *-abi3-*) ;;

@@ -1,0 +1,13 @@
+"""The one rule every script uses to find what cargo built (the same as
+scripts/lib/target_dir.sh): $CARGO_TARGET_DIR when it is set, else target/
+at the repository's root."""
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def target_dir() -> Path:
+    """cargo's target directory for this repository."""
+    env = os.environ.get("CARGO_TARGET_DIR")
+    return Path(env).resolve() if env else ROOT / "target"
