@@ -91,12 +91,23 @@ pub fn analyze(evidence: Evidence) -> Result<Analysis> {
 mod tests {
     use super::*;
     use crate::evidence::{load_episode, LoadOptions};
-    use crate::metrics::columns::COMPUTED;
 
     fn fixture(name: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fixtures")
             .join(name)
+    }
+
+    /// How many times the columns of `a`'s evidence and of each of its
+    /// threads' were computed (counted per evidence, on any thread).
+    fn computed(a: &Analysis) -> Vec<usize> {
+        let n = |e: &Evidence| {
+            e.columns_computed
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        std::iter::once(n(&a.evidence))
+            .chain(a.evidence.threads.iter().map(n))
+            .collect()
     }
 
     #[test]
@@ -106,10 +117,16 @@ mod tests {
         let ev = load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap();
         let threads = ev.threads.len();
         assert!(threads > 0, "the fixture has background threads");
-        COMPUTED.with(|c| c.set(0));
         let a = Analysis::new(ev).unwrap();
-        let once = 1 + threads;
-        assert_eq!(COMPUTED.with(|c| c.get()), once);
+        let once = vec![1; 1 + threads];
+        assert_eq!(computed(&a), once);
+        // A second analysis of the same files counts on its own evidence:
+        // the count is per analysis, not per process or thread.
+        let b = Analysis::new(
+            load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(computed(&b), once);
 
         // Every view of the episode, none of which may compute them again.
         let _ = crate::render::text::render(&a.report);
@@ -121,12 +138,29 @@ mod tests {
         crate::export::hdr_log(&a).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
+        let mut mcap = std::io::Cursor::new(Vec::new());
+        crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref()).unwrap();
+        // The plain export as the recording to merge into: --into's view.
+        let recording = mcap.into_inner();
+        let mut merged = std::io::Cursor::new(Vec::new());
+        let _ = crate::export::mcap::write_into(
+            &a,
+            &recording,
+            "r.mcap".as_ref(),
+            true,
+            &mut merged,
+            "m.mcap".as_ref(),
+        );
         let side = [&a];
         let c = crate::compare::compare(&side, &side, crate::compare::BootstrapConfig::default());
         let _ = crate::render::plots::compare_plots(&side, &side, &c, None);
-        let _ = crate::fleet::rows(&a);
+        // fleet's rows are made on worker threads: make them on one here,
+        // where a thread-local count would miss a recomputation.
+        std::thread::scope(|s| {
+            s.spawn(|| crate::fleet::rows(&a)).join().unwrap();
+        });
         assert_eq!(
-            COMPUTED.with(|c| c.get()),
+            computed(&a),
             once,
             "a view computed the cycle columns again"
         );

@@ -826,6 +826,21 @@ pub fn run_fleet(req: &FleetRequest, out: &mut dyn Write) -> Result<crate::fleet
         bar.inc(1);
     });
     bar.finish_and_clear();
+    // Found = analyzed + failed, or the table would silently miss episodes
+    // (docs/fleet.md); `analyze_all` keeps it by construction, and this is
+    // the last line of defence before anything is written.
+    if !fleet.is_whole() {
+        return Err(AnalyzeError::Partial {
+            used: fleet.analyzed,
+            found: fleet.found,
+            left_out: fleet.found - fleet.analyzed.min(fleet.found),
+            where_listed: format!(
+                "{} of them unaccounted for, an internal error; please report it",
+                fleet.found - (fleet.analyzed + fleet.failures.len()).min(fleet.found)
+            ),
+            hint: String::new(),
+        });
+    }
     let elapsed = started.elapsed().as_secs_f64();
     let summary = fleet.summary(req.worst);
     let text = crate::render::fleet_text::render(&summary, elapsed, req.jobs);

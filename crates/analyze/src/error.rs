@@ -163,13 +163,13 @@ pub enum PlotError {
         /// plotters' message.
         message: String,
     },
-    /// A plot file could not be written (the OS error is the source).
-    #[error("cannot write plot {path}")]
+    /// A plot file could not be written: one line with the OS error once
+    /// and what to do.
+    #[error("cannot write plot {path}: {error}; free space or fix the permissions there, or pass another directory")]
     Write {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (in the message, so not a separate source).
+        error: std::io::Error,
     },
 }

@@ -84,6 +84,10 @@ impl Recorder {
             total_cycles: self.total_cycles(),
             spans_dropped: self.spans_dropped(),
             spans_outside_cycle: self.spans_outside_cycle(),
+            values_dropped: self
+                .retained()
+                .map(|raw| raw.nonfinite_values(&header))
+                .sum(),
         };
         self.set_ring_state(RingState::Finishing);
         let records = self.retained().map(|raw| raw.to_record(&header, &map));

@@ -596,6 +596,12 @@ pub struct CaptureInfo {
     pub spans_dropped_retained: u64,
     /// Spans opened while no cycle was open (not stored).
     pub spans_outside_cycle: u64,
+    /// Caller values of the retained cycles that were set but not written
+    /// because they were not finite (NaN, ±inf: JSON has no number for
+    /// them). Absent in files written before this field (schema 2,
+    /// additive); the analyzer names a non-zero count in a caveat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_dropped: Option<u64>,
     /// First retained cycle index.
     pub first_cycle: Option<u64>,
     /// Last retained cycle index.
@@ -835,10 +841,14 @@ fn probe_header(path: &Path, first: &str) -> Result<()> {
         kind: Option<String>,
         schema_version: Option<u32>,
     }
-    let probe: Probe = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
-        path: path.to_path_buf(),
-        line: 1,
-        source,
+    let probe: Probe = serde_json::from_str(first).map_err(|e| {
+        bad_header(
+            path,
+            format!(
+                "the header: {}; is this a control_timing.jsonl? Its first line is the header the recorder wrote: restore the file as it was written, or record the run again",
+                crate::json_error::describe::<serde_json::Value>(first.as_bytes(), &e)
+            ),
+        )
     })?;
     if probe.kind.as_deref() == Some("cycle") {
         return Err(bad_header(
@@ -882,10 +892,14 @@ impl EvidenceReader {
         let raw = read_first_line(&path, &mut reader)?;
         let (first, notes) = header_text(&path, &raw)?;
         probe_header(&path, first)?;
-        let header: Header = serde_json::from_str(first).map_err(|source| CaptureError::Parse {
-            path: path.clone(),
-            line: 1,
-            source,
+        let header: Header = serde_json::from_str(first).map_err(|e| {
+            bad_header(
+                &path,
+                format!(
+                    "the header: {}; the header is written once by the recorder and the cycles cannot be read without it: restore the file as the recorder wrote it (docs/evidence-format.md lists the header's fields), or record the run again",
+                    crate::json_error::describe::<Header>(first.as_bytes(), &e)
+                ),
+            )
         })?;
         check_header_bounds(&path, &header)?;
         Ok(Self {

@@ -47,6 +47,7 @@ pub mod cycle;
 mod error;
 mod finish;
 pub mod format;
+pub mod json_error;
 pub mod quantile;
 mod recorder;
 mod registry;

@@ -17,6 +17,24 @@ pub fn nearest_rank_index(n: usize, q: f64) -> usize {
     ((q * n as f64).ceil() as usize).clamp(1, n.max(1)) - 1
 }
 
+/// How many of `n` sorted values lie above the nearest-rank `q`-quantile's
+/// position: `n − ⌈q·n⌉` (with the rank clamped as in
+/// [`nearest_rank_index`]), 0 when `n = 0`. The comparison uses it for the
+/// samples its p99.9 rests on.
+///
+/// ```
+/// use looptime_capture::quantile::beyond_nearest_rank;
+/// assert_eq!(beyond_nearest_rank(1200, 0.999), 1); // rank 1199 of 1200
+/// ```
+#[inline]
+pub fn beyond_nearest_rank(n: usize, q: f64) -> usize {
+    if n == 0 {
+        0
+    } else {
+        n - (nearest_rank_index(n, q) + 1)
+    }
+}
+
 /// The nearest-rank `q`-quantile of `sorted` (ascending); `None` when empty.
 #[inline]
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
@@ -65,5 +83,12 @@ mod tests {
         let mut shuffled = vec![7, 3, 9, 1, 5];
         assert_eq!(select_nearest_rank(&mut shuffled, 0.5), Some(5));
         assert_eq!(select_nearest_rank(&mut [], 0.5), None);
+        // Beyond the rank: 1200 − 1199 = 1; 5000 − ⌈4995⌉ = 5; ten values
+        // have their p99.9 at rank 10, nothing beyond; none have none.
+        assert_eq!(beyond_nearest_rank(1200, 0.999), 1);
+        assert_eq!(beyond_nearest_rank(5000, 0.999), 5);
+        assert_eq!(beyond_nearest_rank(10, 0.999), 0);
+        assert_eq!(beyond_nearest_rank(0, 0.999), 0);
+        assert_eq!(beyond_nearest_rank(10, 0.5), 5);
     }
 }

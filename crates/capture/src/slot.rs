@@ -105,6 +105,23 @@ impl<'a> RawCycle<'a> {
         }
     }
 
+    /// How many values this cycle set that its record cannot carry: floats
+    /// that are not finite (NaN, ±inf have no JSON number). The record
+    /// leaves them out; finish and recover count them into the summary's
+    /// `values_dropped`, so that none is dropped without a word.
+    pub(crate) fn nonfinite_values(&self, header: &Header) -> u64 {
+        header
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(i, info)| {
+                self.slot.values_set & (1 << i) != 0
+                    && info.kind == ValueKind::Float
+                    && !f64::from_bits(self.values[*i]).is_finite()
+            })
+            .count() as u64
+    }
+
     /// The record written for this cycle, with names from `header`.
     pub(crate) fn to_record(&self, header: &Header, map: &TscMap) -> crate::format::CycleRecord {
         use crate::format::{CycleRecord, CycleTag, SpanRecord};

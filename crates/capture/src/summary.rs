@@ -270,6 +270,7 @@ impl SummaryBuilder {
                 spans_dropped,
                 spans_dropped_retained: self.spans_dropped_retained,
                 spans_outside_cycle,
+                values_dropped: None,
                 first_cycle: self.first.map(|f| f.0),
                 last_cycle: self.last.map(|l| l.0),
                 first_start_ns: self.first.map(|f| f.1),

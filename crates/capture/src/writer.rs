@@ -126,6 +126,8 @@ pub(crate) struct Counts {
     pub(crate) total_cycles: u64,
     pub(crate) spans_dropped: u64,
     pub(crate) spans_outside_cycle: u64,
+    /// Values set but not finite, so not written ([`CaptureInfo::values_dropped`](crate::format::CaptureInfo::values_dropped)).
+    pub(crate) values_dropped: u64,
 }
 
 /// Write the JSONL (header, then `records`) and the summary into `dir`,
@@ -160,6 +162,7 @@ pub(crate) fn write_evidence(
         counts.spans_dropped,
         counts.spans_outside_cycle,
     );
+    summary.capture.values_dropped = Some(counts.values_dropped);
     summary.recovery = recovery;
     summary.threads = threads;
     let (summary_path, _) = write_atomic(dir, &summary_file, |w| {

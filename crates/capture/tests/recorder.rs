@@ -454,3 +454,58 @@ fn span_tokens_nest_and_stale_tokens_are_ignored() {
     assert_eq!(cycles[1].spans.len(), 1);
     assert!(!cycles[1].spans[0].closed_by_cycle_end);
 }
+
+/// A float value set to NaN or ±inf has no JSON number, so its record
+/// leaves it out; the summary counts it (`capture.values_dropped`), and so
+/// does a reader of the live ring (what `recover` writes from).
+#[test]
+fn values_that_are_not_finite_are_counted_not_dropped_silently() {
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = RecorderBuilder::new();
+    b.ring(looptime_capture::RingStorage::SharedMemory(
+        shm.path().to_path_buf(),
+    ));
+    let running = b.phase("running").unwrap();
+    let rate = b.value("rate", ValueKind::Float, "ratio").unwrap();
+    let seq = b.value("seq", ValueKind::Int, "count").unwrap();
+    let mut rec = b.build().unwrap();
+    // Cycles 1, 3 and 5 set NaN, +inf and −inf: three dropped; the others
+    // set i / 10; every cycle sets the integer.
+    let bad = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    for i in 0..7u64 {
+        rec.begin_cycle(running, Release::NONE);
+        rec.set_int(seq, i as i64);
+        rec.set_float(
+            rate,
+            if i % 2 == 1 {
+                bad[(i / 2) as usize]
+            } else {
+                i as f64 / 10.0
+            },
+        );
+        rec.end_cycle();
+    }
+    let live = looptime_capture::ring::RingReader::open(rec.ring_path().unwrap())
+        .unwrap()
+        .read(None)
+        .unwrap();
+    assert_eq!(live.values_dropped, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let report = rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    assert_eq!(report.summary.capture.values_dropped, Some(3));
+    let (_, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    for (i, c) in cycles.iter().enumerate() {
+        assert_eq!(c.values["seq"].as_i64(), Some(i as i64));
+        assert_eq!(
+            c.values.get("rate").and_then(|v| v.as_f64()),
+            (i % 2 == 0).then_some(i as f64 / 10.0),
+            "cycle {i}"
+        );
+    }
+    // The saved summary carries the count too.
+    let saved = read_summary(&report.summary_path).unwrap();
+    assert_eq!(saved.capture.values_dropped, Some(3));
+}

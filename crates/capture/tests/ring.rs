@@ -600,3 +600,29 @@ fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
     let kept: Vec<u64> = r.cycles.iter().map(|c| c.cycle).collect();
     assert_eq!(kept, [0, 1, 2, 4, 5, 7, 9]);
 }
+
+/// The ring's meta is JSON; an episode directory that is not UTF-8 has no
+/// JSON form. It used to be written as an empty meta (a ring `recover`
+/// could not read); now the build, or the later `set_episode_dir`, says so.
+#[test]
+fn an_episode_directory_that_is_not_utf8_is_refused_not_written_as_an_empty_meta() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"episode-\xff"));
+    let mut b = builder(tmp.path(), 16, Some(&bad));
+    register(&mut b);
+    let err = b.build().unwrap_err().to_string();
+    assert!(err.contains("describe the episode directory"), "{err}");
+    // Set later, on a recorder built without one: refused the same way,
+    // and the recorder keeps its earlier (readable) meta.
+    let mut b = builder(tmp.path(), 16, None);
+    register(&mut b);
+    let mut rec = b.build().unwrap();
+    let err = looptime_capture::error_chain(&rec.set_episode_dir(&bad).unwrap_err());
+    assert!(
+        err.contains("describe the episode directory") && err.contains("UTF-8"),
+        "{err}"
+    );
+}

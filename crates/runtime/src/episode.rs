@@ -133,9 +133,11 @@ impl<C: Serialize> Manifest<'_, C> {
     /// # Errors
     /// [`ServeError::Capture`] when it cannot be written.
     pub fn write(&self, dir: &Path) -> Result<(), ServeError> {
-        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
-        text.push(b'\n');
-        write_file(dir, "manifest.json", &text)
+        write_file(
+            dir,
+            "manifest.json",
+            &pretty_json(self, &dir.join("manifest.json"))?,
+        )
     }
 }
 
@@ -319,9 +321,11 @@ impl SessionRecord {
     /// # Errors
     /// [`ServeError::Capture`] when it cannot be written.
     pub fn write(&self, session: &Path) -> Result<(), ServeError> {
-        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
-        text.push(b'\n');
-        write_file(session, SESSION_FILE, &text)
+        write_file(
+            session,
+            SESSION_FILE,
+            &pretty_json(self, &session.join(SESSION_FILE))?,
+        )
     }
 }
 
@@ -378,6 +382,21 @@ pub fn remove_stale_temps(runs: &Path, out: &mut dyn Write) -> Vec<PathBuf> {
     removed
 }
 
+/// `v` as pretty JSON and a newline, for the file at `path`.
+///
+/// # Errors
+/// [`ServeError::Io`] naming `path` when `v` has no JSON form (a config
+/// whose map has keys that are not strings, a path that is not UTF-8):
+/// never an empty file.
+pub fn pretty_json<T: Serialize + ?Sized>(v: &T, path: &Path) -> Result<Vec<u8>, ServeError> {
+    let mut text = serde_json::to_vec_pretty(v).map_err(|e| ServeError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    text.push(b'\n');
+    Ok(text)
+}
+
 /// The last component of `p`, as text.
 pub fn file_name(p: &Path) -> String {
     p.file_name()
@@ -388,6 +407,23 @@ pub fn file_name(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_without_a_json_form_is_an_error_naming_the_file_never_empty_text() {
+        // A map whose keys are not strings has no JSON form: the manifest or
+        // session file would have been written empty.
+        let mut m = BTreeMap::new();
+        m.insert((1u8, 2u8), 3u8);
+        let err = pretty_json(&m, Path::new("/x/manifest.json")).unwrap_err();
+        let text = looptime_capture::error_chain(&err);
+        assert!(text.contains("/x/manifest.json"), "{text}");
+        assert!(text.contains("key must be a string"), "{text}");
+        // A plain value: its JSON and a newline.
+        assert_eq!(
+            pretty_json(&[1, 2], Path::new("f")).unwrap(),
+            b"[\n  1,\n  2\n]\n"
+        );
+    }
 
     #[test]
     fn hashes_are_sha256_as_sha256sum_prints_them() {

@@ -100,7 +100,8 @@ fn it_follows_a_step_up_within_rank_sleeps_and_a_step_down_within_the_window() {
 
     // A step down to 30 µs: the window holds 5 of 400 µs when the step
     // comes; the margin stays until only RANK − 1 of them are left, after
-    // WINDOW − RANK + 1 = 125 more sleeps.
+    // WINDOW − RANK + 1 = 256 − 4 + 1 = 253 more sleeps.
+    assert_eq!(WINDOW - RANK + 1, 253, "the comment above names the window");
     clock.set_oversleep(30 * US);
     let m = run(&mut s, &clock, WINDOW);
     let down = m.iter().position(|&x| x == margin_for(30 * US)).unwrap();

@@ -380,7 +380,7 @@ fn side(v: &[i64]) -> Side {
         median_ns: rank(&mut s, 0.5),
         p99_ns: rank(&mut s, 0.99),
         p999_ns: rank(&mut s, 0.999),
-        beyond_p999: n - ((0.999 * n as f64).ceil() as u64).min(n),
+        beyond_p999: looptime_capture::quantile::beyond_nearest_rank(v.len(), 0.999) as u64,
         mean_ns: (mean * 10.0).round() / 10.0,
     }
 }

@@ -218,6 +218,11 @@ pub struct Evidence {
     pub threads: Vec<Evidence>,
     /// Background threads the header declares whose JSONL is missing.
     pub missing_threads: Vec<String>,
+    /// How many times cycle columns were computed from this evidence. It
+    /// belongs to the evidence (not to a thread), so a view that computed
+    /// them again on any thread would be counted: a test holds every view
+    /// of an [`crate::Analysis`] to the one computation it makes.
+    pub(crate) columns_computed: std::sync::atomic::AtomicUsize,
 }
 
 /// One span, read back from [`Evidence::spans`].
@@ -394,6 +399,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
         bytes,
         threads: Vec::new(),
         missing_threads: Vec::new(),
+        columns_computed: std::sync::atomic::AtomicUsize::new(0),
     };
     read_cycles(&mut ev, file, &tables, opts, path)?;
     Ok(ev)

@@ -386,29 +386,10 @@ fn convert_inner(
     Ok(())
 }
 
-/// A serde error restated with the field path (re-parsed on the error path
-/// only) and the column, instead of serde's "line 1" of a single line.
+/// A serde error restated with the field path and the column (capture's
+/// one definition, shared with the header's messages).
 fn describe(line: &[u8], e: &serde_json::Error) -> String {
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let inner = match serde_path_to_error::deserialize::<_, CycleRecord>(&mut de) {
-        Err(pe) => {
-            let path = pe.path().to_string();
-            let msg = pe.into_inner().to_string();
-            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-            if path.is_empty() || path == "." {
-                msg
-            } else {
-                format!("field `{path}`: {msg}")
-            }
-        }
-        Ok(_) => e.to_string(),
-    };
-    match e.classify() {
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-            format!("not valid JSON at column {}: {inner}", e.column())
-        }
-        _ => format!("{inner} (column {})", e.column()),
-    }
+    looptime_capture::json_error::describe::<CycleRecord>(line, e)
 }
 
 pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {

@@ -58,6 +58,13 @@ fn nullable(t: &str) -> Value {
     json!({ "type": [t, "null"] })
 }
 
+/// A JSON value's bytes. A `serde_json::Value` always has a JSON form (its
+/// map keys are strings, its numbers finite) and a `Vec` never fails to
+/// take bytes, so this cannot fail.
+fn json_bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("a serde_json::Value always serializes into a Vec")
+}
+
 fn schema(title: &str, description: &str, properties: Value, required: &[&str]) -> Vec<u8> {
     let s = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -67,7 +74,7 @@ fn schema(title: &str, description: &str, properties: Value, required: &[&str]) 
         "properties": properties,
         "required": required,
     });
-    serde_json::to_vec(&s).unwrap_or_default()
+    json_bytes(&s)
 }
 
 fn cycle_schema() -> Vec<u8> {
@@ -189,7 +196,7 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, clock: Clock, channel: usize, out: &
         out.push(Msg {
             time: clock.at(c.start_ns),
             channel,
-            data: serde_json::to_vec(&m).unwrap_or_default(),
+            data: json_bytes(&m),
         });
     }
 }
@@ -216,7 +223,7 @@ fn spans(ev: &Evidence, clock: Clock, channel: usize, out: &mut Vec<Msg>) -> Res
             out.push(Msg {
                 time: clock.at(s.start_ns),
                 channel,
-                data: serde_json::to_vec(&m).unwrap_or_default(),
+                data: json_bytes(&m),
             });
         }
     }
@@ -230,7 +237,7 @@ fn events(a: &Analysis, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
         out.push(Msg {
             time: clock.at(at),
             channel,
-            data: serde_json::to_vec(&m).unwrap_or_default(),
+            data: json_bytes(&m),
         })
     };
     let first = ev.cycles.first().map_or(0, |c| c.start_ns);

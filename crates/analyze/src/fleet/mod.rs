@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use serde::Serialize;
 
@@ -167,6 +168,13 @@ enum Outcome {
 /// Analyze every episode in `dirs` on `jobs` workers (at least one).
 /// `done` is called once per episode, from the worker that finished it,
 /// with the directory and whether it failed.
+///
+/// Nothing found is lost: each episode's outcome goes into a slot of its
+/// own as soon as it is known, and an episode whose slot is still empty
+/// after every worker has stopped (its worker died outside the
+/// per-episode guard, in `done` for example) becomes a failure of kind
+/// `internal`. So `found == analyzed + failures.len()` always holds
+/// ([`Fleet::is_whole`]).
 pub fn analyze_all(
     dirs: &[PathBuf],
     jobs: usize,
@@ -177,52 +185,76 @@ pub fn analyze_all(
     load.progress = false;
     let next = AtomicUsize::new(0);
     let jobs = jobs.clamp(1, dirs.len().max(1));
-    let mut outcomes: Vec<(usize, Outcome)> = std::thread::scope(|s| {
+    let slots: Vec<OnceLock<Outcome>> = dirs.iter().map(|_| OnceLock::new()).collect();
+    let deaths: Vec<String> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(dir) = dirs.get(i) else { break };
-                        let o = one(dir, &load);
-                        done(dir, matches!(o, Outcome::Failed { .. }));
-                        mine.push((i, o));
-                    }
-                    mine
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(dir) = dirs.get(i) else { break };
+                    let o = one(dir, &load);
+                    let failed = matches!(o, Outcome::Failed { .. });
+                    // The slot is set before `done` runs, so a panic in
+                    // `done` cannot lose this episode's outcome.
+                    let _ = slots[i].set(o);
+                    done(dir, failed);
                 })
             })
             .collect();
         workers
             .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
+            .filter_map(|w| w.join().err().map(|p| panic_text(&*p)))
             .collect()
     });
-    outcomes.sort_by_key(|(i, _)| *i);
     let mut fleet = Fleet {
         found: dirs.len(),
         ..Fleet::default()
     };
-    for (i, o) in outcomes {
-        match o {
-            Outcome::Rows {
+    for (dir, slot) in dirs.iter().zip(slots) {
+        match slot.into_inner() {
+            Some(Outcome::Rows {
                 rows,
                 bytes,
                 cycles,
-            } => {
+            }) => {
                 fleet.analyzed += 1;
                 fleet.bytes += bytes;
                 fleet.cycles += cycles;
                 fleet.rows.extend(rows);
             }
-            Outcome::Failed { kind, message } => fleet.failures.push(Failure {
-                dir: dirs[i].clone(),
+            Some(Outcome::Failed { kind, message }) => fleet.failures.push(Failure {
+                dir: dir.clone(),
                 kind,
                 message,
+            }),
+            None => fleet.failures.push(Failure {
+                dir: dir.clone(),
+                kind: "internal".into(),
+                message: format!(
+                    "internal error: the worker analyzing it stopped ({}); the rest of the fleet was analyzed; please report this episode",
+                    if deaths.is_empty() { "unknown".to_string() } else { deaths.join("; ") }
+                ),
             }),
         }
     }
     fleet
+}
+
+impl Fleet {
+    /// Whether every episode found is accounted for: analyzed or listed
+    /// as a failure. `run_fleet` checks it before it exits.
+    pub fn is_whole(&self) -> bool {
+        self.found == self.analyzed + self.failures.len()
+    }
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// One episode, with a panic (an internal error) turned into a failure so
@@ -244,11 +276,7 @@ fn one(dir: &Path, load: &LoadOptions) -> Outcome {
             message: looptime_capture::error_chain(&e),
         },
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
+            let what = panic_text(&*panic);
             Outcome::Failed {
                 kind: "internal".into(),
                 message: format!(

@@ -73,6 +73,7 @@ pub fn capture_report(ev: &Evidence) -> CaptureReport {
         lost_at_kill,
         spans_dropped_retained: ev.cycles.iter().map(|c| c.spans_dropped as u64).sum(),
         spans_dropped_total: summary.map(|s| s.capture.spans_dropped),
+        values_dropped: summary.and_then(|s| s.capture.values_dropped),
         first_cycle: first.map(|c| c.cycle),
         last_cycle: last.map(|c| c.cycle),
         span_s: first
@@ -119,6 +120,9 @@ pub fn caveats(
     if spans_dropped > 0 {
         out.push(format!("{spans_dropped} spans did not fit their cycle and were dropped; stage counts are low (raise run.timing_max_spans_per_cycle)"));
     }
+    if let Some(v) = capture.values_dropped.filter(|v| *v > 0) {
+        out.push(format!("{v} value(s) were set to a number that is not finite (NaN or ±inf) and were not written; the value tables leave them out (check the code that sets them)"));
+    }
     if ev.skipped_lines > 0 {
         out.push(format!(
             "--lenient skipped {} bad line(s): {}",
@@ -139,15 +143,19 @@ pub fn caveats(
         ));
     }
     for t in &ev.threads {
-        if let Some(d) = t
-            .summary
-            .as_ref()
-            .map(|s| s.capture.dropped_cycles)
-            .filter(|d| *d > 0)
-        {
+        // The thread's own capture report, so that its text says what its
+        // JSON says: a recovered thread's cycle in progress at the kill is
+        // lost at the kill, not dropped by its ring.
+        let tc = capture_report(t);
+        let name = t.header.thread_name();
+        if let Some(k) = tc.lost_at_kill.filter(|k| *k > 0) {
             out.push(format!(
-                "thread {}: its ring dropped {d} earlier cycles; its overlap counts only the control spans inside the window it kept",
-                t.header.thread_name()
+                "thread {name}: lost at the kill: {k} cycle(s) in progress (or torn) when the process died, not retained; this is not ring overflow"
+            ));
+        }
+        if let Some(d) = tc.dropped_cycles.filter(|d| *d > 0) {
+            out.push(format!(
+                "thread {name}: its ring dropped {d} earlier cycles; its overlap counts only the control spans inside the window it kept"
             ));
         }
     }

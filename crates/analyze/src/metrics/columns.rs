@@ -33,21 +33,15 @@ pub struct CycleColumns {
     pub margin_change: Vec<u32>,
 }
 
-#[cfg(test)]
-thread_local! {
-    /// How many times this thread computed cycle columns (test builds):
-    /// `analysis`'s test shows that every view reads the columns computed
-    /// once.
-    pub(crate) static COMPUTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 /// Compute [`CycleColumns`] of `ev` (targets are subtracted from wake and
 /// start times only when its header says the clocks are comparable).
 /// Only [`crate::analysis::Analysis::new`] calls it: every view reads the
 /// analysis's columns.
 pub(crate) fn cycle_columns(ev: &Evidence) -> CycleColumns {
-    #[cfg(test)]
-    COMPUTED.with(|c| c.set(c.get() + 1));
+    // Counted per evidence, whichever thread computes: `analysis`'s test
+    // shows that every view reads the columns computed once.
+    ev.columns_computed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let comparable = schedule_comparable(&ev.header);
     let n = ev.cycles.len();
     let mut out = CycleColumns {

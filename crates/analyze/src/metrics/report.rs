@@ -178,6 +178,11 @@ pub struct CaptureReport {
     pub spans_dropped_retained: u64,
     /// Spans dropped over the whole run (from the summary).
     pub spans_dropped_total: Option<u64>,
+    /// Caller values that were set but not written because they were not
+    /// finite (from the summary; absent when the summary predates the
+    /// count or is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_dropped: Option<u64>,
     /// First retained cycle index.
     pub first_cycle: Option<u64>,
     /// Last retained cycle index.
@@ -338,8 +343,9 @@ pub struct PhaseCard {
     pub state: CardState,
     /// Loop Hz.
     pub loop_hz: Option<f64>,
-    /// The effective rate, `1e9 / effective period` (nominal × rtf); absent
-    /// when not paced.
+    /// The effective rate, `1e9 / effective period`, where the effective
+    /// period is the nominal period / rtf (so the rate is the nominal rate
+    /// × rtf); absent when not paced.
     pub effective_hz: Option<f64>,
     /// p99 period.
     pub period_p99_ns: Option<i64>,

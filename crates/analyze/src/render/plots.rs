@@ -593,21 +593,37 @@ fn render(
     }
     if let Some((dir, draw)) = png {
         let path = dir.join(format!("{name}.png"));
-        // Open the file first: a write problem is then the OS's own error
-        // about this path, not plotters' chain of backend wrappers.
-        std::fs::File::create(&path).map_err(|source| PlotError::Write {
-            path: path.clone(),
-            source,
+        // Drawn and encoded in memory, then written with one call: a write
+        // problem (a full disk) is then the OS's own error about this
+        // path, not plotters' chain of backend and image wrappers.
+        let mut rgb = vec![0u8; (W * H * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, (W, H)).into_drawing_area();
+            draw(&root).map_err(|message| PlotError::Draw {
+                plot: name.into(),
+                message,
+            })?;
+        }
+        let mut png = Vec::new();
+        image::ImageEncoder::write_image(
+            image::codecs::png::PngEncoder::new(&mut png),
+            &rgb,
+            W,
+            H,
+            image::ColorType::Rgb8,
+        )
+        .map_err(|e| PlotError::Draw {
+            plot: name.into(),
+            message: format!("encoding the PNG: {e}"),
         })?;
-        let root = BitMapBackend::new(&path, (W, H)).into_drawing_area();
-        draw(&root).map_err(|message| PlotError::Draw {
-            plot: format!("{name} into {}", path.display()),
-            message,
+        std::fs::write(&path, &png).map_err(|error| PlotError::Write {
+            path: path.clone(),
+            error,
         })?;
         let svg_path = dir.join(format!("{name}.svg"));
-        std::fs::write(&svg_path, &svg).map_err(|source| PlotError::Write {
+        std::fs::write(&svg_path, &svg).map_err(|error| PlotError::Write {
             path: svg_path,
-            source,
+            error,
         })?;
     }
     Ok(Plot {

@@ -350,3 +350,38 @@ fn fleet_json_over_the_fixtures_is_unchanged() {
     let json: Value = serde_json::from_str(&got).unwrap();
     assert_eq!(json["found"], 4, "two v1 and two v2 fixtures");
 }
+
+/// A worker that dies outside the per-episode guard (here, in the progress
+/// callback after its first episode) used to take the episodes it held
+/// out of both the table and errors.csv. With one worker, every episode
+/// after the first is never claimed: each must come back as a failure of
+/// kind `internal`, so that found = analyzed + failed still holds.
+#[test]
+fn a_worker_that_dies_outside_the_episode_guard_loses_no_episode() {
+    let tmp = fleet_root();
+    let dirs = looptime_analyze::fleet::discover(&[tmp.path().to_path_buf()]).unwrap();
+    assert!(dirs.len() > 3, "{dirs:?}");
+    let fleet = looptime_analyze::fleet::analyze_all(
+        &dirs,
+        1,
+        &looptime_analyze::LoadOptions::default(),
+        &|_, _| panic!("the progress callback broke"),
+    );
+    assert!(fleet.is_whole());
+    assert_eq!(fleet.found, dirs.len());
+    assert_eq!(fleet.analyzed + fleet.failures.len(), dirs.len());
+    // The first episode's outcome was set before the callback panicked; the
+    // rest were never reached and are internal failures naming the panic.
+    let internal: Vec<_> = fleet
+        .failures
+        .iter()
+        .filter(|f| f.kind == "internal")
+        .collect();
+    assert_eq!(internal.len(), dirs.len() - 1, "{:?}", fleet.failures);
+    assert!(
+        internal[0].message.contains("the progress callback broke"),
+        "{}",
+        internal[0].message
+    );
+    assert_eq!(internal[0].dir, dirs[1]);
+}

@@ -510,6 +510,71 @@ fn header_problems_name_line_1() {
     }
 }
 
+/// A header that is JSON but of the wrong shape gets what a bad cycle line
+/// gets: the field path, what was wrong, the column, and what to do; never
+/// serde's bare "at line 1 column 53".
+#[test]
+fn header_field_errors_name_the_field_the_column_and_what_to_do() {
+    let h = default_header();
+    let mut wrong_type = h.clone();
+    wrong_type["stages"][0]["name"] = 5.into();
+    let mut bad_variant = h.clone();
+    bad_variant["clocks"]["start_ns"] = "sundial".into();
+    let mut missing = h.clone();
+    missing["tsc"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ns_per_tick");
+    let cases = [
+        (
+            wrong_type,
+            "field `stages[0].name`: invalid type: integer `5`, expected a string (column ",
+        ),
+        (
+            bad_variant,
+            "field `clocks.start_ns`: unknown variant `sundial`",
+        ),
+        (missing, "field `tsc`: missing field `ns_per_tick` (column "),
+    ];
+    for (header, needle) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("control_timing.jsonl"),
+            format!("{header}\n"),
+        )
+        .unwrap();
+        let r = text(tmp.path());
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        let err = r.stderr.trim();
+        assert!(
+            err.contains("control_timing.jsonl:1: the header: "),
+            "{err}"
+        );
+        assert!(err.contains(needle), "{needle}: {err}");
+        assert!(
+            err.contains("restore the file as the recorder wrote it"),
+            "{err}"
+        );
+        assert!(!err.contains("at line 1 column"), "{err}");
+    }
+    // Not JSON at all: the column, and the same kind of advice.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("control_timing.jsonl"),
+        "{\"type\": header}\n",
+    )
+    .unwrap();
+    let r = text(tmp.path());
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("control_timing.jsonl:1: the header: not valid JSON at column 10")
+            && r.stderr.contains("restore the file as it was written"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn missing_manifest_and_leftover_temporaries_are_caveats() {
     let tmp = damaged("v1/serve-episode", joined);
@@ -575,7 +640,7 @@ fn a_plot_that_cannot_be_written_is_one_sentence_naming_the_path() {
     assert_eq!(
         msg,
         format!(
-            "error: cannot write plot {}: Is a directory (os error 21)",
+            "error: cannot write plot {}: Is a directory (os error 21); free space or fix the permissions there, or pass another directory",
             blocker.display()
         )
     );
@@ -587,16 +652,7 @@ fn a_recovered_episode_tells_the_cycle_lost_at_the_kill_from_ring_overflow() {
     // with one cycle in progress: the ring never wrapped (capacity 20000),
     // total 71 begun, 70 retained, so capture.dropped_cycles = 71 - 70 = 1,
     // and that one is the in-progress record, not overflow.
-    let r = doctored_summary(|s| {
-        s["status"] = "recovered".into();
-        s["capture"]["total_cycles"] = 71.into();
-        s["capture"]["dropped_cycles"] = 1.into();
-        s["recovery"] = serde_json::json!({
-            "ring_file": "/dev/shm/looptime-1-x.ring", "writer_pid": 1, "ring_state": "recording",
-            "cycles_recovered": 70, "in_progress_records": 1, "torn_records": 0,
-            "last_complete_cycle": 69, "last_complete_end_ns": 1898756712776u64
-        });
-    });
+    let r = doctored_summary(|s| killed_with_one_in_progress(s, 1898756712776));
     assert_eq!(r["state"], "recovered");
     assert_eq!(r["capture"]["dropped_cycles"], 0, "no ring overflow");
     assert_eq!(r["capture"]["lost_at_kill"], 1);
@@ -682,4 +738,120 @@ fn an_html_report_that_cannot_be_written_exits_3_naming_the_file() {
             blocker.display()
         )
     );
+}
+
+/// A plot whose file cannot be written on a full disk: the file opens, the
+/// write fails with ENOSPC. `/dev/full` behaves exactly so, behind a link in
+/// the plot's place. Both the report's and the comparison's HTML must exit 3
+/// with one line: the file, the OS error once, what to do, and none of
+/// plotters' debug chain (`ImageError(IoError(Custom { .. }))`).
+#[test]
+fn a_plot_on_a_full_disk_exits_3_with_one_line_naming_the_os_error_once() {
+    let ep = fixture("v1/serve-episode");
+    let ep = ep.to_str().unwrap();
+    for (args, plot) in [
+        (vec!["--episode", ep], "period_timeline.png"),
+        (vec!["compare", ep, ep], "compare_period_cdf.png"),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let full = out.path().join(plot);
+        std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+        let mut args = args.clone();
+        args.extend(["--html", out.path().to_str().unwrap()]);
+        let r = analyze(&args);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
+        let err = r.stderr.trim();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("error: cannot write plot {}: ", full.display())),
+            "{err}"
+        );
+        assert_eq!(
+            err.matches("No space left on device (os error 28)").count(),
+            1,
+            "{err}"
+        );
+        assert!(err.ends_with("or pass another directory"), "{err}");
+        assert!(
+            !err.contains("Error(") && !err.contains("Custom {"),
+            "{err}"
+        );
+    }
+}
+
+/// Edit a 70-cycle summary `s` as `looptime recover` writes it for a run
+/// killed with one cycle in progress (ending at `last_end_ns`): 71 begun,
+/// 70 retained, so `capture.dropped_cycles` = 71 − 70 = 1.
+fn killed_with_one_in_progress(s: &mut Value, last_end_ns: u64) {
+    s["status"] = "recovered".into();
+    s["capture"]["total_cycles"] = 71.into();
+    s["capture"]["dropped_cycles"] = 1.into();
+    s["recovery"] = serde_json::json!({
+        "ring_file": "/dev/shm/looptime-1-x.ring", "writer_pid": 1, "ring_state": "recording",
+        "cycles_recovered": 70, "in_progress_records": 1, "torn_records": 0,
+        "last_complete_cycle": 69, "last_complete_end_ns": last_end_ns
+    });
+}
+
+/// The v2 serve fixture with its `policy_worker` thread's summary edited as
+/// `recover` writes it for a thread killed with one cycle in progress:
+/// 70 retained of 71 begun, so its `dropped_cycles` is 71 − 70 = 1, and
+/// that one is the in-progress record, not overflow.
+fn recovered_thread_episode() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_episode(&fixture("v2/serve-episode"), tmp.path());
+    let p = tmp.path().join("control_timing_summary.policy_worker.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    killed_with_one_in_progress(&mut s, 25869999565642);
+    std::fs::write(&p, serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+    tmp
+}
+
+#[test]
+fn a_recovered_threads_cycle_lost_at_the_kill_is_not_called_ring_drops_in_text_or_json() {
+    let tmp = recovered_thread_episode();
+    let r = analyze_json(tmp.path(), &[]);
+    let t = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == "policy_worker")
+        .unwrap();
+    assert_eq!(t["capture"]["dropped_cycles"], 0, "{t}");
+    assert_eq!(t["capture"]["lost_at_kill"], 1, "{t}");
+    let said = caveats(&r);
+    assert!(
+        !said.iter().any(|c| c.contains("its ring dropped")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|c| c.starts_with("thread policy_worker: lost at the kill: 1 cycle(s)")),
+        "{said:?}"
+    );
+    // The text report says the same words.
+    let text = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(!text.stdout.contains("its ring dropped"), "{}", text.stdout);
+    assert!(text
+        .stdout
+        .contains("thread policy_worker: lost at the kill: 1 cycle(s)"));
+}
+
+/// A summary that counts values dropped for not being finite gets a caveat
+/// naming the count; a count of 0 gets none.
+#[test]
+fn values_dropped_for_not_being_finite_are_named_in_a_caveat() {
+    let r = doctored_summary(|s| s["capture"]["values_dropped"] = 3.into());
+    assert_eq!(r["capture"]["values_dropped"], 3);
+    assert!(
+        caveats(&r)
+            .iter()
+            .any(|c| c.starts_with("3 value(s) were set to a number that is not finite")),
+        "{:?}",
+        caveats(&r)
+    );
+    let r = doctored_summary(|s| s["capture"]["values_dropped"] = 0.into());
+    assert_eq!(r["capture"]["values_dropped"], 0);
+    assert!(!caveats(&r).iter().any(|c| c.contains("not finite")));
 }

@@ -73,7 +73,7 @@ impl Storage {
         anchor: ClockAnchor,
         dir: &Path,
     ) -> Result<Storage> {
-        let meta = ring_meta_json(spec, overhead, anchor, clock);
+        let meta = ring_meta_json(spec, overhead, anchor, clock, dir)?;
         let layout = Layout::new(
             spec.max_cycles,
             spec.max_spans,

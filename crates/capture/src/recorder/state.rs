@@ -134,17 +134,35 @@ impl Recorder {
     ///
     /// # Errors
     /// [`CaptureError::InvalidOption`] when the new meta does not fit the
-    /// ring's meta region (a directory path of many kilobytes).
+    /// ring's meta region (a directory path of many kilobytes);
+    /// [`CaptureError::Ring`] for a directory whose path is not UTF-8. Either
+    /// way the recorder keeps the directory it had.
     pub fn set_episode_dir(&mut self, dir: impl Into<PathBuf>) -> Result<()> {
-        self.spec.episode_dir = Some(dir.into());
+        let before = self.spec.episode_dir.replace(dir.into());
         if let Some(ring) = &self.ring {
-            let meta = ring_meta_json(&self.spec, &self.overhead, self.start_anchor, &self.clock);
-            if !ring.write_meta(&meta) {
-                return Err(CaptureError::InvalidOption {
-                    option: "episode directory length",
-                    value: meta.len() as u64,
-                    expected: "a ring meta that fits the space reserved at build",
-                });
+            let meta = ring_meta_json(
+                &self.spec,
+                &self.overhead,
+                self.start_anchor,
+                &self.clock,
+                ring.path(),
+            )
+            .and_then(|meta| {
+                if ring.write_meta(&meta) {
+                    Ok(())
+                } else {
+                    Err(CaptureError::InvalidOption {
+                        option: "episode directory length",
+                        value: meta.len() as u64,
+                        expected: "a ring meta that fits the space reserved at build",
+                    })
+                }
+            });
+            if let Err(e) = meta {
+                // The ring keeps its meta, and the recorder the directory
+                // that meta names.
+                self.spec.episode_dir = before;
+                return Err(e);
             }
         }
         Ok(())
@@ -264,12 +282,18 @@ pub(crate) fn producer() -> String {
 
 /// The ring's meta JSON for `spec`: its evidence header (the clock anchor
 /// is kept apart, in the fixed header) and episode directory.
+///
+/// # Errors
+/// [`CaptureError::Ring`] (naming `ring`) when the meta has no JSON form:
+/// an episode directory that is not UTF-8. An empty meta would leave a
+/// ring that `recover` cannot read.
 pub(super) fn ring_meta_json(
     spec: &RecorderBuilder,
     overhead: &Overhead,
     anchor: ClockAnchor,
     clock: &quanta::Clock,
-) -> Vec<u8> {
+    ring: &std::path::Path,
+) -> Result<Vec<u8>> {
     let tsc = TscCalibration {
         start: anchor,
         end: anchor,
@@ -280,7 +304,14 @@ pub(super) fn ring_meta_json(
         header: header_of(spec, overhead, tsc),
         episode_dir: spec.episode_dir.clone(),
     };
-    serde_json::to_vec(&meta).unwrap_or_default()
+    serde_json::to_vec(&meta).map_err(|e| CaptureError::Ring {
+        path: ring.to_path_buf(),
+        what: "describe the episode directory in",
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{e}; give an episode directory whose path is UTF-8"),
+        ),
+    })
 }
 
 /// Nanoseconds per raw tick by quanta's own calibration.

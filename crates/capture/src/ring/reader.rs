@@ -58,6 +58,9 @@ pub struct RingRead {
     pub spans_dropped: u64,
     /// Spans opened outside a cycle (the writer's counter).
     pub spans_outside_cycle: u64,
+    /// Values of the complete cycles read that were set but not finite, so
+    /// not in their records.
+    pub values_dropped: u64,
 }
 
 impl RingReader {
@@ -272,6 +275,7 @@ impl RingReader {
             damaged: 0,
             spans_dropped: live.spans_dropped.load(Ordering::Relaxed),
             spans_outside_cycle: live.spans_outside_cycle.load(Ordering::Relaxed),
+            values_dropped: 0,
         };
         let mut spans = Vec::with_capacity(self.fixed.max_spans as usize);
         let mut values = vec![0u64; self.fixed.n_values as usize];
@@ -283,6 +287,7 @@ impl RingReader {
                         continue;
                     }
                     let raw = RawCycle::new(&slot, &spans, &values);
+                    out.values_dropped += raw.nonfinite_values(&out.header);
                     out.cycles.push(raw.to_record(&out.header, &map));
                 }
                 SlotRead::InProgress if k + 1 == total => out.in_progress += 1,

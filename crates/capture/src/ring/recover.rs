@@ -82,6 +82,7 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         total_cycles: read.total_cycles,
         spans_dropped: read.spans_dropped,
         spans_outside_cycle: read.spans_outside_cycle,
+        values_dropped: read.values_dropped,
     };
     let report = write_evidence(
         &dir,

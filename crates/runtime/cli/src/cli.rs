@@ -231,7 +231,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(EXIT_OK)
         }
         Command::DefaultConfig => {
-            print!("{}", Config::default().to_toml());
+            print!("{}", Config::default().to_toml()?);
             Ok(EXIT_OK)
         }
         Command::Recover(a) => {

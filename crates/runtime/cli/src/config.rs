@@ -59,6 +59,13 @@ pub enum ConfigError {
         /// What is accepted.
         expected: String,
     },
+    /// The resolved config has no TOML form, so the manifest could neither
+    /// record it nor hash it.
+    #[error("the resolved config cannot be written as TOML for the manifest and its config_hash ({message}); keep every integer setting at most 9223372036854775807")]
+    Unwritable {
+        /// toml's message.
+        message: String,
+    },
     /// The recorder these settings ask for is larger than the budget.
     #[error("config keys `run.timing_max_cycles` = {cycles} and `run.timing_max_spans_per_cycle` = {spans} need a recorder of {footprint_bytes} bytes ({:.1} MiB) for the control thread and {threads_bytes} bytes for the background threads (`run.timing_threads`), over the budget `run.timing_memory_budget_mb` = {budget_mb} MiB: lower either key, or raise the budget if the host has the memory", *footprint_bytes as f64 / 1048576.0)]
     OverBudget {
@@ -576,7 +583,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_run()?;
         self.validate_sections()?;
-        self.validate_stages()
+        self.validate_stages()?;
+        // The manifest records the config as TOML and hashes that text: a
+        // config without a TOML form is refused here, never hashed as "".
+        self.to_toml().map(|_| ())
     }
 
     /// `[run]`, including the recorder's memory budget.
@@ -817,9 +827,17 @@ impl Config {
         (self.run.duration_s * self.run.rate_hz).round() as u64
     }
 
-    /// The resolved config as canonical TOML.
-    pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+    /// The resolved config as canonical TOML: the manifest's record of
+    /// it and the text its `config_hash` hashes.
+    ///
+    /// # Errors
+    /// [`ConfigError::Unwritable`] when a value has no TOML form (an integer
+    /// above `i64::MAX`, which TOML cannot hold). [`Config::validate`] calls
+    /// it, so a config that passed validation always has one.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError::Unwritable {
+            message: e.to_string(),
+        })
     }
 }
 
@@ -849,6 +867,19 @@ mod tests {
         // The resolved config writes the name.
         let text = toml::to_string(&c).unwrap();
         assert!(text.contains("timing_thread_cpu = \"cycle\""), "{text}");
+    }
+
+    #[test]
+    fn a_config_without_a_toml_form_is_refused_not_hashed_as_empty() {
+        // A seed above i64::MAX (possible from code, never from a TOML
+        // file) has no TOML form: the config's text and hash would have
+        // been "" and sha256(""), silently.
+        let mut c = Config::default();
+        assert!(c.to_toml().unwrap().contains("seed = "));
+        c.run.seed = u64::MAX;
+        let err = c.to_toml().unwrap_err().to_string();
+        assert!(err.contains("cannot be written as TOML"), "{err}");
+        assert!(matches!(c.validate(), Err(ConfigError::Unwritable { .. })));
     }
 
     #[test]

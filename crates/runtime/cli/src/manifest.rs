@@ -57,6 +57,12 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
     let cfg = r.config;
     let sc = cfg.scheduler_config();
     let producer = format!("looptime {}", env!("CARGO_PKG_VERSION"));
+    // Validation refused a config without a TOML form; should one reach
+    // here anyway, the manifest is not written with the hash of "".
+    let toml = cfg.to_toml().map_err(|e| ServeError::Io {
+        path: dir.join("manifest.json"),
+        source: std::io::Error::other(e.to_string()),
+    })?;
     Manifest {
         schema_version: MANIFEST_SCHEMA_VERSION,
         producer: &producer,
@@ -66,7 +72,7 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
         status: r.status,
         config_source: r.config_source,
         config: cfg,
-        config_hash: sha256(cfg.to_toml().as_bytes()),
+        config_hash: sha256(toml.as_bytes()),
         source_hash: SOURCE_HASH,
         program: None,
         host: r.host,

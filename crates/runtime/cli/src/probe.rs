@@ -82,6 +82,9 @@ pub struct ProbeReport {
     pub spin_margin_auto: bool,
     /// The lowest and highest margin the waits used, ns.
     pub spin_margin_range_ns: (u64, u64),
+    /// With `auto`, the floor and the ceiling the adaptive margin stays
+    /// within, ns (docs/realtime.md); absent for a fixed margin.
+    pub spin_margin_bounds_ns: Option<(u64, u64)>,
     /// Cycles measured.
     pub cycles: u64,
     /// Wake latency: cycle start (after sleep and spin) minus release point.
@@ -205,6 +208,11 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
         spin_margin_ns: margin,
         spin_margin_auto: cfg.auto_margin,
         spin_margin_range_ns: range,
+        spin_margin_bounds_ns: cfg.auto_margin.then(|| {
+            let ceiling = SchedulerConfig::margin_ceiling(period_ns);
+            let m = looptime_runtime::margin::AutoMargin::new(ceiling);
+            (m.floor_ns(), m.ceiling_ns())
+        }),
         cycles: wake.len() as u64,
         wake_latency: percentiles(&mut wake),
         os_sleep_latency: percentiles(&mut os),
@@ -269,11 +277,14 @@ pub fn render(r: &ProbeReport) -> String {
         }
     );
     let margin = if r.spin_margin_auto {
+        let (floor, ceiling) = r.spin_margin_bounds_ns.unwrap_or_default();
         format!(
-            "auto, settled at {} (range {} to {})",
+            "auto, settled at {} (range {} to {}; floor {}, ceiling {})",
             us(r.spin_margin_ns as i64),
             us(r.spin_margin_range_ns.0 as i64),
-            us(r.spin_margin_range_ns.1 as i64)
+            us(r.spin_margin_range_ns.1 as i64),
+            us(floor as i64),
+            us(ceiling as i64)
         )
     } else {
         us(r.spin_margin_ns as i64)

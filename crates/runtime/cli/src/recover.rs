@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use looptime_capture::ring::{self, Recovered, RingReader};
 use serde_json::{json, Value};
 
-use looptime_runtime::episode::{write_file, SESSION_FILE};
+use looptime_runtime::episode::{pretty_json, write_file, SESSION_FILE};
 use looptime_runtime::error::ServeError;
 
 /// What happened to each ring looked at.
@@ -152,7 +152,5 @@ fn read_json(path: &Path) -> Option<Value> {
 }
 
 fn write_json(dir: &Path, name: &str, v: &Value) -> Result<(), ServeError> {
-    let mut text = serde_json::to_vec_pretty(v).unwrap_or_default();
-    text.push(b'\n');
-    write_file(dir, name, &text)
+    write_file(dir, name, &pretty_json(v, &dir.join(name))?)
 }

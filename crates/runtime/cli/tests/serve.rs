@@ -425,9 +425,35 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
             "{d}: {x}"
         );
     }
+    // `within_1us` is the share of wake latencies ≤ 1 µs, so it agrees
+    // with the nearest-rank percentiles of the same samples: all within
+    // exactly when the max is, at least half exactly when the p50 is.
     let share = r["within_1us"].as_f64().unwrap();
-    assert!((0.0..=1.0).contains(&share));
-    assert!(r["spin_cpu_share"].as_f64().unwrap() >= 0.0);
+    let wake = |k: &str| r["wake_latency"][k].as_i64().unwrap();
+    assert_eq!(share == 1.0, wake("max_ns") <= 1_000, "{r}");
+    assert_eq!(share >= 0.5, wake("p50_ns") <= 1_000, "{r}");
+    assert!(
+        r["spin_margin_bounds_ns"].is_null(),
+        "a fixed margin has no bounds"
+    );
+    // With no margin there is nothing to spin: the absolute sleep returns at
+    // or after the deadline, so the spin share stays near zero (1 % of a
+    // core at 100 Hz would be 100 µs of spin a cycle).
+    let o = looptime()
+        .args([
+            "probe",
+            "--duration",
+            "0.2",
+            "--spin-margin-us",
+            "0",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let z: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(z["spin_margin_ns"], 0);
+    assert!(z["spin_cpu_share"].as_f64().unwrap() < 0.01, "{z}");
     // The text form says the same and ends with its hints.
     let t = looptime()
         .args(["probe", "--duration", "0.1"])
@@ -448,6 +474,62 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn the_auto_probe_reports_where_the_margin_settled_within_its_bounds() {
+    let _lock = serve_lock();
+    let o = looptime()
+        .args([
+            "probe",
+            "--duration",
+            "0.5",
+            "--spin-margin-us",
+            "auto",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["spin_margin_auto"], true);
+    assert_eq!(r["cycles"], 50);
+    // At 100 Hz: the ceiling is half the period capped at 2 ms = 2 ms, the
+    // floor 50 µs (looptime_runtime::margin::AUTO_MARGIN_FLOOR_NS).
+    let bounds = |i: usize| r["spin_margin_bounds_ns"][i].as_u64().unwrap();
+    assert_eq!((bounds(0), bounds(1)), (50_000, 2_000_000), "{r}");
+    // The settled margin (the last wait's) lies in the range the waits
+    // used, which starts at the first wait's 200 µs default and stays
+    // within the floor and the ceiling.
+    let settled = r["spin_margin_ns"].as_u64().unwrap();
+    let (lo, hi) = (
+        r["spin_margin_range_ns"][0].as_u64().unwrap(),
+        r["spin_margin_range_ns"][1].as_u64().unwrap(),
+    );
+    assert!(
+        bounds(0) <= lo && lo <= settled && settled <= hi && hi <= bounds(1),
+        "{r}"
+    );
+    assert!(
+        lo <= 200_000 && 200_000 <= hi,
+        "the first wait's margin is in the range: {r}"
+    );
+    // Spinning costs at most the highest margin per period, with room for
+    // preemption while spinning.
+    let spin = r["spin_cpu_share"].as_f64().unwrap();
+    assert!(spin <= hi as f64 / 10e6 + 0.05, "{r}");
+    // The text says the same, with the bounds.
+    let t = looptime()
+        .args(["probe", "--duration", "0.2", "--spin-margin-us", "auto"])
+        .output()
+        .unwrap();
+    assert!(t.status.success());
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        text.contains("spin margin auto, settled at ")
+            && text.contains("floor 50.0 µs, ceiling 2000.0 µs)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -532,13 +614,16 @@ fn the_config_and_source_hashes_are_what_runtime_md_defines() {
     let mut resolved = Config::from_toml(text, &cfg_path).unwrap();
     resolved.run.control_timing = true;
     resolved.run.runs_dir = tmp.path().display().to_string();
-    assert_eq!(m["config_hash"], sha256(resolved.to_toml().as_bytes()));
+    assert_eq!(
+        m["config_hash"],
+        sha256(resolved.to_toml().unwrap().as_bytes())
+    );
     assert_ne!(m["config_hash"], sha256(text.as_bytes()));
     // For the embedded default, `looptime default-config | sha256sum`.
     let printed = looptime().arg("default-config").output().unwrap().stdout;
     assert_eq!(
         sha256(&printed),
-        sha256(Config::default().to_toml().as_bytes())
+        sha256(Config::default().to_toml().unwrap().as_bytes())
     );
 
     // source_hash: SHA-256 over the capture, runtime, runtime/cli and
