@@ -128,6 +128,24 @@ pub enum CaptureError {
         #[source]
         source: std::io::Error,
     },
+    /// A ring file that is not the caller's (or not a regular file): never
+    /// opened, written or removed (docs/durability.md, "Whose rings").
+    #[error("{why}")]
+    NotYourRing {
+        /// The ring file.
+        path: PathBuf,
+        /// Whose it is, its size and age, and that it was left alone.
+        why: String,
+    },
+    /// The episode directory a ring names is not the caller's to write
+    /// into; the ring is left in place.
+    #[error("its episode directory {path} is not yours to write into: {why}; the ring is left in place (recover it as the directory's owner)")]
+    NotYourDirectory {
+        /// The episode directory the ring names.
+        path: PathBuf,
+        /// Why not.
+        why: String,
+    },
     /// A file is not a usable ring file.
     #[error("{path} is not a usable looptime ring: {message}")]
     BadRing {

@@ -405,11 +405,14 @@ fn damaged_ring_files_are_refused_with_their_path_and_reason() {
     let cut = dir.path().join("cut.ring");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     assert!(msg(&cut).contains("do not fit the file"));
-    // A missing file is an open error naming it.
+    // A missing file is an error naming it (the owner check's lstat is
+    // the first look at it).
     let gone = dir.path().join("gone.ring");
-    let e = RingReader::open(&gone).unwrap_err();
+    let e = looptime_capture::error_chain(&RingReader::open(&gone).unwrap_err());
     assert!(
-        looptime_capture::error_chain(&e).contains("cannot open ring file"),
+        e.contains("cannot look at ring file")
+            && e.contains("gone.ring")
+            && e.contains("No such file"),
         "{e}"
     );
 }

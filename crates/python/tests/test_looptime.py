@@ -27,7 +27,10 @@ import looptime
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "python" / "robot_loop.py"
-ANALYZER = pathlib.Path(os.environ.get("LOOPTIME_ANALYZER", ROOT / "target" / "debug" / "analyze_control_timing"))
+# cargo's target directory: $CARGO_TARGET_DIR, else target/ (the scripts' rule).
+TARGET = pathlib.Path(os.environ["CARGO_TARGET_DIR"]).resolve() if os.environ.get("CARGO_TARGET_DIR") else ROOT / "target"
+ANALYZER = pathlib.Path(os.environ.get("LOOPTIME_ANALYZER", TARGET / "debug" / "analyze_control_timing"))
+LOOPTIME = TARGET / "debug" / "looptime"
 
 
 def read_jsonl(path):
@@ -767,7 +770,7 @@ def test_thread_settings_are_checked(tmp_path):
 
 
 def test_after_kill_9_recover_rebuilds_the_background_thread_too(tmp_path):
-    looptime_bin = ROOT / "target" / "debug" / "looptime"
+    looptime_bin = LOOPTIME
     assert looptime_bin.exists(), f"{looptime_bin} is missing: run `cargo build -p looptime-cli`"
     p = run_example(tmp_path, "--control-timing", "--duration", "30", "--warmup", "0")
     assert p.stdout.readline().startswith("[run]")  # the loop has started
@@ -789,3 +792,43 @@ def test_after_kill_9_recover_rebuilds_the_background_thread_too(tmp_path):
     assert th["thread"] == "camera_reader"
     assert {s["path"] for s in th["stages"]} == {"grab", "decode"}
     assert any(s["count"] > 0 for s in th["stages"])
+
+
+CHILD = """
+import sys, time, looptime
+rec = looptime.Recorder(stages=["work"], ring="auto", episode_dir="ep")
+for _ in range(25):
+    rec.begin_cycle("running")
+    with rec.span("work"):
+        pass
+    rec.end_cycle()
+print("READY", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_plain_recorder_killed_with_kill_9_recovers_into_its_own_directory(tmp_path):
+    # A program that opened no episode with the helpers: a Recorder with a
+    # relative episode_dir, run from tmp_path, killed with SIGKILL. The ring
+    # records the directory as an absolute path, so `looptime recover`,
+    # run from elsewhere (the repository), writes into tmp_path/ep, and only
+    # after checking that the directory is the caller's (docs/durability.md).
+    assert LOOPTIME.exists(), f"{LOOPTIME} is missing: run `cargo build -p looptime-cli`"
+    p = subprocess.Popen([sys.executable, "-c", CHILD], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        rings = sorted(pathlib.Path("/dev/shm").glob(f"looptime-{p.pid}-*.ring"))
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=30)
+    if not rings:
+        pytest.skip("no /dev/shm rings on this host (heap rings cannot be recovered)")
+    (ring,) = rings
+    out = subprocess.run([str(LOOPTIME), "recover", "--ring", str(ring)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert str(tmp_path / "ep") in out.stdout
+    assert not ring.exists()
+    assert not (ROOT / "ep").exists()
+    _, cycles = read_jsonl(tmp_path / "ep" / "control_timing.jsonl")
+    assert len(cycles) == 25
+    assert analyze(tmp_path / "ep")["state"] == "recovered"

@@ -302,7 +302,13 @@ pub(super) fn ring_meta_json(
     };
     let meta = RingMeta {
         header: header_of(spec, overhead, tsc),
-        episode_dir: spec.episode_dir.clone(),
+        // Absolute, so that `recover` writes where the recorder meant
+        // whatever directory it runs from, and can check the directory's
+        // owner (ring::owner).
+        episode_dir: spec
+            .episode_dir
+            .as_ref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
     };
     serde_json::to_vec(&meta).map_err(|e| CaptureError::Ring {
         path: ring.to_path_buf(),

@@ -50,6 +50,8 @@
 
 #![allow(unsafe_code)]
 
+pub mod owner;
+
 use std::fs::{self, File};
 use std::io;
 use std::mem::size_of;
@@ -401,33 +403,12 @@ fn pid_alive(pid: u32, start_ticks: u64) -> bool {
     }
 }
 
-/// Ring files in `dir` (named `looptime-*.ring`), oldest first by name.
-/// A missing directory gives an empty list.
+/// The caller's own ring files in `dir` (named `looptime-*.ring`, regular
+/// files owned by the caller's uid), oldest first by modification time. A
+/// missing directory gives an empty list. Everyone else's rings are left
+/// out: [`owner::list`] lists them, from `lstat` alone.
 pub fn list_rings(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut rings: Vec<(u64, PathBuf)> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name();
-            let name = name.to_str()?;
-            if !(name.starts_with(RING_PREFIX) && name.ends_with(RING_SUFFIX)) {
-                return None;
-            }
-            let modified = e
-                .metadata()
-                .ok()?
-                .modified()
-                .ok()?
-                .duration_since(std::time::UNIX_EPOCH)
-                .ok()?
-                .as_nanos() as u64;
-            Some((modified, e.path()))
-        })
-        .collect();
-    rings.sort();
-    rings.into_iter().map(|(_, p)| p).collect()
+    owner::list(dir).mine.into_iter().map(|r| r.path).collect()
 }
 
 fn ring_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(io::Error) -> CaptureError + 'a {

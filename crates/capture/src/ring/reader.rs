@@ -3,7 +3,6 @@
 
 #![allow(unsafe_code)]
 
-use std::fs::File;
 use std::mem::{size_of, MaybeUninit};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -67,10 +66,13 @@ impl RingReader {
     /// Map `path` read-only and check its header.
     ///
     /// # Errors
-    /// [`CaptureError::Ring`] when it cannot be opened or mapped, and
-    /// [`CaptureError::BadRing`] when it is not a ring file of this layout.
+    /// [`CaptureError::NotYourRing`] for a ring that is not the caller's
+    /// (never opened), [`CaptureError::Ring`] when it cannot be opened or
+    /// mapped, and [`CaptureError::BadRing`] when it is not a ring file of
+    /// this layout.
     pub fn open(path: &Path) -> Result<RingReader> {
-        let file = File::open(path).map_err(ring_err(path, "open"))?;
+        // Only the caller's own ring is ever opened (owner.rs).
+        let file = super::owner::open_mine(path)?;
         let len = file.metadata().map_err(ring_err(path, "open"))?.len() as usize;
         if len < HEADER_BYTES {
             return Err(bad_ring(

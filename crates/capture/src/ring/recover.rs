@@ -62,6 +62,13 @@ pub fn recover(path: &Path) -> Result<Recovered> {
     let Some(dir) = meta.episode_dir.clone() else {
         return Err(bad_ring(path, "it names no episode directory (its recorder was built without one); nothing to write into"));
     };
+    // Rings record absolute directories; one from an older build may hold a
+    // relative one, read against the current directory as it always was.
+    let dir = std::path::absolute(&dir).map_err(|source| CaptureError::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    owner::check_episode_dir(&dir)?;
     fs::create_dir_all(&dir).map_err(|source| CaptureError::Write {
         path: dir.clone(),
         source,

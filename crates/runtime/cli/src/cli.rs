@@ -92,8 +92,8 @@ pub struct WatchArgs {
     /// This ring file.
     #[arg(long)]
     pub ring: Option<PathBuf>,
-    /// Where ring files are (run.timing_ring_dir); the newest running ring
-    /// there is watched by default.
+    /// Where ring files are (run.timing_ring_dir); your newest running ring
+    /// there is watched by default (other users' rings are never opened).
     #[arg(long, default_value = looptime_capture::ring::DEFAULT_RING_DIR)]
     pub ring_dir: PathBuf,
     /// Cycles in the sliding window.
@@ -238,7 +238,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             let mut out = std::io::stdout();
             let summary = match &a.ring {
                 Some(ring) => crate::recover::recover_file(ring, &mut out),
-                None => crate::recover::recover_dir(&a.ring_dir, &mut out),
+                None => {
+                    crate::recover::recover_dir(&a.ring_dir, crate::recover::Scope::All, &mut out)
+                }
             };
             for (ring, pid) in &summary.live {
                 println!("[recover] {}: process {pid} still runs; `looptime watch --ring {}` shows it live", ring.display(), ring.display());
@@ -249,7 +251,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 && summary.failed.is_empty()
             {
                 println!(
-                    "[recover] no ring of a dead process in {}",
+                    "[recover] no ring of yours of a dead process in {}",
                     a.ring_dir.display()
                 );
             }

@@ -6,8 +6,13 @@
 //! the normal evidence files in the episode directory its header names
 //! (capture's [`looptime_capture::ring::recover`]), then tells the rest of
 //! the episode: `manifest.json` says `recovered` and `session.json` marks
-//! the rollout `recovered`. `serve` does this at start for every orphaned
-//! ring in its ring directory.
+//! the rollout `recovered`. `serve` does this at start for the orphaned
+//! rings of its own runs directory.
+//!
+//! Rings in a shared directory belong to their owners
+//! (`looptime_capture::ring::owner`, docs/durability.md): another user's
+//! ring is listed from `stat` alone and never opened, written or removed;
+//! a ring whose episode directory is not the caller's is left in place.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,29 +34,77 @@ pub struct RecoverSummary {
     pub live: Vec<(PathBuf, u32)>,
     /// Rings that could not be recovered, with the reason (kept on disk).
     pub failed: Vec<(PathBuf, String)>,
+    /// Other users' rings (and files named like rings that are not regular
+    /// files), listed from `stat` alone and left alone.
+    pub others: Vec<PathBuf>,
+    /// The caller's dead rings left alone because their episode directory
+    /// lies outside the runs directory of the `serve` that looked.
+    pub elsewhere: Vec<(PathBuf, PathBuf)>,
 }
 
-/// Recover every ring in `dir` whose writer is dead, printing a line per
-/// ring on `out`. Rings of running processes are skipped (and listed).
-pub fn recover_dir(dir: &Path, out: &mut dyn Write) -> RecoverSummary {
+/// Which of the caller's dead rings a recovery takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// Every one (`looptime recover`, run on purpose).
+    All,
+    /// Only those whose episode directory lies under this runs directory
+    /// (`serve`'s start-up recovery); the rest are listed, not touched.
+    Under(&'a Path),
+}
+
+/// Recover the caller's rings in `dir` whose writer is dead and that
+/// `scope` takes, printing a line per ring on `out`. Rings of running
+/// processes are skipped (and listed); other users' rings are listed from
+/// `stat` alone, once, and never opened.
+pub fn recover_dir(dir: &Path, scope: Scope, out: &mut dyn Write) -> RecoverSummary {
     let mut summary = RecoverSummary::default();
-    for path in ring::list_rings(dir) {
-        match RingReader::open(&path) {
+    let listing = ring::owner::list(dir);
+    for other in &listing.others {
+        let _ = writeln!(out, "[recover] {}", other.describe_other());
+        summary.others.push(other.path.clone());
+    }
+    for path in listing.mine.into_iter().map(|r| r.path) {
+        let reader = match RingReader::open(&path) {
             Ok(r) if r.writer_alive() => {
                 summary.live.push((path, r.pid()));
                 continue;
             }
-            Ok(_) => {}
+            Ok(r) => r,
             Err(e) => {
                 let why = looptime_capture::error_chain(&e);
                 let _ = writeln!(out, "[recover] {}: {why}; left in place", path.display());
                 summary.failed.push((path, why));
                 continue;
             }
+        };
+        if let Scope::Under(runs) = scope {
+            let named = reader.meta().ok().and_then(|m| m.episode_dir);
+            if let Some(dir) = named.filter(|d| !lies_under(d, runs)) {
+                let _ = writeln!(
+                    out,
+                    "[recover] {}: its episode directory {} is outside this runs directory ({}); left in place (`looptime recover` recovers it)",
+                    path.display(),
+                    dir.display(),
+                    runs.display()
+                );
+                summary.elsewhere.push((path, dir));
+                continue;
+            }
         }
+        drop(reader);
         recover_into(&path, out, &mut summary);
     }
     summary
+}
+
+/// Whether `dir` lies under `root`, both made absolute (and `root`'s
+/// links resolved, as the recorder's absolute path was made from the
+/// same working directory).
+fn lies_under(dir: &Path, root: &Path) -> bool {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (dir, root) = (abs(dir), abs(root));
+    let canonical_root = root.canonicalize().unwrap_or_else(|_| root.clone());
+    dir.starts_with(&root) || dir.starts_with(&canonical_root)
 }
 
 /// Recover the one ring at `path` (its writer must be dead).

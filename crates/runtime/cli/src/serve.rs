@@ -93,7 +93,11 @@ pub fn serve(
     let runs = PathBuf::from(&cfg.run.runs_dir);
     fs::create_dir_all(&runs).map_err(io_err(&runs))?;
     remove_stale_temps(&runs, out);
-    let orphans = crate::recover::recover_dir(Path::new(&cfg.run.timing_ring_dir), out);
+    let orphans = crate::recover::recover_dir(
+        Path::new(&cfg.run.timing_ring_dir),
+        crate::recover::Scope::Under(&runs),
+        out,
+    );
     if !orphans.written.is_empty() || !orphans.removed.is_empty() {
         let _ = writeln!(
             out,

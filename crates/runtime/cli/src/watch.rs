@@ -382,8 +382,19 @@ pub fn pick_ring(args: &WatchOptions) -> Result<PathBuf> {
     live.sort();
     match (live.pop(), args.pid) {
         (Some((_, p)), _) => Ok(p),
-        (None, Some(pid)) => bail!("process {pid} has no ring in {} (is it recording, with run.timing_ring = \"shm\"?)", args.ring_dir.display()),
-        (None, None) => bail!("no running looptime ring in {}: start a loop with `looptime serve --control-timing`, or name one with --ring", args.ring_dir.display()),
+        (None, Some(pid)) => bail!(
+            "process {pid} has no ring in {} (is it recording, with run.timing_ring = \"shm\"?)",
+            args.ring_dir.display()
+        ),
+        (None, None) => {
+            // Other users' rings are named from stat alone, never opened.
+            let others: String = ring::owner::list(&args.ring_dir)
+                .others
+                .iter()
+                .map(|o| format!("\n  {}", o.describe_other()))
+                .collect();
+            bail!("no running looptime ring of yours in {}: start a loop with `looptime serve --control-timing`, or name one with --ring{others}", args.ring_dir.display())
+        }
     }
 }
 

@@ -545,3 +545,175 @@ fn recover_takes_one_ring_marks_the_session_and_tells_a_reused_pid_from_its_writ
         "every orphan was taken"
     );
 }
+
+/// `looptime recover ARGS` with the rings of `s`.
+fn recover_with(s: &Setup, args: &[&str]) -> (i32, String) {
+    let o = looptime()
+        .arg("recover")
+        .args(args)
+        .arg("--ring-dir")
+        .arg(&s.rings)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}
+
+/// A short `serve` over `runs` with the rings of `s`: its start-up
+/// recovery's output.
+fn short_serve(s: &Setup, runs: &Path) -> String {
+    let o = looptime()
+        .arg("serve")
+        .arg("--config")
+        .arg(&s.config)
+        .arg("--runs-dir")
+        .arg(runs)
+        .args(["--warmup", "0", "--duration", "0.05"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    text
+}
+
+/// Rings in a shared directory belong to their owners (docs/durability.md):
+/// a ring of another uid, and a ring naming a directory of another uid, are
+/// each left alone with one clear line by every entry point (serve's
+/// start-up recovery, `recover`, `recover --ring`, `watch`), nothing written
+/// and nothing removed; given back to the caller, the same rings recover.
+/// Needs root to hand files to `nobody` (CI runs as root).
+#[test]
+fn other_users_rings_and_directories_are_left_alone() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: handing a ring to another uid needs root");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let s = setup();
+    let at = Moment::AfterCycles {
+        cycles: 60,
+        extra_us: 0,
+    };
+    let (control, _) = kill_at(&s, at);
+    let killed = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+    let rings = ring::owner::list(&s.rings).mine;
+    assert!(
+        rings.len() >= 2,
+        "the control ring and a thread's: {rings:?}"
+    );
+    let chown_all = |uid: u32| {
+        for r in &rings {
+            std::os::unix::fs::chown(&r.path, Some(uid), None).unwrap();
+        }
+    };
+    let untouched = || {
+        assert!(rings.iter().all(|r| r.path.exists()), "a ring was removed");
+        assert!(!killed.join(CYCLES_FILE).exists(), "evidence was written");
+    };
+
+    // 1. Rings of another uid.
+    chown_all(NOBODY);
+    assert!(ring::list_rings(&s.rings).is_empty());
+    let (code, text) = recover_with(&s, &[]);
+    assert_eq!(code, 0, "{text}");
+    for r in &rings {
+        let line = format!(
+            "[recover] {}: owned by uid {NOBODY} (not you, uid 0)",
+            r.path.display()
+        );
+        assert_eq!(text.matches(&line).count(), 1, "{text}");
+    }
+    assert!(text.contains("left alone"), "{text}");
+    untouched();
+    let (code, text) = recover_with(&s, &["--ring", control.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains(&format!("owned by uid {NOBODY}")), "{text}");
+    untouched();
+    let o = looptime()
+        .args(["watch", "--once", "--ring-dir"])
+        .arg(&s.rings)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("no running looptime ring of yours")
+            && err.contains(&format!("owned by uid {NOBODY}")),
+        "{err}"
+    );
+    let text = short_serve(&s, &s.runs);
+    for r in &rings {
+        assert_eq!(
+            text.matches(&r.path.display().to_string()).count(),
+            1,
+            "listed once: {text}"
+        );
+    }
+    assert!(!text.contains("recovered "), "{text}");
+    untouched();
+
+    // 2. The caller's rings naming a directory of another uid.
+    chown_all(0);
+    std::os::unix::fs::chown(&killed, Some(NOBODY), None).unwrap();
+    let (code, text) = recover_with(&s, &[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "its episode directory {} is not yours to write into: it is owned by uid {NOBODY}",
+            killed.display()
+        )),
+        "{text}"
+    );
+    untouched();
+
+    // Given back, the same rings recover.
+    std::os::unix::fs::chown(&killed, Some(0), None).unwrap();
+    let (code, text) = recover_with(&s, &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(killed.join(CYCLES_FILE).exists(), "{text}");
+    assert!(ring::owner::list(&s.rings).mine.is_empty(), "{text}");
+}
+
+/// `serve`'s start-up recovery takes only the rings of its own runs
+/// directory: a ring naming an episode elsewhere is listed and left in
+/// place, and `looptime recover` (run on purpose) recovers it.
+#[test]
+fn serve_recovers_only_its_own_runs_directory() {
+    let s = setup();
+    let (_, _) = kill_at(
+        &s,
+        Moment::AfterCycles {
+            cycles: 60,
+            extra_us: 0,
+        },
+    );
+    let killed = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+    let orphans = ring::list_rings(&s.rings);
+    assert!(orphans.len() >= 2);
+    let elsewhere = s.rings.parent().unwrap().join("other-runs");
+    let text = short_serve(&s, &elsewhere);
+    for r in &orphans {
+        assert!(
+            text.contains(&format!(
+                "[recover] {}: its episode directory {} is outside this runs directory",
+                r.display(),
+                killed.display()
+            )),
+            "{text}"
+        );
+        assert!(r.exists());
+    }
+    assert!(!killed.join(CYCLES_FILE).exists());
+    let (code, text) = recover_with(&s, &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(killed.join(CYCLES_FILE).exists(), "{text}");
+    assert!(ring::list_rings(&s.rings).is_empty());
+}

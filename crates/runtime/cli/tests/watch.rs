@@ -138,7 +138,7 @@ fn watch_without_a_running_ring_says_how_to_get_one() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no running looptime ring in")
+        err.contains("no running looptime ring of yours in")
             && err.contains("looptime serve --control-timing"),
         "{err}"
     );

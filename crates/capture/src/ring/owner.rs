@@ -1,0 +1,265 @@
+//! Rings in a shared directory belong to their owners (docs/durability.md,
+//! "Whose rings").
+//!
+//! `/dev/shm`, the default ring directory, is shared by every user and
+//! program on the host. So every way into a ring file goes through here:
+//!
+//! 1. A ring file that is not a regular file owned by the caller's
+//!    effective uid is never opened, written or removed. [`list`] reports it
+//!    from `lstat` alone (owner, size, age), as someone else's;
+//!    [`open_mine`] refuses it before opening it, and checks after opening
+//!    (with `O_NOFOLLOW`) that the file it opened is the one it checked.
+//! 2. The episode directory a ring names is used only when the caller owns
+//!    it, or, when it does not exist yet, when the caller owns its nearest
+//!    existing ancestor (recover then creates it); and never through a
+//!    symbolic link owned by anyone but the caller or root
+//!    ([`check_episode_dir`]).
+//!
+//! Ring files are created `0600` by their writer, so the reading side is
+//! what these rules add.
+
+use std::fs::{File, Metadata};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use super::{RING_PREFIX, RING_SUFFIX};
+use crate::error::{CaptureError, Result};
+
+/// The caller's effective uid: what owning a ring means.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// A ring file as `lstat` sees it: enough to list someone else's ring
+/// without opening it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingFileInfo {
+    /// The file.
+    pub path: PathBuf,
+    /// Its owner's uid.
+    pub uid: u32,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its last modification, ns since the Unix epoch.
+    pub modified_unix_ns: u64,
+    /// Whether it is a regular file (a link or anything else never is a
+    /// ring of ours).
+    pub regular: bool,
+}
+
+impl RingFileInfo {
+    fn of(path: PathBuf, m: &Metadata) -> Self {
+        RingFileInfo {
+            path,
+            uid: m.uid(),
+            size: m.size(),
+            modified_unix_ns: (m.mtime().max(0) as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec().max(0) as u64),
+            regular: m.file_type().is_file(),
+        }
+    }
+
+    /// Whether the caller may open it: a regular file owned by the caller.
+    pub fn is_mine(&self) -> bool {
+        self.regular && self.uid == euid()
+    }
+
+    /// One line for someone else's ring: whose it is, its size and age,
+    /// and that it was left alone.
+    pub fn describe_other(&self) -> String {
+        let age_s = super::unix_ns().saturating_sub(self.modified_unix_ns) / 1_000_000_000;
+        let what = if self.regular {
+            format!("owned by uid {} (not you, uid {})", self.uid, euid())
+        } else {
+            format!("not a regular file (owner uid {})", self.uid)
+        };
+        format!(
+            "{}: {what}, {:.1} MB, modified {} ago; left alone (a ring that is not yours is never opened, written or removed)",
+            self.path.display(),
+            self.size as f64 / 1e6,
+            age(age_s)
+        )
+    }
+}
+
+fn age(s: u64) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} days", s / 86_400),
+    }
+}
+
+/// The ring files in a directory, the caller's apart from everyone else's.
+#[derive(Clone, Debug, Default)]
+pub struct RingListing {
+    /// The caller's rings, oldest first (by modification time).
+    pub mine: Vec<RingFileInfo>,
+    /// Everyone else's (and anything named like a ring that is not a
+    /// regular file), oldest first; never to be opened.
+    pub others: Vec<RingFileInfo>,
+}
+
+/// The ring files (`looptime-*.ring`) in `dir`, from `lstat` alone. A
+/// missing or unreadable directory gives an empty listing.
+pub fn list(dir: &Path) -> RingListing {
+    let mut out = RingListing::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !(name.starts_with(RING_PREFIX) && name.ends_with(RING_SUFFIX)) {
+            continue;
+        }
+        let path = e.path();
+        // DirEntry::metadata does not follow a symbolic link: lstat.
+        let Ok(m) = e.metadata() else { continue };
+        let info = RingFileInfo::of(path, &m);
+        if info.is_mine() {
+            out.mine.push(info);
+        } else {
+            out.others.push(info);
+        }
+    }
+    let key = |r: &RingFileInfo| (r.modified_unix_ns, r.path.clone());
+    out.mine.sort_by_key(key);
+    out.others.sort_by_key(key);
+    out
+}
+
+/// Refuse `path` unless it is a regular file the caller owns, from `lstat`.
+///
+/// # Errors
+/// [`CaptureError::Ring`] when it cannot be looked at,
+/// [`CaptureError::NotYourRing`] when it is someone else's or not a
+/// regular file.
+pub fn check_mine(path: &Path) -> Result<RingFileInfo> {
+    let m = std::fs::symlink_metadata(path).map_err(super::ring_err(path, "look at"))?;
+    let info = RingFileInfo::of(path.to_path_buf(), &m);
+    if info.is_mine() {
+        Ok(info)
+    } else {
+        Err(CaptureError::NotYourRing {
+            path: path.to_path_buf(),
+            why: info.describe_other(),
+        })
+    }
+}
+
+/// Open the caller's own ring file at `path` read-only: refused from
+/// `lstat` before it is opened, opened without following a link, and
+/// checked again on the open file (the same file, still the caller's).
+///
+/// # Errors
+/// As [`check_mine`], and [`CaptureError::Ring`] when it cannot be opened.
+pub fn open_mine(path: &Path) -> Result<File> {
+    let before = std::fs::symlink_metadata(path).map_err(super::ring_err(path, "look at"))?;
+    check_mine(path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(super::ring_err(path, "open"))?;
+    let after = file.metadata().map_err(super::ring_err(path, "open"))?;
+    if after.dev() != before.dev() || after.ino() != before.ino() || after.uid() != euid() {
+        return Err(CaptureError::NotYourRing {
+            path: path.to_path_buf(),
+            why: format!(
+                "{}: the file changed between its check and its opening; left alone",
+                path.display()
+            ),
+        });
+    }
+    Ok(file)
+}
+
+/// Whether the caller may write evidence into `dir` (rule 2 above): `dir`
+/// owned by the caller, or missing with the caller's nearest existing
+/// ancestor; no link on the way owned by anyone but the caller or root.
+/// `dir` must be absolute (a ring's meta records it so).
+///
+/// # Errors
+/// [`CaptureError::NotYourDirectory`] naming the directory and why.
+pub fn check_episode_dir(dir: &Path) -> Result<()> {
+    let me = euid();
+    let refuse = |why: String| {
+        Err(CaptureError::NotYourDirectory {
+            path: dir.to_path_buf(),
+            why,
+        })
+    };
+    if !dir.is_absolute() || dir.components().any(|c| c == Component::ParentDir) {
+        return refuse("it is not an absolute path without `..`".into());
+    }
+    // Every existing prefix, outermost first: links must be trusted, and
+    // the deepest existing one must be the caller's.
+    let mut prefix = PathBuf::new();
+    let mut deepest: Option<(PathBuf, u32)> = None;
+    for c in dir.components() {
+        prefix.push(c);
+        let Ok(m) = std::fs::symlink_metadata(&prefix) else {
+            break;
+        };
+        if m.file_type().is_symlink() && m.uid() != me && m.uid() != 0 {
+            return refuse(format!(
+                "{} is a symbolic link owned by uid {}, not by you (uid {me}) or root",
+                prefix.display(),
+                m.uid()
+            ));
+        }
+        // Where the prefix leads (through a trusted link, if it is one).
+        let Ok(target) = std::fs::metadata(&prefix) else {
+            break;
+        };
+        deepest = Some((prefix.clone(), target.uid()));
+    }
+    match deepest {
+        Some((p, uid)) if p == dir && uid == me => Ok(()),
+        Some((p, uid)) if p == dir => refuse(format!(
+            "it is owned by uid {uid}, not by you (uid {me})"
+        )),
+        Some((_, uid)) if uid == me => Ok(()),
+        Some((p, uid)) => refuse(format!(
+            "it does not exist, and {} (where it would be made) is owned by uid {uid}, not by you (uid {me})",
+            p.display()
+        )),
+        None => refuse("none of its parents exists".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_callers_directories_pass_and_relative_paths_do_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("runs/session-x/rollout-000");
+        // Missing: its nearest existing ancestor (the temp dir) is ours.
+        check_episode_dir(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        check_episode_dir(&dir).unwrap();
+        assert!(check_episode_dir(Path::new("runs/x")).is_err());
+        assert!(check_episode_dir(&tmp.path().join("a/../b")).is_err());
+    }
+
+    #[test]
+    fn listing_splits_mine_from_links_named_like_rings() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("looptime-1-0.ring"), b"x").unwrap();
+        std::fs::write(tmp.path().join("other.txt"), b"x").unwrap();
+        std::os::unix::fs::symlink("/dev/null", tmp.path().join("looptime-2-0.ring")).unwrap();
+        let l = list(tmp.path());
+        assert_eq!(l.mine.len(), 1);
+        assert_eq!(l.others.len(), 1, "a link is never one of ours");
+        assert!(!l.others[0].regular);
+        assert!(l.others[0].describe_other().contains("not a regular file"));
+        assert!(check_mine(&tmp.path().join("looptime-2-0.ring")).is_err());
+        assert!(open_mine(&tmp.path().join("looptime-1-0.ring")).is_ok());
+    }
+}
