@@ -17,7 +17,8 @@
 # 5. the HTML report renders in headless Chromium (tests/html_render.sh);
 # 6. the HdrHistogram export decodes in the Python hdrhistogram package
 #    and agrees with the analyzer (tests/hdr_check.py);
-# 6b. the MCAP export reads back in Python's mcap package, every message
+# 6b. the MCAP export reads back in Python's mcap package and in the MCAP
+#    project's TypeScript reader (@mcap/core, tests/mcap-ts), every message
 #    valid against its channel's JSON Schema, on the wall clock through the
 #    evidence's anchor, recovered evidence too (tests/mcap_check.py); and
 #    --into copies a recording (made with the mcap writer, and a rosbag2
@@ -28,8 +29,8 @@
 #    same SQL files and gives DuckDB's rows, and `fleet` over the same
 #    episodes gives those figures in its Parquet table, read with pyarrow
 #    (tests/dataset_check.py --spark);
-# 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), as a smoke
-#    test of the benchmark and its synthetic fleet;
+# 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), and
+#    bench/mcap_into.sh at 10 and 20 MB, as smoke tests of the benchmarks;
 # 0. before all of them, scripts/module_cycles.py: no crate's modules
 #    import each other in a circle; and scripts/check_scripts.py: every
 #    script finds cargo's output through scripts/lib/target_dir
@@ -62,7 +63,7 @@ suite() {
 if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
     step "install what the suites need"
     need=()
-    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless; do
+    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless node:nodejs npm:npm; do
         command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
     done
     [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need+=(fonts-dejavu-core)
@@ -76,6 +77,8 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
         fi
     fi
     python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags
+    # The MCAP project's TypeScript reader, pinned by tests/mcap-ts's lockfile.
+    npm ci --prefix tests/mcap-ts --no-audit --no-fund --loglevel=error
 fi
 
 # The module ladder: no crate's modules import each other in a circle
@@ -126,6 +129,16 @@ suite "MCAP --into: a recording's records come back unchanged, a rosbag2 bag's C
     python3 tests/mcap_into_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime"
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \
     python3 tests/dataset_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime" --spark
+mcap_into_bench_smoke() {
+    local work
+    work=$(mktemp -d)
+    SIZES_MB="10 20" CYCLES=2000 RUNS=1 WORK="$work" ANALYZER="$TARGET_DIR/debug/analyze_control_timing" \
+        LOOPTIME="$TARGET_DIR/debug/looptime" bash bench/mcap_into.sh
+    local rc=$?
+    rm -rf "$work"
+    return $rc
+}
+suite "MCAP --into benchmark at smoke size (bench/mcap_into.sh: 10 and 20 MB recordings)" mcap_into_bench_smoke
 fleet_bench_smoke() {
     local work
     work=$(mktemp -d)

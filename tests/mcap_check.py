@@ -39,6 +39,23 @@ def run(*cmd, ok=True):
     return r
 
 
+TS_DIR = ROOT / "tests" / "mcap-ts"
+
+
+def ts_check(entries, tmp):
+    """Read each file again with the MCAP project's TypeScript reader
+    (tests/mcap-ts/check.mjs: @mcap/core's indexed reader, CRCs validated),
+    expecting exactly `topics` messages per topic (and `profile`)."""
+    if not (TS_DIR / "node_modules").is_dir():
+        sys.exit(f"{TS_DIR}/node_modules is missing: run `npm ci --prefix {TS_DIR}` (scripts/test.sh does)")
+    spec = pathlib.Path(tmp) / "ts_expected.json"
+    spec.write_text(json.dumps([{**e, "file": str(e["file"])} for e in entries]))
+    r = subprocess.run(["node", str(TS_DIR / "check.mjs"), str(spec)], capture_output=True, text=True)
+    print(r.stdout, end="")
+    if r.returncode != 0:
+        sys.exit(f"the TypeScript reader disagrees:\n{r.stdout}{r.stderr}")
+
+
 def jsonl(path):
     lines = pathlib.Path(path).read_text().splitlines()
     return json.loads(lines[0]), [json.loads(x) for x in lines[1:] if x.strip()]
@@ -93,7 +110,14 @@ def check_episode(analyzer, ep, out, recovered=False):
     assert lm["config_hash"] == manifest["config_hash"] and lm["source_hash"] == manifest["source_hash"], lm
     if recovered:
         assert lm["anchor_end"].startswith("absent"), lm
+    # The TypeScript reader must see the evidence's counts, and the events
+    # Python's reader saw.
+    TS.append({"file": out, "profile": "",
+               "topics": {**want, "/looptime/event": len(topics["/looptime/event"])}})
     return sum(len(v) for v in topics.values())
+
+
+TS = []
 
 
 def main():
@@ -145,6 +169,7 @@ def main():
             assert not out.exists(), f"{out} left behind after a failed export"
             assert not list(tmp.glob(".bad.mcap*")), "a temporary file left behind"
         print("mcap: no anchor says host-monotonic; bad input fails clearly and leaves no file")
+        ts_check(TS, tmp)
 
 
 if __name__ == "__main__":

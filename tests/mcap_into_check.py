@@ -3,13 +3,16 @@
 RECORDING.mcap --out OUT.mcap` (docs/export.md) with the Python `mcap`
 reader and the `rosbags` package:
 
-1. A small recording made here with the `mcap` writer (a JSON channel, a
-   channel of opaque binary messages, an attachment, a metadata record),
-   its messages at 100 Hz over the episode's wall-clock time: after
-   --into, every schema, channel (ids kept), message (a checksum per
-   channel over time, sequence and bytes), attachment and metadata record
-   comes back unchanged; the looptime channels are there, as many cycles
-   as the evidence has, inside the recording's time range.
+1. A small recording made here with the `mcap` writer under the `ros2`
+   profile (a JSON channel, a channel of opaque binary messages, an
+   attachment, a metadata record), its messages at 100 Hz over the
+   episode's wall-clock time: after --into, the header's profile, every
+   schema, channel (ids kept), message (a checksum per channel over time,
+   sequence and bytes), attachment and metadata record comes back
+   unchanged; the looptime channels are there, as many cycles as the
+   evidence has, inside the recording's time range; the output is
+   zstd-compressed; merging the output again is refused, naming the
+   first merge's episode.
 2. A rosbag2 recording written with rosbags (MCAP storage, CDR
    sensor_msgs/msg/JointState at 100 Hz over the episode's time): after
    --into, every copied message deserializes with rosbags' CDR
@@ -31,7 +34,7 @@ from mcap.reader import make_reader
 from mcap.writer import Writer
 
 # The plain export's checker, beside this file: its command runner.
-from mcap_check import ROOT, run
+from mcap_check import ROOT, run, ts_check
 
 
 def episode_range(ep):
@@ -70,11 +73,11 @@ def contents(path):
     }
 
 
-def make_recording(path, t0, t1, shift=0):
+def make_recording(path, t0, t1, shift=0, profile="ros2"):
     """A JSON channel and an opaque binary one at 100 Hz over [t0, t1]."""
     with open(path, "wb") as f:
         w = Writer(f)
-        w.start(profile="", library="looptime test")
+        w.start(profile=profile, library="looptime test")
         js = w.register_schema(name="robot.Status", encoding="jsonschema",
                                data=json.dumps({"type": "object"}).encode())
         bs = w.register_schema(name="robot.Blob", encoding="", data=b"")
@@ -110,6 +113,16 @@ def main():
         out = tmp / "merged.mcap"
         r = run(analyzer, "export", ep, "--format", "mcap", "--into", rec, "--out", out)
         assert rec.read_bytes() == before, "the recording was modified"
+        with open(out, "rb") as f:
+            reader = make_reader(f)
+            assert reader.get_header().profile == "ros2", reader.get_header()
+            compressions = {c.compression for c in reader.get_summary().chunk_indexes}
+            assert compressions == {"zstd"}, compressions
+        again = run(analyzer, "export", ep, "--format", "mcap", "--into", out, "--out", tmp / "again.mcap",
+                    ok=False)
+        assert again.returncode == 2 and "already holds looptime channels" in again.stderr \
+            and str(ep) in again.stderr, again.stderr
+        assert not (tmp / "again.mcap").exists()
         a, b = contents(rec), contents(out)
         for cid, ch in a["channels"].items():
             assert b["channels"][cid] == ch, (cid, ch, b["channels"].get(cid))
@@ -122,6 +135,8 @@ def main():
         assert len(cycles) == n_cycles, (len(cycles), n_cycles)
         lo, hi = min(a["times"]["/robot/status"]), max(a["times"]["/robot/status"])
         assert lo <= min(cycles) and max(cycles) <= hi, "the timing lies outside the recording"
+        ts_files = [{"file": out, "profile": "ros2", "topics": {t: len(v) for t, v in b["times"].items()}}]
+        assert ts_files[0]["topics"]["/looptime/cycle"] == n_cycles
         print(f"mcap --into: {sum(a['counts'].values())} messages, the attachment and the metadata "
               f"copied unchanged; {len(cycles)} cycles on its timeline ({r.stderr.strip()[:60]}...)")
 
@@ -162,6 +177,8 @@ def main():
         for (t, pos), (lt, stamp, p, names) in zip(written, got):
             assert lt == t and stamp == t and p == pos and names == ["shoulder", "elbow", "wrist"]
         print(f"mcap --into: a rosbag2 recording's {len(got)} JointState messages decode to the values written")
+        ts_files.append({"file": out2, "profile": "ros2",
+                   "topics": {t: len(v) for t, v in contents(out2)["times"].items()}})
 
         # 3. Bad input: a clear error each, and no output file.
         truncated = tmp / "truncated.mcap"
@@ -188,6 +205,9 @@ def main():
         forced = tmp / "forced.mcap"
         run(analyzer, "export", ep, "--format", "mcap", "--into", far, "--out", forced, "--force")
         assert contents(forced)["times"]["/looptime/cycle"]
+        ts_files.append({"file": forced, "profile": "ros2",
+                   "topics": {t: len(v) for t, v in contents(forced)["times"].items()}})
+        ts_check(ts_files, tmp)
         print("mcap --into: truncated, not MCAP, no overlap, no anchor and a missing file are refused "
               "without output; --force merges; --out onto the recording is refused")
 

@@ -139,18 +139,50 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
         let mut mcap = std::io::Cursor::new(Vec::new());
-        crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref()).unwrap();
-        // The plain export as the recording to merge into: --into's view.
-        let recording = mcap.into_inner();
-        let mut merged = std::io::Cursor::new(Vec::new());
-        let _ = crate::export::mcap::write_into(
-            &a,
-            &recording,
+        let zstd = crate::export::mcap::Compression::Zstd;
+        crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref(), zstd).unwrap();
+        // --into's view, over a recording of one message (the fixture has
+        // no wall-clock anchor: one is added to a copy of its header).
+        let mut recording = std::io::Cursor::new(Vec::new());
+        {
+            let mut w = mcap::Writer::new(&mut recording).unwrap();
+            let s = w.add_schema("x", "jsonschema", b"{}").unwrap();
+            let c = w
+                .add_channel(s, "/robot/x", "json", &Default::default())
+                .unwrap();
+            let h = mcap::records::MessageHeader {
+                channel_id: c,
+                sequence: 0,
+                log_time: 1,
+                publish_time: 1,
+            };
+            w.write_to_known_channel(&h, b"{}").unwrap();
+            w.finish().unwrap();
+        }
+        recording.set_position(0);
+        let mut anchored = Analysis::new(
+            load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap(),
+        )
+        .unwrap();
+        anchored.evidence.header.wall_clock = Some(looptime_capture::WallClock {
+            start: looptime_capture::WallClockAnchor {
+                realtime_ns: 1,
+                monotonic_ns: 1,
+                uncertainty_ns: 0,
+            },
+            end: None,
+        });
+        let merged = crate::export::mcap_into::write_into(
+            &anchored,
+            recording,
             "r.mcap".as_ref(),
             true,
-            &mut merged,
+            zstd,
+            std::io::Cursor::new(Vec::new()),
             "m.mcap".as_ref(),
         );
+        assert!(merged.is_ok(), "{merged:?}");
+        assert_eq!(computed(&anchored), once);
         let side = [&a];
         let c = crate::compare::compare(&side, &side, crate::compare::BootstrapConfig::default());
         let _ = crate::render::plots::compare_plots(&side, &side, &c, None);

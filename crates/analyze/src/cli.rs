@@ -198,6 +198,10 @@ pub enum Sub {
         /// time ranges do not overlap.
         #[arg(long)]
         force: bool,
+        /// With --format mcap: how the output's chunks are compressed
+        /// [default: zstd].
+        #[arg(long, value_enum)]
+        compression: Option<McapCompression>,
         /// How to read the evidence.
         #[command(flatten)]
         input: InputArgs,
@@ -270,6 +274,17 @@ pub enum Sub {
     },
 }
 
+/// How an MCAP export's chunks are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum McapCompression {
+    /// zstd (the MCAP tools' and rosbag2's usual choice).
+    Zstd,
+    /// lz4: faster to write, larger.
+    Lz4,
+    /// No compression.
+    None,
+}
+
 /// What `export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
@@ -296,6 +311,8 @@ pub struct ExportRequest {
     pub into: Option<PathBuf>,
     /// With `into`: merge even without overlapping time ranges.
     pub force: bool,
+    /// With mcap: how the output's chunks are compressed.
+    pub compression: crate::export::mcap::Compression,
     /// Loader options.
     pub load: LoadOptions,
 }
@@ -438,8 +455,14 @@ impl Cli {
                 out,
                 into,
                 force,
+                compression,
                 input,
             }) => {
+                if compression.is_some() && format != ExportFormat::Mcap {
+                    return Err(UsageError(
+                        "--compression applies to MCAP output: it needs --format mcap".into(),
+                    ));
+                }
                 if into.is_some() && format != ExportFormat::Mcap {
                     return Err(UsageError(
                         "--into merges into an MCAP recording: it needs --format mcap".into(),
@@ -479,6 +502,13 @@ impl Cli {
                     out,
                     into,
                     force,
+                    compression: match compression {
+                        None | Some(McapCompression::Zstd) => {
+                            crate::export::mcap::Compression::Zstd
+                        }
+                        Some(McapCompression::Lz4) => crate::export::mcap::Compression::Lz4,
+                        Some(McapCompression::None) => crate::export::mcap::Compression::None,
+                    },
                     load: input.load(),
                 }))
             }
@@ -613,6 +643,7 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
         &crate::analysis::Analysis,
         &mut std::io::BufWriter<std::fs::File>,
         &std::path::Path,
+        &ExportRequest,
     ) -> Result<String>;
     let write: Writer = match req.format {
         ExportFormat::Parquet => return run_dataset_export(req),
@@ -627,7 +658,7 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
     }
     let mut what = String::new();
     crate::atomic::write_atomic(out, |w| {
-        what = write(&a, w, out)?;
+        what = write(&a, w, out, req)?;
         Ok(())
     })?;
     eprintln!("wrote {} ({what})", out.display());
@@ -637,7 +668,7 @@ pub fn run_export(req: &ExportRequest) -> Result<()> {
 /// `export --format mcap --into RECORDING`: the recording copied whole with
 /// the episode's channels added, written atomically to `--out`.
 fn run_into(req: &ExportRequest, recording: &std::path::Path) -> Result<()> {
-    let bytes = std::fs::read(recording).map_err(|e| AnalyzeError::Recording {
+    let file = std::fs::File::open(recording).map_err(|e| AnalyzeError::Recording {
         path: recording.to_path_buf(),
         why: format!("cannot be read ({e}); give the .mcap file of the recording"),
     })?;
@@ -648,8 +679,14 @@ fn run_into(req: &ExportRequest, recording: &std::path::Path) -> Result<()> {
     }
     let mut done = None;
     crate::atomic::write_atomic(out, |w| {
-        done = Some(crate::export::mcap::write_into(
-            &a, &bytes, recording, req.force, w, out,
+        done = Some(crate::export::mcap_into::write_into(
+            &a,
+            &file,
+            recording,
+            req.force,
+            req.compression,
+            w,
+            out,
         )?);
         Ok(())
     })?;
@@ -672,8 +709,9 @@ fn write_mcap(
     a: &crate::analysis::Analysis,
     w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
+    req: &ExportRequest,
 ) -> Result<String> {
-    let s = crate::export::mcap::write(a, w, out)?;
+    let s = crate::export::mcap::write(a, w, out, req.compression)?;
     let total: u64 = s.messages.values().sum();
     let timebase = match s.anchor_uncertainty_ns {
         Some(u) => format!("times are wall-clock ns through the evidence's start anchor (±{u} ns)"),
@@ -690,6 +728,7 @@ fn write_chrome(
     a: &crate::analysis::Analysis,
     w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
+    _req: &ExportRequest,
 ) -> Result<String> {
     let n = crate::export::chrome::write(a, w, out)?;
     Ok(format!("{n} trace events"))
@@ -700,6 +739,7 @@ fn write_hdr(
     a: &crate::analysis::Analysis,
     w: &mut std::io::BufWriter<std::fs::File>,
     out: &std::path::Path,
+    _req: &ExportRequest,
 ) -> Result<String> {
     let log = crate::export::hdr_log(a)?;
     let n = log.lines().filter(|l| l.starts_with("Tag=")).count();

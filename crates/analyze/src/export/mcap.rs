@@ -48,10 +48,10 @@ pub struct McapSummary {
 }
 
 /// One message before it is written: time, channel, JSON bytes.
-struct Msg {
-    time: u64,
-    channel: usize,
-    data: Vec<u8>,
+pub(crate) struct Msg {
+    pub(crate) time: u64,
+    pub(crate) channel: usize,
+    pub(crate) data: Vec<u8>,
 }
 
 fn nullable(t: &str) -> Value {
@@ -266,7 +266,7 @@ fn events(a: &Analysis, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
     }
 }
 
-fn mcap_err(path: &std::path::Path, e: mcap::McapError) -> AnalyzeError {
+pub(crate) fn mcap_err(path: &std::path::Path, e: mcap::McapError) -> AnalyzeError {
     AnalyzeError::Write {
         path: path.to_path_buf(),
         source: std::io::Error::other(e.to_string()),
@@ -279,24 +279,25 @@ pub fn thread_topic(name: &str) -> String {
 }
 
 /// The looptime channels of an episode, before they are written.
-struct Plan {
+pub(crate) struct Plan {
     /// (schema name, JSON Schema, topic) per channel, in channel order.
-    channels: Vec<(&'static str, Vec<u8>, String)>,
+    pub(crate) channels: Vec<(&'static str, Vec<u8>, String)>,
     /// Every message, in time order.
-    msgs: Vec<Msg>,
-    meta: BTreeMap<String, String>,
-    timebase: &'static str,
-    anchor_uncertainty_ns: Option<u64>,
+    pub(crate) msgs: Vec<Msg>,
+    /// The `looptime` metadata record.
+    pub(crate) meta: BTreeMap<String, String>,
+    pub(crate) timebase: &'static str,
+    pub(crate) anchor_uncertainty_ns: Option<u64>,
 }
 
 impl Plan {
     /// The first and last message time.
-    fn range(&self) -> Option<(u64, u64)> {
+    pub(crate) fn range(&self) -> Option<(u64, u64)> {
         Some((self.msgs.first()?.time, self.msgs.last()?.time))
     }
 }
 
-fn plan(a: &Analysis) -> Result<Plan> {
+pub(crate) fn plan(a: &Analysis) -> Result<Plan> {
     let ev = &a.evidence;
     let control = Clock::of(ev, None);
     let mut channels = vec![
@@ -370,10 +371,40 @@ fn plan(a: &Analysis) -> Result<Plan> {
     })
 }
 
-fn writer<W: Write + Seek>(w: W, path: &std::path::Path) -> Result<mcap::Writer<W>> {
+/// How the chunks of a written MCAP file are compressed
+/// (`--compression`, docs/export.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// zstd, the MCAP tools' and rosbag2's usual choice (the default).
+    #[default]
+    Zstd,
+    /// lz4: faster, larger.
+    Lz4,
+    /// No compression.
+    None,
+}
+
+impl Compression {
+    fn of(self) -> Option<mcap::Compression> {
+        match self {
+            Compression::Zstd => Some(mcap::Compression::Zstd),
+            Compression::Lz4 => Some(mcap::Compression::Lz4),
+            Compression::None => None,
+        }
+    }
+}
+
+/// An MCAP writer into `w` with chunks compressed as asked and the header's
+/// `profile` (the recording's, for `--into`; empty for the plain export).
+pub(crate) fn writer<W: Write + Seek>(
+    w: W,
+    path: &std::path::Path,
+    compression: Compression,
+    profile: &str,
+) -> Result<mcap::Writer<W>> {
     mcap::WriteOptions::new()
-        .compression(None)
-        .profile("")
+        .compression(compression.of())
+        .profile(profile)
         .library(format!("looptime-analyze {}", env!("CARGO_PKG_VERSION")))
         .create(w)
         .map_err(|e| mcap_err(path, e))
@@ -381,7 +412,7 @@ fn writer<W: Write + Seek>(w: W, path: &std::path::Path) -> Result<mcap::Writer<
 
 /// Add the plan's schemas and channels (ids the writer chooses, clear of
 /// any it holds); their ids, in plan order.
-fn add_channels<W: Write + Seek>(
+pub(crate) fn add_channels<W: Write + Seek>(
     m: &mut mcap::Writer<W>,
     p: &Plan,
     path: &std::path::Path,
@@ -399,7 +430,7 @@ fn add_channels<W: Write + Seek>(
 }
 
 /// Writes the plan's messages as they come, numbering each channel's.
-struct Emitter<'p> {
+pub(crate) struct Emitter<'p> {
     plan: &'p Plan,
     ids: Vec<u16>,
     sequence: Vec<u32>,
@@ -407,7 +438,7 @@ struct Emitter<'p> {
 }
 
 impl<'p> Emitter<'p> {
-    fn new(plan: &'p Plan, ids: Vec<u16>) -> Self {
+    pub(crate) fn new(plan: &'p Plan, ids: Vec<u16>) -> Self {
         Emitter {
             sequence: vec![0; ids.len()],
             counts: plan.channels.iter().map(|c| (c.2.clone(), 0)).collect(),
@@ -416,7 +447,7 @@ impl<'p> Emitter<'p> {
         }
     }
 
-    fn emit<W: Write + Seek>(
+    pub(crate) fn emit<W: Write + Seek>(
         &mut self,
         m: &mut mcap::Writer<W>,
         i: usize,
@@ -441,7 +472,7 @@ impl<'p> Emitter<'p> {
     }
 
     /// The `looptime` metadata record, then the summary.
-    fn finish<W: Write + Seek>(
+    pub(crate) fn finish<W: Write + Seek>(
         self,
         m: &mut mcap::Writer<W>,
         path: &std::path::Path,
@@ -460,187 +491,23 @@ impl<'p> Emitter<'p> {
     }
 }
 
-/// Write `a`'s episode as MCAP into `w` (errors name `path`).
+/// Write `a`'s episode as MCAP into `w` (errors name `path`), its chunks
+/// compressed as `compression` says.
 ///
 /// # Errors
 /// [`AnalyzeError::Write`] when writing fails.
-pub fn write<W: Write + Seek>(a: &Analysis, w: W, path: &std::path::Path) -> Result<McapSummary> {
+pub fn write<W: Write + Seek>(
+    a: &Analysis,
+    w: W,
+    path: &std::path::Path,
+    compression: Compression,
+) -> Result<McapSummary> {
     let p = plan(a)?;
-    let mut m = writer(w, path)?;
+    let mut m = writer(w, path, compression, "")?;
     let ids = add_channels(&mut m, &p, path)?;
     let mut e = Emitter::new(&p, ids);
     for i in 0..p.msgs.len() {
         e.emit(&mut m, i, path)?;
     }
     e.finish(&mut m, path)
-}
-
-/// What `--into` copied and added.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IntoSummary {
-    /// The recording's messages, copied.
-    pub copied_messages: u64,
-    /// Its schemas, channels, attachments and metadata records, copied.
-    pub copied_records: u64,
-    /// The looptime channels' messages.
-    pub added: McapSummary,
-}
-
-/// A recording (or evidence) that cannot be merged, with why.
-fn refuse(path: &std::path::Path, why: impl Into<String>) -> AnalyzeError {
-    AnalyzeError::Recording {
-        path: path.to_path_buf(),
-        why: why.into(),
-    }
-}
-
-/// A wall-clock time as UTC text (seconds), for messages.
-fn utc(ns: u64) -> String {
-    let secs = (ns / 1_000_000_000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // The civil date of a day count since 1970-01-01.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Write `recording` (the bytes of the MCAP file at `recording_path`) with
-/// `a`'s looptime channels added on the same timeline into `w`: every
-/// schema, channel, message, attachment and metadata record of the
-/// recording, unchanged (schema and channel ids kept; messages are never
-/// decoded), the looptime schemas and channels under ids the recording does
-/// not use, and all messages in one time order.
-///
-/// # Errors
-/// [`AnalyzeError::Recording`] when the evidence has no wall-clock anchor,
-/// the recording is not a readable MCAP file, or the two time ranges do not
-/// overlap (unless `force`); [`AnalyzeError::Write`] when writing fails.
-pub fn write_into<W: Write + Seek>(
-    a: &Analysis,
-    recording: &[u8],
-    recording_path: &std::path::Path,
-    force: bool,
-    w: W,
-    path: &std::path::Path,
-) -> Result<IntoSummary> {
-    use mcap::records::Record;
-    if a.evidence.header.wall_clock.is_none() {
-        return Err(refuse(
-            &a.evidence.dir,
-            "the evidence has no wall-clock anchor (it was recorded before looptime wrote one), so its times cannot be placed on a recording's wall-clock timeline; export it alone (--format mcap without --into), or record the run again",
-        ));
-    }
-    let bad = |e: mcap::McapError| {
-        refuse(
-            recording_path,
-            format!("not a readable MCAP file ({e}); --into takes a .mcap file (for a rosbag2 directory, the .mcap inside it)"),
-        )
-    };
-    // Schemas and channels by id: the summary section repeats them.
-    let (mut schemas, mut channels) = (BTreeMap::new(), BTreeMap::new());
-    let (mut messages, mut attachments, mut metadata) = (Vec::new(), Vec::new(), Vec::new());
-    // The footer first: a truncated file has none.
-    mcap::read::footer(recording).map_err(bad)?;
-    for r in mcap::read::ChunkFlattener::new(recording).map_err(bad)? {
-        match r.map_err(bad)? {
-            Record::Schema { header, data } => {
-                schemas.insert(header.id, (header, data));
-            }
-            Record::Channel(c) => {
-                channels.insert(c.id, c);
-            }
-            Record::Message { header, data } => messages.push((header, data)),
-            Record::Attachment { header, data, .. } => attachments.push((header, data)),
-            Record::Metadata(m) => metadata.push(m),
-            _ => {}
-        }
-    }
-    let p = plan(a)?;
-    let span = |times: &mut dyn Iterator<Item = u64>| {
-        times.fold(None, |r: Option<(u64, u64)>, t| {
-            Some(r.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
-        })
-    };
-    let theirs = span(&mut messages.iter().map(|(h, _)| h.log_time));
-    if let (Some((rl, rh)), Some((el, eh))) = (theirs, p.range()) {
-        if (rh < el || eh < rl) && !force {
-            return Err(refuse(
-                recording_path,
-                format!(
-                    "its messages span {} to {} and the episode {} to {}: the two do not overlap, so this is probably another run's recording; pass --force to merge them anyway",
-                    utc(rl),
-                    utc(rh),
-                    utc(el),
-                    utc(eh)
-                ),
-            ));
-        }
-    }
-    let mut m = writer(w, path)?;
-    let werr = |e| mcap_err(path, e);
-    for (h, data) in schemas.values() {
-        m.add_schema_with_id(h.id, &h.name, &h.encoding, data)
-            .map_err(werr)?;
-    }
-    for c in channels.values() {
-        m.add_channel_with_id(
-            c.id,
-            c.schema_id,
-            &c.topic,
-            &c.message_encoding,
-            &c.metadata,
-        )
-        .map_err(werr)?;
-    }
-    let ids = add_channels(&mut m, &p, path)?;
-    // Both streams in one time order, the recording's first at equal times.
-    let mut order: Vec<(u64, bool, usize)> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, (h, _))| (h.log_time, false, i))
-        .chain(p.msgs.iter().enumerate().map(|(i, x)| (x.time, true, i)))
-        .collect();
-    order.sort_by_key(|&(t, ours, _)| (t, ours));
-    let mut e = Emitter::new(&p, ids);
-    for (_, ours, i) in order {
-        if ours {
-            e.emit(&mut m, i, path)?;
-        } else {
-            let (h, data) = &messages[i];
-            m.write_to_known_channel(h, data).map_err(werr)?;
-        }
-    }
-    for (h, data) in &attachments {
-        m.attach(&mcap::Attachment {
-            log_time: h.log_time,
-            create_time: h.create_time,
-            name: h.name.clone(),
-            media_type: h.media_type.clone(),
-            data: std::borrow::Cow::Borrowed(data),
-        })
-        .map_err(werr)?;
-    }
-    for md in &metadata {
-        m.write_metadata(md).map_err(werr)?;
-    }
-    let copied_records =
-        (schemas.len() + channels.len() + attachments.len() + metadata.len()) as u64;
-    let added = e.finish(&mut m, path)?;
-    Ok(IntoSummary {
-        copied_messages: messages.len() as u64,
-        copied_records,
-        added,
-    })
 }

@@ -1,7 +1,8 @@
 //! Exports of evidence for other tools (docs/export.md, docs/dataset.md):
 //! Trace Event Format JSON for Perfetto, chrome://tracing and Tracy's
 //! importer ([`chrome`]), HdrHistogram interval logs ([`hdr`]), MCAP for
-//! Foxglove on the wall-clock timeline of robot recordings ([`mcap`]), and
+//! Foxglove on the wall-clock timeline of robot recordings ([`mcap`], and
+//! inside a recording: [`mcap_into`]), and
 //! the Hive-partitioned Parquet dataset for DuckDB and Spark ([`parquet`]).
 //!
 //! The export layer reads an [`Analysis`]: the evidence tables, the cycle
@@ -10,6 +11,7 @@
 pub mod chrome;
 pub mod hdr;
 pub mod mcap;
+pub mod mcap_into;
 pub mod parquet;
 
 use std::collections::BTreeMap;

@@ -162,3 +162,265 @@ fn into_is_refused_where_it_cannot_mean_anything() {
         assert!(!out.exists());
     }
 }
+
+/// The v1 serve fixture with a wall-clock anchor added to its header, so
+/// that it can be merged into a recording: its first cycle starts at
+/// 2026-01-01T00:00:00Z (1_767_225_600 s), the others follow on host time.
+fn anchored_episode() -> (tempfile::TempDir, u64, u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_episode(&fixture("v1/serve-episode"), tmp.path());
+    let p = tmp.path().join("control_timing.jsonl");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut h: Value = serde_json::from_str(&lines[0]).unwrap();
+    let starts: Vec<u64> = lines[1..]
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["start_ns"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let (first, last) = (starts[0], *starts.last().unwrap());
+    let wall0 = 1_767_225_600_000_000_000u64;
+    h["wall_clock"] = serde_json::json!({
+        "start": {"realtime_ns": wall0, "monotonic_ns": first, "uncertainty_ns": 50}
+    });
+    lines[0] = h.to_string();
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    (tmp, wall0, wall0 + (last - first))
+}
+
+/// A recording over [t0, t1] made with the crate's writer: header profile
+/// `profile`, a CDR-like channel at 100 Hz, an attachment and a metadata
+/// record; `options` changes how it is written.
+fn recording(
+    path: &Path,
+    t0: u64,
+    t1: u64,
+    profile: &str,
+    options: impl FnOnce(mcap::WriteOptions) -> mcap::WriteOptions,
+) -> u64 {
+    let f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = options(mcap::WriteOptions::new().profile(profile))
+        .create(f)
+        .unwrap();
+    let s = w
+        .add_schema(
+            "sensor_msgs/msg/JointState",
+            "ros2msg",
+            b"float64[] position",
+        )
+        .unwrap();
+    let c = w
+        .add_channel(s, "/joint_states", "cdr", &BTreeMap::new())
+        .unwrap();
+    let mut n = 0u64;
+    let mut t = t0 - 50_000_000;
+    while t <= t1 + 50_000_000 {
+        let h = mcap::records::MessageHeader {
+            channel_id: c,
+            sequence: n as u32,
+            log_time: t,
+            publish_time: t,
+        };
+        let data: Vec<u8> = (0..64)
+            .map(|i| (n as u8).wrapping_mul(31).wrapping_add(i))
+            .collect();
+        w.write_to_known_channel(&h, &data).unwrap();
+        n += 1;
+        t += 10_000_000;
+    }
+    w.attach(&mcap::Attachment {
+        log_time: t0,
+        create_time: t0,
+        name: "calibration.yaml".into(),
+        media_type: "application/yaml".into(),
+        data: std::borrow::Cow::Borrowed(b"camera: {fx: 600}\n"),
+    })
+    .unwrap();
+    w.write_metadata(&mcap::records::Metadata {
+        name: "robot".into(),
+        metadata: BTreeMap::from([("serial".to_string(), "R-17".to_string())]),
+    })
+    .unwrap();
+    w.finish().unwrap();
+    n
+}
+
+/// The header's profile and each chunk's compression.
+fn header_and_chunks(path: &Path) -> (String, Vec<String>) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut profile = None;
+    let mut chunks = Vec::new();
+    for r in mcap::read::LinearReader::new(&bytes).unwrap() {
+        match r.unwrap() {
+            mcap::records::Record::Header(h) => profile = Some(h.profile),
+            mcap::records::Record::Chunk { header, .. } => chunks.push(header.compression),
+            _ => {}
+        }
+    }
+    (profile.unwrap(), chunks)
+}
+
+fn into(ep: &Path, rec: &Path, out: &Path, extra: &[&str]) -> Run {
+    let mut a = vec![
+        "export",
+        ep.to_str().unwrap(),
+        "--format",
+        "mcap",
+        "--into",
+        rec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    a.extend_from_slice(extra);
+    analyze(&a)
+}
+
+/// A rosbag2 recording's header (profile `ros2`) is kept; the output's
+/// chunks are zstd by default, as asked otherwise; every message, the
+/// attachment and the metadata come back; the plain export is compressed
+/// too.
+#[test]
+fn into_keeps_the_profile_and_compresses_its_output() {
+    let (ep, t0, t1) = anchored_episode();
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("bag.mcap");
+    let n = recording(&rec, t0, t1, "ros2", |o| o);
+    for (extra, want) in [
+        (&[][..], "zstd"),
+        (&["--compression", "lz4"][..], "lz4"),
+        (&["--compression", "none"][..], ""),
+    ] {
+        let out = tmp.path().join(format!("merged-{want}.mcap"));
+        let r = into(ep.path(), &rec, &out, extra);
+        assert_eq!(r.code, 0, "{extra:?}: {}", r.stderr);
+        let (profile, chunks) = header_and_chunks(&out);
+        assert_eq!(profile, "ros2", "the recording's profile is kept");
+        assert!(
+            !chunks.is_empty() && chunks.iter().all(|c| c == want),
+            "{extra:?}: {chunks:?}"
+        );
+        let bytes = std::fs::read(&out).unwrap();
+        let copied = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .filter(|m| m.as_ref().unwrap().channel.topic == "/joint_states")
+            .count() as u64;
+        assert_eq!(copied, n);
+        let s = mcap::Summary::read(&bytes).unwrap().unwrap();
+        assert_eq!(s.attachment_indexes.len(), 1);
+        let names: Vec<&str> = s.metadata_indexes.iter().map(|m| m.name.as_str()).collect();
+        assert!(
+            names.contains(&"robot") && names.contains(&"looptime"),
+            "{names:?}"
+        );
+    }
+    let plain = tmp.path().join("plain.mcap");
+    let r = analyze(&[
+        "export",
+        ep.path().to_str().unwrap(),
+        "--format",
+        "mcap",
+        "--out",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (profile, chunks) = header_and_chunks(&plain);
+    assert_eq!(profile, "");
+    assert!(
+        !chunks.is_empty() && chunks.iter().all(|c| c == "zstd"),
+        "{chunks:?}"
+    );
+    let r = analyze(&[
+        "export",
+        ep.path().to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--compression",
+        "lz4",
+        "--out",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("--compression applies to MCAP output"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Merging into a file that already holds looptime channels is refused,
+/// naming them and the episode of the first merge, with the usage exit
+/// code; nothing is written.
+#[test]
+fn a_second_merge_is_refused_naming_the_first_episode() {
+    let (ep, t0, t1) = anchored_episode();
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("bag.mcap");
+    recording(&rec, t0, t1, "ros2", |o| o);
+    let once = tmp.path().join("once.mcap");
+    let r = into(ep.path(), &rec, &once, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let twice = tmp.path().join("twice.mcap");
+    let r = into(ep.path(), &once, &twice, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for needle in [
+        "already holds looptime channels (/looptime/cycle, /looptime/event, /looptime/span)",
+        &format!("from episode {}", ep.path().display()),
+        "merge each episode into the original recording instead",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle}: {}", r.stderr);
+    }
+    assert!(!twice.exists());
+}
+
+/// What --into cannot copy unchanged is refused by name, never dropped: a
+/// recording without a summary, one with messages outside chunks, and one
+/// holding a record of a kind the MCAP crate does not model.
+#[test]
+fn recordings_it_cannot_copy_whole_are_refused_by_name() {
+    let (ep, t0, t1) = anchored_episode();
+    let tmp = tempfile::tempdir().unwrap();
+    let no_summary = tmp.path().join("no_summary.mcap");
+    recording(&no_summary, t0, t1, "", |o| {
+        o.emit_summary_records(false)
+            .emit_summary_offsets(false)
+            .emit_statistics(false)
+            .emit_chunk_indexes(false)
+            .emit_attachment_indexes(false)
+            .emit_metadata_indexes(false)
+            .repeat_channels(false)
+            .repeat_schemas(false)
+    });
+    let unchunked = tmp.path().join("unchunked.mcap");
+    recording(&unchunked, t0, t1, "", |o| o.use_chunks(false));
+    // A custom record (opcode 0x80, allowed by the spec for private use)
+    // right after the header record (magic, then opcode, length, body).
+    let custom = tmp.path().join("custom.mcap");
+    let good = tmp.path().join("good.mcap");
+    recording(&good, t0, t1, "", |o| o);
+    let bytes = std::fs::read(&good).unwrap();
+    let header_len = u64::from_le_bytes(bytes[9..17].try_into().unwrap()) as usize;
+    let at = 8 + 9 + header_len;
+    let mut edited = bytes[..at].to_vec();
+    edited.extend_from_slice(&[0x80]);
+    edited.extend_from_slice(&3u64.to_le_bytes());
+    edited.extend_from_slice(b"abc");
+    edited.extend_from_slice(&bytes[at..]);
+    std::fs::write(&custom, edited).unwrap();
+    for (rec, needle) in [
+        (&no_summary, "it has no summary section"),
+        (&unchunked, "it holds a message outside any chunk"),
+        (
+            &custom,
+            &format!("it holds a record of opcode 0x80 at byte {at}")[..],
+        ),
+    ] {
+        let out = tmp.path().join("out.mcap");
+        let r = into(ep.path(), rec, &out, &[]);
+        assert_eq!(r.code, 2, "{}: {}", rec.display(), r.stderr);
+        assert!(r.stderr.contains(needle), "{needle}: {}", r.stderr);
+        assert!(!out.exists());
+    }
+}
