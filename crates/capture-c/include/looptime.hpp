@@ -39,6 +39,19 @@ private:
     int code_;
 };
 
+/// Refuse a library whose version differs from the headers' (an old
+/// looptime.h/looptime.hpp meeting a new library, or the other way round):
+/// the constructors of Builder, Scheduler and Episode call it.
+inline void check_version(const char *header_version = LOOPTIME_VERSION) {
+    const std::string lib = looptime_version();
+    if (lib != header_version) {
+        throw Error(LOOPTIME_ERR_STATE,
+                    std::string("looptime.h and looptime.hpp are version ") + header_version +
+                        " but the linked looptime library is version " + lib +
+                        ": build against the headers installed with that library");
+    }
+}
+
 /// Throw on a negative code; return a warning code (>= 0) as it is.
 inline int check(int code) {
     if (code < 0) {
@@ -50,7 +63,7 @@ inline int check(int code) {
 /// Names and capacities; the recorder is allocated from it.
 class Builder {
 public:
-    Builder() : b_(looptime_builder_new()) {
+    Builder() : b_((check_version(), looptime_builder_new())) {
         if (b_ == nullptr) {
             throw Error(LOOPTIME_ERR_PANIC, looptime_last_error());
         }
@@ -192,7 +205,10 @@ private:
 /// The absolute-deadline scheduler on the host's monotonic clock.
 class Scheduler {
 public:
-    explicit Scheduler(const looptime_scheduler_config &cfg) { check(looptime_scheduler_new(&cfg, &s_)); }
+    explicit Scheduler(const looptime_scheduler_config &cfg) {
+        check_version();
+        check(looptime_scheduler_new(&cfg, &s_));
+    }
     ~Scheduler() { looptime_scheduler_free(s_); }
     Scheduler(const Scheduler &) = delete;
     Scheduler &operator=(const Scheduler &) = delete;
@@ -222,7 +238,10 @@ private:
 /// session.json and `latest`, as `looptime serve` writes them.
 class Episode {
 public:
-    Episode(const char *runs_dir, const looptime_program &info) { check(looptime_episode_create(runs_dir, &info, &e_)); }
+    Episode(const char *runs_dir, const looptime_program &info) {
+        check_version();
+        check(looptime_episode_create(runs_dir, &info, &e_));
+    }
     ~Episode() { looptime_episode_free(e_); }
     Episode(const Episode &) = delete;
     Episode &operator=(const Episode &) = delete;

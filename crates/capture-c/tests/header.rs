@@ -8,7 +8,17 @@ use std::path::Path;
 #[test]
 fn committed_header_matches_a_fresh_generation() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut config =
+        cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
+    // The version macro that looptime.hpp compares with looptime_version()
+    // at construction, so that an old header meeting a new library is
+    // refused with a clear message.
+    config.after_includes = Some(format!(
+        "/* The version of the library these declarations describe; looptime.hpp refuses a library whose looptime_version() differs. */\n#define LOOPTIME_VERSION \"{}\"",
+        env!("CARGO_PKG_VERSION")
+    ));
+    // Source mode follows the `mod` declarations of src/lib.rs into every
+    // module of the crate.
     let bindings = cbindgen::Builder::new()
         .with_config(config)
         .with_src(root.join("src/lib.rs"))

@@ -164,6 +164,35 @@ pub enum CaptureError {
     },
 }
 
+/// What kind of failure a [`CaptureError`] is, for the bindings that map
+/// errors to codes or exception types of their own (C: `LOOPTIME_ERR_IO`
+/// or `LOOPTIME_ERR_INVALID`; Python: `OSError` or `ValueError`). One
+/// classification, so that the bindings cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// The operating system refused: a file, directory or ring could not be
+    /// created, written, mapped, opened, read or removed.
+    Io,
+    /// The call or the input was wrong: an option, a name, a file's
+    /// contents, a ring that is not the caller's.
+    Invalid,
+}
+
+impl CaptureError {
+    /// This error's [`ErrorClass`].
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CaptureError::Write { .. }
+            | CaptureError::MissingDirectory { .. }
+            | CaptureError::Ring { .. }
+            | CaptureError::Open { .. }
+            | CaptureError::Read { .. } => ErrorClass::Io,
+            _ => ErrorClass::Invalid,
+        }
+    }
+}
+
 /// `error` and every error in its [`source`](std::error::Error::source)
 /// chain, joined by `": "`: one line that shows each cause once. Every error
 /// type of the workspace keeps its cause out of its own message and in the
@@ -182,4 +211,34 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         next = e.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_failures_and_wrong_input_are_classified_apart() {
+        let io = CaptureError::MissingDirectory {
+            path: PathBuf::from("x"),
+        };
+        assert_eq!(io.class(), ErrorClass::Io);
+        let ring = CaptureError::Ring {
+            path: PathBuf::from("r"),
+            what: "map",
+            source: std::io::Error::other("no"),
+        };
+        assert_eq!(ring.class(), ErrorClass::Io);
+        let bad = CaptureError::InvalidOption {
+            option: "max_cycles",
+            value: 0,
+            expected: "at least 1",
+        };
+        assert_eq!(bad.class(), ErrorClass::Invalid);
+        let theirs = CaptureError::NotYourRing {
+            path: PathBuf::from("r"),
+            why: "someone else's".into(),
+        };
+        assert_eq!(theirs.class(), ErrorClass::Invalid);
+    }
 }

@@ -57,7 +57,7 @@ pub mod summary;
 mod sys;
 mod writer;
 
-pub use error::{error_chain, CaptureError, Result};
+pub use error::{error_chain, CaptureError, ErrorClass, Result};
 pub use format::{
     thread_files, CaptureStatus, ClockDomain, CpuTimeMode, CycleRecord, EvidenceReader, Header,
     HeaderNotes, Recovery, SpanRecord, Summary, ThreadFiles, ThreadInfo, ValueKind, WallClock,

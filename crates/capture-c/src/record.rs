@@ -1,0 +1,265 @@
+//! The recording path: the calls a control loop makes every cycle
+//! (`looptime_wait_*`, `looptime_cycle_*`, `looptime_span_*`,
+//! `looptime_set_*`).
+//!
+//! **The rule this module keeps, and the only module it covers:** after
+//! the recorder is built, these calls do not allocate, lock, format or do
+//! I/O, except to write the thread's error message when they are called
+//! wrongly (a cold, out-of-line path). The counting-malloc test
+//! (`tests/c/no_alloc.c`) runs them over 100,000 cycles. The scheduler's
+//! wait, the other call of every cycle, lives with the scheduler.
+
+use looptime_capture::{Release, SpanToken, ValueId, ValueKind};
+
+use crate::consts::*;
+use crate::error::{fail, guard, null_error, unknown_id, Fail};
+use crate::recorder::{live, CRecorder};
+use crate::scheduler::Tick;
+
+/// Mark the start of the wait before the next cycle.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_wait_begin(r: *mut CRecorder) -> i32 {
+    guard("looptime_wait_begin", || {
+        // SAFETY: the caller's contract.
+        unsafe { live(r) }?.rec.begin_wait();
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Mark the end of the wait (after the scheduler's sleep and spin).
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_wait_end(r: *mut CRecorder) -> i32 {
+    guard("looptime_wait_end", || {
+        // SAFETY: the caller's contract.
+        unsafe { live(r) }?.rec.end_wait();
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Begin a cycle in `phase`, scheduled for `target_ns` (host monotonic
+/// nanoseconds, or `LOOPTIME_NO_TARGET`); `overdue` and `skipped` come from
+/// the scheduler's tick. A cycle still open is ended first.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_cycle_begin(
+    r: *mut CRecorder,
+    phase: u32,
+    target_ns: u64,
+    overdue: bool,
+    skipped: u32,
+) -> i32 {
+    guard("looptime_cycle_begin", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        let p = *h
+            .phases
+            .get(phase as usize)
+            .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
+        let release = Release {
+            target_ns: (target_ns != LOOPTIME_NO_TARGET).then_some(target_ns),
+            overdue,
+            skipped,
+            ..Release::NONE
+        };
+        h.rec.begin_cycle(p, release);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Begin a cycle in `phase` for the wait `tick` describes (from
+/// `looptime_scheduler_wait`): its release point, overrun, skips, and the
+/// spin margin and spin time of the wait, which the evidence keeps with the
+/// cycle. Otherwise as `looptime_cycle_begin`.
+///
+/// # Safety
+/// `r` is NULL or a live recorder; `tick` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_cycle_begin_tick(
+    r: *mut CRecorder,
+    phase: u32,
+    tick: *const Tick,
+) -> i32 {
+    guard("looptime_cycle_begin_tick", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        // SAFETY: the caller's contract.
+        let t = *unsafe { tick.as_ref() }.ok_or_else(|| fail(LOOPTIME_ERR_NULL, "tick is NULL"))?;
+        let p = *h
+            .phases
+            .get(phase as usize)
+            .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
+        let release = Release {
+            target_ns: Some(t.target_ns),
+            overdue: t.overdue,
+            skipped: t.skipped,
+            spin_margin_ns: Some(t.spin_margin_ns),
+            spin_ns: Some(t.spin_ns),
+        };
+        h.rec.begin_cycle(p, release);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// End the open cycle (nothing happens without one). Spans still open are
+/// closed now and marked `closed_by_cycle_end`.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_cycle_end(r: *mut CRecorder) -> i32 {
+    guard("looptime_cycle_end", || {
+        // SAFETY: the caller's contract.
+        unsafe { live(r) }?.rec.end_cycle();
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Open a span of `stage`; its id goes to `*span` for `looptime_span_end`.
+/// A span that does not fit (slots, depth, or no open cycle) is counted,
+/// not an error: `*span` is then `LOOPTIME_NO_SPAN`, as it is after every
+/// error (an unknown stage, a finished recorder: `LOOPTIME_ERR_STATE`).
+///
+/// # Safety
+/// `r` is NULL or a live recorder; `span` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_span_begin(r: *mut CRecorder, stage: u32, span: *mut u64) -> i32 {
+    guard("looptime_span_begin", || {
+        if span.is_null() {
+            return Err(null_error("span pointer"));
+        }
+        // Every path that stores no span leaves LOOPTIME_NO_SPAN behind, so
+        // that a caller never ends a stale id.
+        // SAFETY: checked non-NULL above; writable by the caller's contract.
+        unsafe { span.write(LOOPTIME_NO_SPAN) };
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        let s = *h
+            .stages
+            .get(stage as usize)
+            .ok_or_else(|| unknown_id("stage", stage, h.stages.len()))?;
+        let token = h.rec.begin_span(s);
+        if token.is_recorded() {
+            // SAFETY: as above.
+            unsafe { span.write(token.to_bits()) };
+        }
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Close a span. An id of an earlier cycle, of a closed span or
+/// `LOOPTIME_NO_SPAN` is ignored.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_span_end(r: *mut CRecorder, span: u64) -> i32 {
+    guard("looptime_span_end", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        h.rec.end_span(SpanToken::from_bits(span));
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Set attribute `key` to its value `value` on an open span (ids from
+/// `looptime_builder_attr_key` and `looptime_builder_attr_value`). A span
+/// carries up to 4 keys; setting a key again replaces its value. The ids
+/// are checked (`LOOPTIME_ERR_UNKNOWN_ID`); a span id of an earlier cycle,
+/// of a closed span or `LOOPTIME_NO_SPAN` is ignored, as by
+/// `looptime_span_end`. No string is compared and nothing is allocated.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_span_attr(
+    r: *mut CRecorder,
+    span: u64,
+    key: u32,
+    value: u32,
+) -> i32 {
+    guard("looptime_span_attr", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        let values = h
+            .attrs
+            .get(key as usize)
+            .ok_or_else(|| unknown_id("attribute key", key, h.attrs.len()))?;
+        let v = *values
+            .get(value as usize)
+            .ok_or_else(|| unknown_value(key, value, values.len()))?;
+        h.rec.set_span_attr(SpanToken::from_bits(span), v);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+#[cold]
+#[inline(never)]
+pub(crate) fn unknown_value(key: u32, value: u32, registered: usize) -> Fail {
+    fail(
+        LOOPTIME_ERR_UNKNOWN_ID,
+        format!("value id {value} of attribute key {key} was not registered ({registered} values)"),
+    )
+}
+
+/// # Safety
+/// `r` is NULL or a live recorder.
+pub(crate) unsafe fn value_of<'a>(
+    r: *mut CRecorder,
+    value: u32,
+) -> Result<(&'a mut CRecorder, ValueId), Fail> {
+    // SAFETY: the caller's contract.
+    let h = unsafe { live(r) }?;
+    let v = *h
+        .values
+        .get(value as usize)
+        .ok_or_else(|| unknown_id("value", value, h.values.len()))?;
+    Ok((h, v))
+}
+
+/// Set an integer caller value for the open cycle.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_set_int(r: *mut CRecorder, value: u32, v: i64) -> i32 {
+    guard("looptime_set_int", || {
+        // SAFETY: the caller's contract.
+        let (h, id) = unsafe { value_of(r, value) }?;
+        if id.kind() != ValueKind::Int {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("value id {value} is a float value; use looptime_set_float"),
+            ));
+        }
+        h.rec.set_int(id, v);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Set a float caller value for the open cycle.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_set_float(r: *mut CRecorder, value: u32, v: f64) -> i32 {
+    guard("looptime_set_float", || {
+        // SAFETY: the caller's contract.
+        let (h, id) = unsafe { value_of(r, value) }?;
+        if id.kind() != ValueKind::Float {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("value id {value} is an integer value; use looptime_set_int"),
+            ));
+        }
+        h.rec.set_float(id, v);
+        Ok(LOOPTIME_OK)
+    })
+}

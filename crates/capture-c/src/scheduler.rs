@@ -1,0 +1,229 @@
+//! The loop scheduler: absolute deadlines, sleep-then-spin, overrun
+//! policies and the measured dt, handed to C as a tick per wait.
+
+use looptime_runtime::clock::MonotonicClock;
+use looptime_runtime::scheduler::{OverrunPolicy, Scheduler, SchedulerConfig};
+
+use crate::consts::*;
+use crate::error::{fail, guard, null_error};
+use crate::ptr::{free_handle, handle, handle_ref, put};
+
+/// Scheduler settings; start from `looptime_scheduler_config_default`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerSettings {
+    /// Period between release points, in ns (> 0).
+    pub period_ns: u64,
+    /// Sleep ends this long before the deadline; the rest is spun. At most
+    /// half the period and 2 ms.
+    pub spin_margin_ns: u64,
+    /// `LOOPTIME_POLICY_REBASE` or `LOOPTIME_POLICY_KEEP_PHASE`.
+    pub policy: u32,
+    /// Upper bound of `dt_measured_ns` (at least one period).
+    pub max_dt_ns: u64,
+    /// Adapt the margin to the OS sleep latency seen lately, between 50 µs
+    /// and the ceiling (`spin_margin_ns` is then the first wait's margin).
+    /// False by default.
+    pub auto_margin: bool,
+}
+
+abi_layout!(SchedulerSettings, size 40,
+    period_ns @ 0, spin_margin_ns @ 8, policy @ 16, max_dt_ns @ 24, auto_margin @ 32);
+
+/// The defaults for `period_ns`: a fixed 200 µs spin margin (less for short
+/// periods), rebase, and `dt` bounded at three periods.
+#[no_mangle]
+pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> SchedulerSettings {
+    // Integer and float arithmetic only: nothing here can panic.
+    let c = SchedulerConfig::new(period_ns);
+    SchedulerSettings {
+        period_ns: c.period_ns,
+        spin_margin_ns: c.spin_margin_ns,
+        policy: LOOPTIME_POLICY_REBASE,
+        max_dt_ns: c.max_dt_ns,
+        auto_margin: c.auto_margin,
+    }
+}
+
+/// The absolute-deadline scheduler on the host's monotonic clock.
+#[derive(Debug)]
+pub struct CScheduler {
+    pub(crate) s: Scheduler<MonotonicClock>,
+}
+
+/// What one `looptime_scheduler_wait` did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tick {
+    /// Cycle index (0 for the first wait).
+    pub cycle: u64,
+    /// The release point this cycle runs for (host monotonic ns).
+    pub target_ns: u64,
+    /// When the wait began.
+    pub wait_start_ns: u64,
+    /// When the absolute sleep returned.
+    pub sleep_return_ns: u64,
+    /// When the wait ended; the cycle starts here.
+    pub wake_ns: u64,
+    /// Time spent spinning.
+    pub spin_ns: u64,
+    /// Measured time since the previous cycle start, bounded by `max_dt_ns`:
+    /// the `dt` to hand the controller.
+    pub dt_measured_ns: u64,
+    /// Whole release points skipped (keep-phase only).
+    pub skipped: u32,
+    /// The release point had passed when the wait began (an overrun).
+    pub overdue: bool,
+    /// `dt_measured_ns` was clamped to `max_dt_ns`.
+    pub dt_clamped: bool,
+    /// The spin margin this wait used (the adaptive margin's value at this
+    /// wait, with `auto_margin`).
+    pub spin_margin_ns: u64,
+}
+
+abi_layout!(Tick, size 72,
+    cycle @ 0, target_ns @ 8, wait_start_ns @ 16, sleep_return_ns @ 24, wake_ns @ 32,
+    spin_ns @ 40, dt_measured_ns @ 48, skipped @ 56, overdue @ 60, dt_clamped @ 61,
+    spin_margin_ns @ 64);
+
+/// The C view of the runtime's one `Tick`: the same fields, in the order
+/// (and so the layout) that `looptime.h` fixes.
+impl From<looptime_runtime::scheduler::Tick> for Tick {
+    fn from(t: looptime_runtime::scheduler::Tick) -> Tick {
+        let looptime_runtime::scheduler::Tick {
+            cycle,
+            target_ns,
+            wait_start_ns,
+            sleep_return_ns,
+            wake_ns,
+            spin_ns,
+            spin_margin_ns,
+            overdue,
+            skipped,
+            dt_measured_ns,
+            dt_clamped,
+        } = t;
+        Tick {
+            cycle,
+            target_ns,
+            wait_start_ns,
+            sleep_return_ns,
+            wake_ns,
+            spin_ns,
+            dt_measured_ns,
+            skipped,
+            overdue,
+            dt_clamped,
+            spin_margin_ns,
+        }
+    }
+}
+
+/// A scheduler with `settings` (NULL: the defaults for 100 Hz), written to
+/// `*out`. The first release point is one period after the first wait.
+///
+/// # Safety
+/// `settings` is NULL or readable; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_new(
+    settings: *const SchedulerSettings,
+    out: *mut *mut CScheduler,
+) -> i32 {
+    guard("looptime_scheduler_new", || {
+        if out.is_null() {
+            return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let s = unsafe { settings.as_ref() }
+            .copied()
+            .unwrap_or_else(|| looptime_scheduler_config_default(10_000_000));
+        let policy = match s.policy {
+            LOOPTIME_POLICY_REBASE => OverrunPolicy::Rebase,
+            LOOPTIME_POLICY_KEEP_PHASE => OverrunPolicy::KeepPhase,
+            other => {
+                return Err(fail(
+                    LOOPTIME_ERR_INVALID,
+                    format!("policy {other} is neither LOOPTIME_POLICY_REBASE nor LOOPTIME_POLICY_KEEP_PHASE"),
+                ))
+            }
+        };
+        let cfg = SchedulerConfig {
+            period_ns: s.period_ns,
+            spin_margin_ns: s.spin_margin_ns,
+            auto_margin: s.auto_margin,
+            policy,
+            max_dt_ns: s.max_dt_ns,
+        };
+        let s = Scheduler::new(MonotonicClock, cfg)
+            .map_err(|e| fail(LOOPTIME_ERR_INVALID, e.to_string()))?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(Box::into_raw(Box::new(CScheduler { s }))) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Release a scheduler (NULL is ignored).
+///
+/// # Safety
+/// `s` is NULL or a scheduler from `looptime_scheduler_new`, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_free(s: *mut CScheduler) {
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(s, "looptime_scheduler_free") }
+}
+
+/// Wait for the next release point (sleep to `deadline − margin`, then
+/// spin) and describe it in `*tick`.
+///
+/// # Safety
+/// `s` is NULL or a live scheduler; `tick` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_wait(s: *mut CScheduler, tick: *mut Tick) -> i32 {
+    guard("looptime_scheduler_wait", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { handle(s, "scheduler") }?;
+        if tick.is_null() {
+            return Err(null_error("tick pointer"));
+        }
+        // SAFETY: checked non-NULL above.
+        unsafe { tick.write(Tick::from(h.s.wait())) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Re-anchor after a pause without counting the gap as an overrun: the
+/// next release point is one period from now.
+///
+/// # Safety
+/// `s` is NULL or a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_rephase(s: *mut CScheduler) -> i32 {
+    guard("looptime_scheduler_rephase", || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(s, "scheduler") }?.s.rephase();
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Overruns and skipped release points so far.
+///
+/// # Safety
+/// `s` is NULL or a live scheduler; `overruns` and `skipped` are NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_counts(
+    s: *const CScheduler,
+    overruns: *mut u64,
+    skipped: *mut u64,
+) -> i32 {
+    guard("looptime_scheduler_counts", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { handle_ref(s, "scheduler") }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            put(overruns, h.s.overruns(), "overruns")?;
+            put(skipped, h.s.skipped(), "skipped")?;
+        }
+        Ok(LOOPTIME_OK)
+    })
+}
