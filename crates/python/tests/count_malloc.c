@@ -1,4 +1,4 @@
-/* Counting allocator for test_looptime.py: preloaded (LD_PRELOAD) into a
+/* Counting allocator for test_allocations.py: preloaded (LD_PRELOAD) into a
  * Python started with PYTHONMALLOC=malloc, so that every allocation, by the
  * interpreter or by the Rust library, goes through malloc and is counted,
  * including those freed at once (tracemalloc sees only what is still

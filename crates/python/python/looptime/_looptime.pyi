@@ -1,4 +1,6 @@
-"""Type stubs of looptime's native module (crates/python/src/lib.rs)."""
+"""Type stubs of looptime's native module, in the sections of its source
+(crates/python/src: lib.rs, names.rs, tick.rs, recorder/, scheduler.rs,
+episode.rs); `python3 -m mypy.stubtest looptime._looptime` checks them."""
 
 from os import PathLike
 from typing import Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
@@ -18,13 +20,19 @@ __all__ = [
 __version__: str
 MAX_SPAN_DEPTH: int
 
+# --- names (names.rs) ---------------------------------------------------
+
 # A registered name, or its id.
 _Name: TypeAlias = Union[str, int]
 # Span attributes: (key, value) pairs by id or name, or a {key: value} dict.
 _Attrs: TypeAlias = Union[Sequence[Tuple[_Name, _Name]], Mapping[str, str]]
 
+# --- lib.rs ---------------------------------------------------------------
+
 def monotonic_ns() -> int: ...
 def thread_cpu_ns() -> int: ...
+
+# --- tick (tick.rs) -------------------------------------------------------
 
 @final
 class Tick:
@@ -55,36 +63,7 @@ class Tick:
     @property
     def dt_clamped(self) -> bool: ...
 
-@final
-class Scheduler:
-    def __new__(
-        cls,
-        period_s: float,
-        # None: 200 µs (at most half the period); "auto": adapts to the OS
-        # sleep latency seen lately, between 50 µs and the ceiling.
-        spin_margin_us: Union[float, Literal["auto"], None] = None,
-        policy: Literal["rebase", "keep-phase"] = "rebase",
-        max_dt_s: Optional[float] = None,
-        release_gil_during_spin: bool = False,
-    ) -> "Scheduler": ...
-    def wait(self, recorder: Optional["Recorder"] = None) -> Tick: ...
-    def rephase(self) -> None: ...
-    @property
-    def period_ns(self) -> int: ...
-    @property
-    def spin_margin_ns(self) -> int: ...
-    @property
-    def auto_margin(self) -> bool: ...
-    @property
-    def spin_margin_range_ns(self) -> Tuple[int, int]: ...
-    @property
-    def policy(self) -> str: ...
-    @property
-    def cycles(self) -> int: ...
-    @property
-    def overruns(self) -> int: ...
-    @property
-    def skipped(self) -> int: ...
+# --- recorder (recorder/mod.rs; FinishReport in recorder/finish.rs) -------
 
 @final
 class FinishReport:
@@ -187,6 +166,41 @@ class Recorder:
     def ring_note(self) -> Optional[str]: ...
     @property
     def finished_into(self) -> Optional[str]: ...
+
+# --- scheduler (scheduler.rs) ---------------------------------------------
+
+@final
+class Scheduler:
+    def __new__(
+        cls,
+        period_s: float,
+        # None: 200 µs (at most half the period); "auto": adapts to the OS
+        # sleep latency seen lately, between 50 µs and the ceiling.
+        spin_margin_us: Union[float, Literal["auto"], None] = None,
+        policy: Literal["rebase", "keep-phase"] = "rebase",
+        max_dt_s: Optional[float] = None,
+        release_gil_during_spin: bool = False,
+    ) -> "Scheduler": ...
+    def wait(self, recorder: Optional["Recorder"] = None) -> Tick: ...
+    def rephase(self) -> None: ...
+    @property
+    def period_ns(self) -> int: ...
+    @property
+    def spin_margin_ns(self) -> int: ...
+    @property
+    def auto_margin(self) -> bool: ...
+    @property
+    def spin_margin_range_ns(self) -> Tuple[int, int]: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def cycles(self) -> int: ...
+    @property
+    def overruns(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+
+# --- episode (episode.rs) -------------------------------------------------
 
 @final
 class Episode:

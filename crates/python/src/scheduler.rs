@@ -1,0 +1,174 @@
+//! `Scheduler`: the absolute-deadline scheduler on the host's monotonic
+//! clock (or uncapped), releasing the GIL while it sleeps.
+
+use looptime_runtime::clock::{LoopClock, MonotonicClock};
+use looptime_runtime::scheduler::{
+    OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig, Tick as RustTick,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBool;
+
+use crate::recorder::Recorder;
+use crate::tick::Tick;
+/// The absolute-deadline scheduler on the host's monotonic clock.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Debug)]
+pub struct Scheduler {
+    pub(crate) s: RustScheduler<MonotonicClock>,
+    pub(crate) tick: Py<Tick>,
+    pub(crate) release_gil_during_spin: bool,
+}
+
+#[pymethods]
+impl Scheduler {
+    #[new]
+    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false))]
+    fn new(
+        py: Python<'_>,
+        period_s: f64,
+        spin_margin_us: Option<&Bound<'_, PyAny>>,
+        policy: &str,
+        max_dt_s: Option<f64>,
+        release_gil_during_spin: bool,
+    ) -> PyResult<Self> {
+        if !(period_s.is_finite() && period_s > 0.0 && period_s <= 3600.0) {
+            return Err(PyValueError::new_err(format!(
+                "period_s must be a positive number of seconds (at most 3600), not {period_s}"
+            )));
+        }
+        // None: 200 µs (clamped to half the period); "auto": adaptive.
+        let auto = spin_margin_us.is_some_and(|m| m.extract::<String>().is_ok_and(|s| s == "auto"));
+        let margin_us: Option<f64> = match spin_margin_us.filter(|m| !m.is_none() && !auto) {
+            None => None,
+            Some(m) => {
+                let us: f64 = m
+                    .extract()
+                    .ok()
+                    .filter(|_| !m.is_instance_of::<PyBool>())
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "spin_margin_us must be a number of microseconds or \"auto\", not {}",
+                            m.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+                        ))
+                    })?;
+                if !(us.is_finite() && us >= 0.0) {
+                    return Err(PyValueError::new_err(format!(
+                        "spin_margin_us must be >= 0, not {us}"
+                    )));
+                }
+                Some(us)
+            }
+        };
+        let period_ns = (period_s * 1e9).round() as u64;
+        let policy = match policy {
+            "rebase" => OverrunPolicy::Rebase,
+            "keep-phase" => OverrunPolicy::KeepPhase,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "policy must be \"rebase\" or \"keep-phase\", not {other:?}"
+                )))
+            }
+        };
+        let mut cfg = SchedulerConfig::new(period_ns);
+        if let Some(us) = margin_us {
+            cfg.spin_margin_ns = (us * 1e3).round() as u64;
+        }
+        cfg.auto_margin = auto;
+        cfg.policy = policy;
+        if let Some(m) = max_dt_s {
+            if !(m.is_finite() && m > 0.0) {
+                return Err(PyValueError::new_err(format!(
+                    "max_dt_s must be a positive number of seconds, not {m}"
+                )));
+            }
+            cfg.max_dt_ns = (m * 1e9).round() as u64;
+        }
+        let s = RustScheduler::new(MonotonicClock, cfg)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Scheduler {
+            s,
+            tick: Py::new(py, Tick(RustTick::default()))?,
+            release_gil_during_spin,
+        })
+    }
+
+    /// Wait for the next release point: sleep (with the GIL released) to
+    /// `deadline − spin_margin`, then spin to the deadline (holding the GIL,
+    /// unless `release_gil_during_spin`). With `recorder`, mark the wait on
+    /// it. Returns the scheduler's `Tick`, updated. Pending signals are
+    /// handled before it returns, so Ctrl-C raises `KeyboardInterrupt` here
+    /// at the latest one period after it was pressed.
+    #[pyo3(signature = (recorder = None))]
+    fn wait(
+        &mut self,
+        py: Python<'_>,
+        recorder: Option<&Bound<'_, Recorder>>,
+    ) -> PyResult<Py<Tick>> {
+        if let Some(r) = recorder {
+            let mut r = r.borrow_mut();
+            r.live()?;
+            r.rec.begin_wait();
+        }
+        let t = if self.release_gil_during_spin {
+            let s = &mut self.s;
+            py.detach(move || s.wait())
+        } else {
+            self.s
+                .wait_with(|clock, until| py.detach(move || clock.sleep_until_ns(until)))
+        };
+        if let Some(r) = recorder {
+            r.borrow_mut().rec.end_wait();
+        }
+        self.tick.borrow_mut(py).0 = t;
+        py.check_signals()?;
+        Ok(self.tick.clone_ref(py))
+    }
+
+    /// Re-anchor after a pause without counting the gap as an overrun.
+    fn rephase(&mut self) {
+        self.s.rephase();
+    }
+
+    /// The period, in ns.
+    #[getter]
+    fn period_ns(&self) -> u64 {
+        self.s.config().period_ns
+    }
+    /// The spin margin the next wait uses, in ns (with `"auto"`, the
+    /// adaptive margin's current value).
+    #[getter]
+    fn spin_margin_ns(&self) -> u64 {
+        self.s.spin_margin_ns()
+    }
+    /// Whether the margin adapts (`spin_margin_us="auto"`).
+    #[getter]
+    fn auto_margin(&self) -> bool {
+        self.s.config().auto_margin
+    }
+    /// The lowest and highest margin the waits so far used, in ns.
+    #[getter]
+    fn spin_margin_range_ns(&self) -> (u64, u64) {
+        self.s.spin_margin_range_ns()
+    }
+    /// `"rebase"` or `"keep-phase"`.
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.s.config().policy.as_str()
+    }
+    /// Waits so far.
+    #[getter]
+    fn cycles(&self) -> u64 {
+        self.s.cycles()
+    }
+    /// Cycles that found their release point already passed.
+    #[getter]
+    fn overruns(&self) -> u64 {
+        self.s.overruns()
+    }
+    /// Release points skipped (keep-phase).
+    #[getter]
+    fn skipped(&self) -> u64 {
+        self.s.skipped()
+    }
+}

@@ -1,0 +1,285 @@
+"""The recorder from Python: cycles, spans, values, attributes, CPU-time
+modes, setup and naming mistakes, overflow counted, finish."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+
+import pytest
+
+import looptime
+
+from _support import *  # noqa: F401,F403  (paths, helpers: _support.py)
+
+
+def test_cycles_spans_values_and_attributes_are_written(tmp_path):
+    rec = small_recorder(nominal_period_ns=10_000_000, metadata={"who": "pytest"})
+    running = rec.phase_id("running")
+    assert (rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")) == (0, 1, 2)
+    for i in range(3):
+        rec.begin_wait()
+        rec.end_wait()
+        with rec.cycle(running):
+            with rec.span("sense", mode="inline"):
+                with rec.span("decode"):
+                    pass
+            token = rec.begin_span("act")
+            assert token == 0
+            rec.end_span(token)
+            rec.set_value("frame", i)
+            rec.set_value(rec.value_id("rate"), 2)  # an int is accepted for a float value
+    report = rec.finish(tmp_path, status="complete")
+    assert report.retained_cycles == 3 and report.dropped_cycles == 0 and report.status == "complete"
+    header, cycles = read_jsonl(report.cycles_path)
+    assert [st["name"] for st in header["stages"]] == ["sense", "decode", "act"]
+    assert header["metadata"]["who"] == "pytest"
+    assert [c["phase"] for c in cycles] == ["running"] * 3
+    spans = cycles[2]["spans"]
+    assert [s["stage"] for s in spans] == ["sense", "decode", "act"]
+    assert spans[1]["parent"] == 0 and spans[1]["depth"] == 1
+    assert spans[2]["parent"] is None
+    assert spans[0]["attrs"] == {"mode": "inline"}
+    assert all(not s["closed_by_cycle_end"] for s in spans)
+    # The default CPU-time mode, "cycle": the cycle carries the work's CPU
+    # time, the spans are wall-only.
+    assert header["thread_cpu_mode"] == "cycle"
+    assert all(s["cpu_ns"] is None for s in spans)
+    assert all(c["cpu_ns"] >= 0 for c in cycles)
+    assert cycles[2]["values"] == {"frame": 2, "rate": 2.0}
+    assert "sleep_start_ns" in cycles[0]  # the wait was marked
+    summary = json.loads(pathlib.Path(report.summary_path).read_text())
+    assert summary["capture"]["retained_cycles"] == 3
+
+
+@pytest.mark.parametrize(
+    "setting, mode",
+    [(None, "cycle"), ("cycle", "cycle"), ("spans", "spans"), ("off", "off"), (True, "spans"), (False, "off")],
+)
+def test_each_cpu_time_mode_writes_what_it_says(tmp_path, setting, mode):
+    # True and False are the switch of the releases before the modes.
+    rec = small_recorder(thread_cpu=setting)
+    running = rec.phase_id("running")
+    for _ in range(2):
+        with rec.cycle(running):
+            with rec.span("sense"):
+                with rec.span("decode"):
+                    pass
+    # A cycle left open at finish: the binding's finish ends it first, so
+    # it has an end and (in cycle mode) its CPU time.
+    rec.begin_cycle(running)
+    report = rec.finish(tmp_path, status="aborted")
+    header, cycles = read_jsonl(report.cycles_path)
+    assert header["thread_cpu_mode"] == mode
+    assert header["thread_cpu_time"] == (mode != "off")
+    assert cycles[2]["end_ns"] is not None
+    assert [c.get("cpu_ns") is not None for c in cycles] == [mode == "cycle"] * 3
+    for c in cycles[:2]:
+        assert [s["cpu_ns"] is not None for s in c["spans"]] == [mode == "spans"] * 2
+        assert c["spans"][1]["parent"] == 0
+
+
+def test_a_bad_cpu_time_mode_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r'"cycle".*"spans".*"off"'):
+        small_recorder(thread_cpu="per-span")
+    with pytest.raises(ValueError, match="thread_cpu"):
+        small_recorder(thread_cpu=3)
+    with pytest.raises(ValueError, match=r'threads\["cam"\]\["thread_cpu"\]'):
+        small_recorder(threads={"cam": {"stages": ["grab"], "thread_cpu": "sometimes"}})
+
+
+def test_any_declared_attribute_by_ids_or_names_and_bad_ones_refused(tmp_path):
+    rec = small_recorder()
+    # Ids: keys in declaration order, values in each key's order.
+    assert rec.attr_id("mode", "background") == (0, 1)
+    assert rec.attr_id("camera", "right") == (1, 1)
+    assert rec.attr_id(1, 0) == (1, 0)
+    running = rec.phase_id("running")
+    with rec.cycle(running):
+        with rec.span("sense", attrs=((1, 1), (0, 0))):  # camera=right, mode=inline
+            pass
+        with rec.span("decode", mode="background", attrs={"camera": "left"}):
+            pass
+        a = rec.begin_span("act", attrs=[("camera", "left"), ("camera", "right")])  # the last wins
+        rec.end_span(a)
+        # Refused before the span opens: nothing is written for these.
+        bad = [
+            (dict(attrs=(("lens", "wide"),)), KeyError, "unknown attribute key 'lens'"),
+            (dict(attrs=((7, 0),)), KeyError, "attribute key id 7 was not registered"),
+            (dict(attrs=(("camera", "top"),)), KeyError, "unknown value 'top' of attribute camera"),
+            (dict(attrs=((1, 5),)), KeyError, "value id 5 of attribute camera was not registered"),
+            (dict(attrs=((1, False),)), TypeError, "not bool"),
+            (dict(attrs=((True, 0),)), TypeError, "not bool"),
+            (dict(attrs=("camera",)), TypeError, "(key, value) pairs"),
+            (dict(attrs=(("camera", "left", "x"),)), TypeError, "(key, value) pairs"),
+            (dict(attrs="camera=left"), TypeError, "tuple or list"),
+        ]
+        for kw, exc, msg in bad:
+            with pytest.raises(exc, match=re.escape(msg)):
+                rec.begin_span("act", **kw)
+            with pytest.raises(exc, match=re.escape(msg)):
+                rec.span("act", **kw)
+    report = rec.finish(tmp_path)
+    _, cycles = read_jsonl(report.cycles_path)
+    spans = cycles[0]["spans"]
+    assert [s["stage"] for s in spans] == ["sense", "decode", "act"]
+    assert spans[0]["attrs"] == {"camera": "right", "mode": "inline"}
+    assert spans[1]["attrs"] == {"camera": "left", "mode": "background"}
+    assert spans[2]["attrs"] == {"camera": "right"}
+
+
+def test_a_span_carries_at_most_four_attribute_keys(tmp_path):
+    rec = looptime.Recorder(
+        stages=["s"], attributes={k: ["v"] for k in "abcde"}, ring="heap"
+    )
+    with rec.cycle("running"):
+        with pytest.raises(ValueError, match="at most 4 attribute keys"):
+            rec.span("s", attrs=tuple((k, 0) for k in range(5)))
+        with rec.span("s", attrs=tuple((k, 0) for k in range(4))):
+            pass
+    _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
+    assert cycles[0]["spans"][0]["attrs"] == {k: "v" for k in "abcd"}
+    assert len(cycles[0]["spans"]) == 1
+
+
+@pytest.mark.parametrize(
+    "kw, exc, needle",
+    [
+        (dict(stages=["a", "a"]), ValueError, "already registered"),
+        (dict(stages=[""]), ValueError, "empty"),
+        (dict(stages=["a"], values={"v": ("integer", "")}), ValueError, 'kind must be "int" or "float"'),
+        (dict(stages=["a"], values={"v": "int"}), TypeError, "(kind, unit)"),
+        (dict(stages=["a"], attributes={"mode": "inline"}), TypeError, "list of value names"),
+        (dict(stages=["a"], ring="disk"), ValueError, "ring must be"),
+        (dict(stages=["a"], max_cycles=0), ValueError, "max_cycles"),
+        (dict(stages=["a"], max_spans_per_cycle=5000), ValueError, "max_spans_per_cycle"),
+        # A negative capacity is a ValueError naming the argument and its
+        # range, not an OverflowError from the int conversion.
+        (dict(stages=["a"], max_cycles=-5), ValueError, "max_cycles must be from 1 to"),
+        (dict(stages=["a"], max_spans_per_cycle=-1), ValueError, "max_spans_per_cycle must be from 1"),
+        (dict(stages=["a"], max_cycles=2**70), ValueError, "max_cycles must be from 1 to"),
+        (dict(stages=["a"], max_cycles=True), TypeError, "max_cycles must be an int"),
+    ],
+)
+def test_recorder_setup_mistakes_raise_clearly(kw, exc, needle):
+    with pytest.raises(exc, match=None) as e:
+        looptime.Recorder(**kw)
+    assert needle in str(e.value)
+
+
+def test_naming_mistakes_raise_at_lookup():
+    rec = small_recorder()
+    with pytest.raises(KeyError, match="unknown stage 'snese'; registered: sense, decode, act"):
+        rec.stage_id("snese")
+    with pytest.raises(KeyError, match="stage id 9 was not registered"):
+        rec.span(9)
+    with pytest.raises(KeyError, match="unknown mode"):
+        rec.span("sense", mode="sideways")
+    with pytest.raises(TypeError, match="name \\(str\\) or its id \\(int\\)"):
+        rec.stage_id(1.5)
+    # bool is an int in Python; as an id it is a mistake, refused.
+    with pytest.raises(TypeError, match="not bool"):
+        rec.span(True)
+    with pytest.raises(TypeError, match="not bool"):
+        rec.begin_span(False)
+    with pytest.raises(TypeError, match="not bool"):
+        rec.begin_cycle(True)
+    rec.begin_cycle("running")
+    with pytest.raises(TypeError, match="int value; got float"):
+        rec.set_value("frame", 1.5)
+    with pytest.raises(TypeError, match="float value; got str"):
+        rec.set_value("rate", "fast")
+    with pytest.raises(RuntimeError, match="through `with rec.cycle"):
+        with rec:
+            pass
+
+
+def test_overflow_of_slots_depth_and_ring_is_counted(tmp_path):
+    rec = small_recorder(max_cycles=4, max_spans_per_cycle=3)
+    for _ in range(10):
+        with rec.cycle("running"):
+            for _ in range(5):  # 2 more than the slots
+                with rec.span("act"):
+                    pass
+    assert rec.spans_dropped == 20
+    # Deeper than the recorder's depth limit, and deeper than the binding's stack.
+    with rec.cycle("running"):
+        depth = looptime.MAX_SPAN_DEPTH * 5
+
+        def nest(n):
+            if n:
+                with rec.span("sense"):
+                    nest(n - 1)
+
+        nest(depth)
+        assert rec.in_cycle
+    assert not rec.in_cycle  # every __exit__ popped what its __enter__ pushed
+    with rec.span("sense"):  # outside a cycle
+        pass
+    assert rec.spans_outside_cycle == 1
+    report = rec.finish(tmp_path)
+    assert report.total_cycles == 11 and report.retained_cycles == 4 and report.dropped_cycles == 7
+    _, cycles = read_jsonl(report.cycles_path)
+    assert len(cycles) == 4 and cycles[-1]["cycle"] == 10
+
+
+def test_finish_into_an_unwritable_directory_raises_and_loses_nothing(tmp_path):
+    rec = small_recorder()
+    with rec.cycle("running"):
+        with rec.span("sense"):
+            pass
+    with pytest.raises(OSError) as e:
+        rec.finish("/proc/self/no-such-episode")
+    assert "/proc/self/no-such-episode" in str(e.value)
+    report = rec.finish(tmp_path, status="aborted")
+    assert report.retained_cycles == 1 and report.status == "aborted"
+    summary = json.loads(pathlib.Path(report.summary_path).read_text())
+    assert summary["status"] == "aborted"
+    with pytest.raises(RuntimeError, match="already finished"):
+        rec.finish(tmp_path)
+    with pytest.raises(ValueError, match="status must be"):
+        small_recorder().finish(tmp_path, status="done")
+
+
+def test_recording_after_finish_raises_and_writes_nothing(tmp_path):
+    rec = small_recorder()
+    with rec.cycle("running"):
+        pass
+    report = rec.finish(tmp_path)
+    before = pathlib.Path(report.cycles_path).read_bytes()
+    calls = [
+        lambda: rec.begin_cycle("running"),
+        lambda: rec.cycle("running"),
+        lambda: rec.end_cycle(),
+        lambda: rec.span("sense"),
+        lambda: rec.begin_span("sense"),
+        lambda: rec.end_span(),
+        lambda: rec.set_value("frame", 1),
+        lambda: rec.begin_wait(),
+        lambda: rec.end_wait(),
+        lambda: looptime.Scheduler(period_s=0.001).wait(rec),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="already finished"):
+            call()
+    assert rec.total_cycles == 1
+    assert pathlib.Path(report.cycles_path).read_bytes() == before
+
+
+def test_an_open_cycle_and_span_are_closed_at_finish(tmp_path):
+    rec = small_recorder()
+    rec.begin_cycle("running")
+    rec.begin_span("sense")
+    report = rec.finish(tmp_path, status="aborted")
+    _, cycles = read_jsonl(report.cycles_path)
+    assert cycles[0]["spans"][0]["closed_by_cycle_end"] is True
