@@ -407,6 +407,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
 
 /// Read every cycle line of `file` into `ev`, in blocks parsed on all
 /// cores and appended in file order.
+// long-fn: the loader's pipeline (read a block, parse the previous one on all cores, append the one before), one loop whose stages share their buffers
 fn read_cycles(
     ev: &mut Evidence,
     mut file: File,

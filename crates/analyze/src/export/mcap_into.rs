@@ -255,6 +255,128 @@ fn earlier_merge(summary: &mcap::Summary, top: &TopLevel) -> Option<String> {
     ))
 }
 
+/// Refuse a recording whose messages (its Statistics record's range, else
+/// its chunks') and the episode's (`ours`) do not overlap in time.
+fn check_overlap(
+    summary: &mcap::Summary,
+    ours: Option<(u64, u64)>,
+    recording_path: &Path,
+) -> Result<()> {
+    let theirs = match summary.stats.as_ref() {
+        Some(s) if s.message_count > 0 => Some((s.message_start_time, s.message_end_time)),
+        Some(_) => None,
+        None => summary.chunk_indexes.iter().fold(None, |r, c| {
+            Some(r.map_or(
+                (c.message_start_time, c.message_end_time),
+                |(lo, hi): (u64, u64)| (lo.min(c.message_start_time), hi.max(c.message_end_time)),
+            ))
+        }),
+    };
+    if let (Some((rl, rh)), Some((el, eh))) = (theirs, ours) {
+        if rh < el || eh < rl {
+            return Err(refuse(
+                recording_path,
+                format!(
+                    "its messages span {} to {} and the episode {} to {}: the two do not overlap, so this is probably another run's recording; pass --force to merge them anyway",
+                    utc(rl),
+                    utc(rh),
+                    utc(el),
+                    utc(eh)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every attachment the top-level pass found, streamed from the recording
+/// into `m` in pieces of [`PIECE`] bytes.
+fn copy_attachments<R: Read + Seek, W: Write + Seek>(
+    rec: &mut Recording<'_, R>,
+    top: &TopLevel,
+    m: &mut mcap::Writer<W>,
+    path: &Path,
+) -> Result<()> {
+    let werr = |e| mcap_err(path, e);
+    let mut piece = vec![0u8; PIECE];
+    for &(offset, _) in &top.attachments {
+        rec.at(offset)?;
+        let log_time = rec.u64_at()?;
+        let create_time = rec.u64_at()?;
+        let name = rec.string()?;
+        let media_type = rec.string()?;
+        let mut left = rec.u64_at()?;
+        m.start_attachment(
+            left,
+            mcap::records::AttachmentHeader {
+                log_time,
+                create_time,
+                name,
+                media_type,
+            },
+        )
+        .map_err(werr)?;
+        while left > 0 {
+            let n = (left as usize).min(PIECE);
+            rec.r.read_exact(&mut piece[..n]).map_err(|e| rec.bad(e))?;
+            m.put_attachment_bytes(&piece[..n]).map_err(werr)?;
+            left -= n as u64;
+        }
+        m.finish_attachment().map_err(werr)?;
+    }
+    Ok(())
+}
+
+/// The recording's messages, chunk by chunk in log-time order, written to
+/// `m` with the plan's looptime messages merged in between (the
+/// recording's first at equal times); how many of the recording's.
+fn merge_messages<R: Read + Seek, W: Write + Seek>(
+    rec: &mut Recording<'_, R>,
+    summary: &mcap::Summary,
+    p: &super::mcap::Plan,
+    e: &mut Emitter<'_>,
+    m: &mut mcap::Writer<W>,
+    path: &Path,
+) -> Result<u64> {
+    let (mut ours, mut copied) = (0usize, 0u64);
+    let mut reader = IndexedReader::new(summary).map_err(|e| rec.bad(e))?;
+    let mut chunk = Vec::new();
+    while let Some(event) = reader.next_event() {
+        match event.map_err(|e| rec.bad(e))? {
+            IndexedReadEvent::ReadChunkRequest { offset, length } => {
+                rec.r
+                    .seek(SeekFrom::Start(offset))
+                    .map_err(|e| rec.bad(e))?;
+                chunk.resize(length, 0);
+                rec.r.read_exact(&mut chunk).map_err(|e| rec.bad(e))?;
+                reader
+                    .insert_chunk_record_data(offset, &chunk)
+                    .map_err(|e| rec.bad(e))?;
+            }
+            IndexedReadEvent::Message { header, data } => {
+                while ours < p.msgs.len() && p.msgs[ours].time < header.log_time {
+                    e.emit(m, ours, path)?;
+                    ours += 1;
+                }
+                if !summary.channels.contains_key(&header.channel_id) {
+                    return Err(refuse(
+                        rec.path,
+                        format!("a message is on channel {}, which its summary does not list; rewrite it with `mcap recover` and merge that", header.channel_id),
+                    ));
+                }
+                m.write_to_known_channel(&header, data)
+                    .map_err(|e| mcap_err(path, e))?;
+                copied += 1;
+            }
+        }
+    }
+    while ours < p.msgs.len() {
+        e.emit(m, ours, path)?;
+        ours += 1;
+    }
+    Ok(copied)
+}
+
 /// Write the recording read from `recording` (the MCAP file at
 /// `recording_path`) with `a`'s looptime channels added on the same
 /// timeline into `w`, chunks compressed as `compression` says: every
@@ -298,8 +420,7 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
     if let Some(why) = earlier_merge(&summary, &top) {
         return Err(refuse(recording_path, why));
     }
-    let stats = summary.stats.as_ref();
-    let expected_messages = stats.map(|s| s.message_count);
+    let expected_messages = summary.stats.as_ref().map(|s| s.message_count);
     if summary.chunk_indexes.is_empty() && expected_messages.unwrap_or(0) > 0 {
         return Err(refuse(
             recording_path,
@@ -307,30 +428,8 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
         ));
     }
     let mut p = plan(a)?;
-    // The recording's time range: its Statistics record, else its chunks'.
-    let theirs = match stats {
-        Some(s) if s.message_count > 0 => Some((s.message_start_time, s.message_end_time)),
-        Some(_) => None,
-        None => summary.chunk_indexes.iter().fold(None, |r, c| {
-            Some(r.map_or(
-                (c.message_start_time, c.message_end_time),
-                |(lo, hi): (u64, u64)| (lo.min(c.message_start_time), hi.max(c.message_end_time)),
-            ))
-        }),
-    };
-    if let (Some((rl, rh)), Some((el, eh))) = (theirs, p.range()) {
-        if (rh < el || eh < rl) && !force {
-            return Err(refuse(
-                recording_path,
-                format!(
-                    "its messages span {} to {} and the episode {} to {}: the two do not overlap, so this is probably another run's recording; pass --force to merge them anyway",
-                    utc(rl),
-                    utc(rh),
-                    utc(el),
-                    utc(eh)
-                ),
-            ));
-        }
+    if !force {
+        check_overlap(&summary, p.range(), recording_path)?;
     }
     p.meta
         .insert("recording_library".into(), top.library.clone());
@@ -351,74 +450,14 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
     }
     let ids = add_channels(&mut m, &p, path)?;
     let mut e = Emitter::new(&p, ids);
-    let (mut ours, mut copied) = (0usize, 0u64);
-    let mut reader = IndexedReader::new(&summary).map_err(|e| rec.bad(e))?;
-    let mut chunk = Vec::new();
-    while let Some(event) = reader.next_event() {
-        match event.map_err(|e| rec.bad(e))? {
-            IndexedReadEvent::ReadChunkRequest { offset, length } => {
-                rec.r
-                    .seek(SeekFrom::Start(offset))
-                    .map_err(|e| rec.bad(e))?;
-                chunk.resize(length, 0);
-                rec.r.read_exact(&mut chunk).map_err(|e| rec.bad(e))?;
-                reader
-                    .insert_chunk_record_data(offset, &chunk)
-                    .map_err(|e| rec.bad(e))?;
-            }
-            IndexedReadEvent::Message { header, data } => {
-                // The recording's message first at equal times.
-                while ours < p.msgs.len() && p.msgs[ours].time < header.log_time {
-                    e.emit(&mut m, ours, path)?;
-                    ours += 1;
-                }
-                if !summary.channels.contains_key(&header.channel_id) {
-                    return Err(refuse(
-                        recording_path,
-                        format!("a message is on channel {}, which its summary does not list; rewrite it with `mcap recover` and merge that", header.channel_id),
-                    ));
-                }
-                m.write_to_known_channel(&header, data).map_err(werr)?;
-                copied += 1;
-            }
-        }
-    }
-    while ours < p.msgs.len() {
-        e.emit(&mut m, ours, path)?;
-        ours += 1;
-    }
+    let copied = merge_messages(&mut rec, &summary, &p, &mut e, &mut m, path)?;
     if let Some(n) = expected_messages.filter(|n| *n != copied) {
         return Err(refuse(
             recording_path,
             format!("its Statistics record counts {n} messages, but its chunk index gave {copied}; nothing is merged with messages missing: rewrite it with `mcap recover` and merge that"),
         ));
     }
-    let mut piece = vec![0u8; PIECE];
-    for &(offset, _) in &top.attachments {
-        rec.at(offset)?;
-        let log_time = rec.u64_at()?;
-        let create_time = rec.u64_at()?;
-        let name = rec.string()?;
-        let media_type = rec.string()?;
-        let mut left = rec.u64_at()?;
-        m.start_attachment(
-            left,
-            mcap::records::AttachmentHeader {
-                log_time,
-                create_time,
-                name,
-                media_type,
-            },
-        )
-        .map_err(werr)?;
-        while left > 0 {
-            let n = (left as usize).min(PIECE);
-            rec.r.read_exact(&mut piece[..n]).map_err(|e| rec.bad(e))?;
-            m.put_attachment_bytes(&piece[..n]).map_err(werr)?;
-            left -= n as u64;
-        }
-        m.finish_attachment().map_err(werr)?;
-    }
+    copy_attachments(&mut rec, &top, &mut m, path)?;
     for md in &top.metadata {
         m.write_metadata(md).map_err(werr)?;
     }

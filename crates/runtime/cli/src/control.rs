@@ -465,6 +465,7 @@ impl<'a> Work<'a> {
     }
 }
 
+// long-fn: the control thread's loop, every cycle's stages in order, kept in one place so its allocation-free body reads top to bottom
 pub(crate) fn control_loop<C: LoopClock>(
     clock: C,
     cfg: &Config,

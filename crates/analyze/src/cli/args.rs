@@ -1,0 +1,384 @@
+//! The arguments as clap parses them, the exit codes, and the validated
+//! requests the rest of the program sees ([`Command`]). The bottom rung of
+//! `cli`: it knows no subcommand's work.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::evidence::LoadOptions;
+use crate::metrics::Thresholds;
+
+/// Exit code: the analysis ran.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the input is unusable (missing, empty, corrupt, unknown version).
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code: the report could not be written.
+pub const EXIT_WRITE: i32 = 3;
+/// Exit code: command-line usage error (clap's own).
+pub const EXIT_USAGE: i32 = 2;
+/// Partial input: a multi-episode command (`compare`, `export --format
+/// parquet`, `fleet`) wrote its output from some episodes and left others
+/// out, listed in its output and on stderr.
+pub const EXIT_PARTIAL: i32 = 4;
+
+/// Recompute control-loop timing from saved looptime evidence.
+#[derive(Debug, Parser)]
+#[command(
+    name = "analyze_control_timing",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// The episode (rollout) directory holding control_timing.jsonl.
+    #[arg(long)]
+    pub episode: Option<PathBuf>,
+    /// How to read the evidence.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Where the report goes.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The summary's thresholds.
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+    /// Subcommands.
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+}
+
+/// How to read evidence (shared by every command).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputArgs {
+    /// Skip corrupt or inconsistent lines (and report how many).
+    #[arg(long)]
+    pub lenient: bool,
+    /// The stage whose span starts count as command submissions.
+    #[arg(long, default_value = "robot_send_command")]
+    pub command_stage: String,
+}
+
+impl InputArgs {
+    pub(crate) fn load(self) -> LoadOptions {
+        LoadOptions {
+            lenient: self.lenient,
+            progress: true,
+            command_stage: self.command_stage,
+        }
+    }
+}
+
+/// Where a report or comparison goes (shared by report and compare).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Print the full result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also save the JSON result to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Write a self-contained HTML page (and PNG/SVG plots) into this directory.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+}
+
+/// The thresholds of the summary's states (docs/metrics.md, Summary): each
+/// flag replaces one default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct JudgeArgs {
+    /// Loop Hz within this many % of the effective rate passes [default: 0.5].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_rate_within: Option<f64>,
+    /// Loop Hz within this many % warns, beyond it fails [default: 2].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_rate_within: Option<f64>,
+    /// p99 period within this many % of the effective period passes [default: 10].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_p99_within: Option<f64>,
+    /// p99 period within this many % warns, beyond it fails [default: 25].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_p99_within: Option<f64>,
+    /// At most this many overruns pass [default: 0].
+    #[arg(long, value_name = "N")]
+    pub pass_overruns: Option<u64>,
+    /// Overruns in at most this % of the cycles warn, more fail [default: 0.1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_overruns_within: Option<f64>,
+}
+
+impl JudgeArgs {
+    /// The thresholds: the defaults with the flags given.
+    ///
+    /// # Errors
+    /// [`UsageError`] for a negative or non-finite percentage, or a warn
+    /// threshold below its pass threshold.
+    pub fn thresholds(&self) -> std::result::Result<Thresholds, UsageError> {
+        let mut t = Thresholds::default();
+        let pct = |flag: &str, v: Option<f64>, dflt: f64| match v {
+            Some(x) if !(x.is_finite() && x >= 0.0) => Err(UsageError(format!(
+                "--{flag} {x} is not a percentage: give a number of % at least 0"
+            ))),
+            Some(x) => Ok(x),
+            None => Ok(dflt),
+        };
+        t.rate_pass_pct = pct("pass-rate-within", self.pass_rate_within, t.rate_pass_pct)?;
+        t.rate_warn_pct = pct("warn-rate-within", self.warn_rate_within, t.rate_warn_pct)?;
+        t.p99_pass_pct = pct("pass-p99-within", self.pass_p99_within, t.p99_pass_pct)?;
+        t.p99_warn_pct = pct("warn-p99-within", self.warn_p99_within, t.p99_warn_pct)?;
+        t.overruns_pass = self.pass_overruns.unwrap_or(t.overruns_pass);
+        t.overruns_warn_pct = pct(
+            "warn-overruns-within",
+            self.warn_overruns_within,
+            t.overruns_warn_pct,
+        )?;
+        for (what, pass, warn) in [
+            ("rate", t.rate_pass_pct, t.rate_warn_pct),
+            ("p99", t.p99_pass_pct, t.p99_warn_pct),
+        ] {
+            if warn < pass {
+                return Err(UsageError(format!(
+                    "--warn-{what}-within {warn} is below --pass-{what}-within {pass}: the warn band lies beyond the pass band"
+                )));
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Analyze one episode (same as --episode).
+    Report {
+        /// The episode directory.
+        episode: PathBuf,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+        /// Where the report goes.
+        #[command(flatten)]
+        output: OutputArgs,
+        /// The summary's thresholds.
+        #[command(flatten)]
+        judge: JudgeArgs,
+    },
+    /// Write the episode's plots as PNG and SVG files.
+    Plots {
+        /// The episode directory.
+        episode: PathBuf,
+        /// Output directory (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+    },
+    /// Export evidence for other tools: a Chrome/Perfetto trace, an MCAP
+    /// file for Foxglove or an HdrHistogram log of one episode, or a
+    /// Parquet dataset of many.
+    Export {
+        /// Episode directories (or, for parquet, session directories too).
+        #[arg(required = true)]
+        episodes: Vec<PathBuf>,
+        /// What to write.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The output file (chrome, hdr, mcap) or dataset directory (parquet).
+        #[arg(long)]
+        out: PathBuf,
+        /// With --format mcap: a recording (.mcap) to copy whole into --out,
+        /// the loop's timing added on its timeline. The recording is never
+        /// modified.
+        #[arg(long, value_name = "RECORDING.mcap")]
+        into: Option<PathBuf>,
+        /// With --into: merge even when the recording's and the episode's
+        /// time ranges do not overlap.
+        #[arg(long)]
+        force: bool,
+        /// With --format mcap: how the output's chunks are compressed
+        /// [default: zstd].
+        #[arg(long, value_enum)]
+        compression: Option<McapCompression>,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+    },
+    /// Analyze every episode under some roots in parallel into one table
+    /// (Parquet and CSV), and name the worst episodes and the outliers.
+    Fleet {
+        /// Directories to search for episodes (runs dirs, sessions, episodes).
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+        /// Output directory for fleet.parquet, fleet.csv, errors.csv and
+        /// fleet_summary.txt (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Episodes analyzed at once (default: the number of CPUs). Memory
+        /// is bounded by this many episodes.
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Rows in each phase's worst list.
+        #[arg(long, default_value_t = 5)]
+        worst: usize,
+        /// Print the summary as JSON (format looptime-fleet/1) instead of
+        /// text.
+        #[arg(long)]
+        json: bool,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+    },
+    /// Compare two runs that differ in one setting. Each side is an episode
+    /// directory or a session directory (all its rollouts); --a and --b add
+    /// further episodes or sessions to a side.
+    Compare {
+        /// Side A (the baseline): an episode or a session directory.
+        #[arg(value_name = "A", required_unless_present = "more_a")]
+        a_path: Option<PathBuf>,
+        /// Side B (the change): an episode or a session directory.
+        #[arg(value_name = "B", required_unless_present = "more_b")]
+        b_path: Option<PathBuf>,
+        /// Another episode or session of side A (repeatable).
+        #[arg(long = "a", value_name = "DIR")]
+        more_a: Vec<PathBuf>,
+        /// Another episode or session of side B (repeatable).
+        #[arg(long = "b", value_name = "DIR")]
+        more_b: Vec<PathBuf>,
+        /// How to read the evidence.
+        #[command(flatten)]
+        input: InputArgs,
+        /// Where the comparison goes.
+        #[command(flatten)]
+        output: OutputArgs,
+        /// Bootstrap resamples per metric.
+        #[arg(long, default_value_t = 400)]
+        resamples: u32,
+        /// Bootstrap seed.
+        #[arg(long, default_value_t = 0x5EED_1007)]
+        seed: u64,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page for `analyze_control_timing` and one per subcommand
+    /// into DIR (`analyze_control_timing.1`, `analyze_control_timing-compare.1`, …).
+    Man {
+        /// Where the pages go (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// How an MCAP export's chunks are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum McapCompression {
+    /// zstd (the MCAP tools' and rosbag2's usual choice).
+    Zstd,
+    /// lz4: faster to write, larger.
+    Lz4,
+    /// No compression.
+    None,
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Trace Event Format JSON (ui.perfetto.dev, chrome://tracing, Tracy's importer).
+    Chrome,
+    /// HdrHistogram interval log (V2 compressed histograms, base64).
+    Hdr,
+    /// A Hive-partitioned Parquet dataset (a directory; several episodes).
+    Parquet,
+    /// MCAP with JSON messages and JSON Schemas (Foxglove), on the wall-clock timeline.
+    Mcap,
+}
+
+/// A validated export request.
+#[derive(Debug)]
+pub struct ExportRequest {
+    /// Episode or session directories (one for chrome, hdr and mcap).
+    pub episodes: Vec<PathBuf>,
+    /// What to write.
+    pub format: ExportFormat,
+    /// Where.
+    pub out: PathBuf,
+    /// With mcap: the recording to merge into.
+    pub into: Option<PathBuf>,
+    /// With `into`: merge even without overlapping time ranges.
+    pub force: bool,
+    /// With mcap: how the output's chunks are compressed.
+    pub compression: crate::export::mcap::Compression,
+    /// Loader options.
+    pub load: LoadOptions,
+}
+
+/// A validated fleet request.
+#[derive(Debug)]
+pub struct FleetRequest {
+    /// Directories to search.
+    pub roots: Vec<PathBuf>,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Workers (at least 1).
+    pub jobs: usize,
+    /// Rows per worst list.
+    pub worst: usize,
+    /// Print JSON.
+    pub json: bool,
+    /// Loader options.
+    pub load: LoadOptions,
+}
+
+/// A validated comparison request.
+#[derive(Debug)]
+pub struct CompareRequest {
+    /// Side A: episode or session directories, as given.
+    pub a: Vec<PathBuf>,
+    /// Side B.
+    pub b: Vec<PathBuf>,
+    /// Loader options.
+    pub load: LoadOptions,
+    /// JSON, file and HTML outputs.
+    pub output: OutputArgs,
+    /// Bootstrap settings.
+    pub bootstrap: crate::compare::BootstrapConfig,
+}
+
+/// A validated request.
+#[derive(Debug)]
+pub struct ReportRequest {
+    /// Episode directory.
+    pub episode: PathBuf,
+    /// Loader options.
+    pub load: LoadOptions,
+    /// JSON, file and HTML outputs.
+    pub output: OutputArgs,
+    /// Only write plots (PNG and SVG) into this directory.
+    pub plots_only: Option<PathBuf>,
+    /// The summary's thresholds.
+    pub thresholds: Thresholds,
+}
+
+/// What to do.
+#[derive(Debug)]
+pub enum Command {
+    /// Analyze one episode.
+    Report(ReportRequest),
+    /// Compare two episodes.
+    Compare(CompareRequest),
+    /// Export one episode.
+    Export(ExportRequest),
+    /// Analyze a fleet.
+    Fleet(FleetRequest),
+    /// Print a shell completion script.
+    Completions(clap_complete::Shell),
+    /// Write the man pages into a directory.
+    Man(PathBuf),
+}
+
+/// Validation failure of the arguments.
+#[derive(Debug)]
+pub struct UsageError(pub String);

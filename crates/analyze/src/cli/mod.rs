@@ -1,0 +1,249 @@
+//! The `analyze_control_timing` command line: arguments are parsed, then
+//! validated into [`Command`]; nothing past this module sees raw strings.
+//!
+//! Modules: `args` (what clap parses, the exit codes and the validated
+//! requests), this file (validation: raw arguments into a [`Command`], and
+//! [`run`], the entry point), `run` (each subcommand's work).
+
+mod args;
+mod run;
+
+pub use args::*;
+pub use run::*;
+
+use std::path::PathBuf;
+
+use crate::error::AnalyzeError;
+use crate::metrics::Thresholds;
+
+impl Cli {
+    /// Turn raw arguments into a [`Command`].
+    ///
+    /// # Errors
+    /// [`UsageError`] when no episode is given.
+    pub fn validate(self) -> std::result::Result<Command, UsageError> {
+        match self.command {
+            Some(Sub::Report {
+                episode,
+                input,
+                output,
+                judge,
+            }) => Ok(Command::Report(ReportRequest {
+                episode,
+                load: input.load(),
+                output,
+                plots_only: None,
+                thresholds: judge.thresholds()?,
+            })),
+            Some(Sub::Plots {
+                episode,
+                out,
+                input,
+            }) => Ok(Command::Report(ReportRequest {
+                episode,
+                load: input.load(),
+                output: OutputArgs {
+                    json: false,
+                    output: None,
+                    html: None,
+                },
+                plots_only: Some(out),
+                thresholds: Thresholds::default(),
+            })),
+            Some(Sub::Compare {
+                a_path,
+                b_path,
+                more_a,
+                more_b,
+                input,
+                output,
+                resamples,
+                seed,
+            }) => compare_request(
+                a_path, b_path, more_a, more_b, input, output, resamples, seed,
+            ),
+            Some(Sub::Export {
+                episodes,
+                format,
+                out,
+                into,
+                force,
+                compression,
+                input,
+            }) => export_request(episodes, format, out, into, force, compression, input),
+            Some(Sub::Completions { shell }) => Ok(Command::Completions(shell)),
+            Some(Sub::Man { dir }) => Ok(Command::Man(dir)),
+            Some(Sub::Fleet {
+                roots,
+                out,
+                jobs,
+                worst,
+                json,
+                input,
+            }) => {
+                if jobs == Some(0) {
+                    return Err(UsageError("--jobs must be at least 1".into()));
+                }
+                let jobs = jobs.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+                });
+                Ok(Command::Fleet(FleetRequest {
+                    roots,
+                    out,
+                    jobs,
+                    worst,
+                    json,
+                    load: input.load(),
+                }))
+            }
+            None => {
+                let episode = self.episode.ok_or_else(|| {
+                    UsageError(
+                        "give an episode directory: analyze_control_timing --episode runs/latest"
+                            .into(),
+                    )
+                })?;
+                Ok(Command::Report(ReportRequest {
+                    episode,
+                    load: self.input.load(),
+                    output: self.output,
+                    plots_only: None,
+                    thresholds: self.judge.thresholds()?,
+                }))
+            }
+        }
+    }
+}
+
+/// `compare A B`: both sides given, at least one resample.
+#[allow(clippy::too_many_arguments)]
+fn compare_request(
+    a_path: Option<PathBuf>,
+    b_path: Option<PathBuf>,
+    more_a: Vec<PathBuf>,
+    more_b: Vec<PathBuf>,
+    input: InputArgs,
+    output: OutputArgs,
+    resamples: u32,
+    seed: u64,
+) -> std::result::Result<Command, UsageError> {
+    if resamples == 0 {
+        return Err(UsageError("--resamples must be at least 1".into()));
+    }
+    let side = |first: Option<PathBuf>, more: Vec<PathBuf>| -> Vec<PathBuf> {
+        first.into_iter().chain(more).collect()
+    };
+    let (a, b) = (side(a_path, more_a), side(b_path, more_b));
+    if a.is_empty() || b.is_empty() {
+        return Err(UsageError(
+                "give both sides: analyze_control_timing compare A B (each an episode or a session directory)".into(),
+            ));
+    }
+    Ok(Command::Compare(CompareRequest {
+        a,
+        b,
+        load: input.load(),
+        output,
+        bootstrap: crate::compare::BootstrapConfig { resamples, seed },
+    }))
+}
+
+/// `export`: the flags that only mean something together, one episode
+/// unless it is a dataset, `--out` never the recording.
+fn export_request(
+    episodes: Vec<PathBuf>,
+    format: ExportFormat,
+    out: PathBuf,
+    into: Option<PathBuf>,
+    force: bool,
+    compression: Option<McapCompression>,
+    input: InputArgs,
+) -> std::result::Result<Command, UsageError> {
+    if compression.is_some() && format != ExportFormat::Mcap {
+        return Err(UsageError(
+            "--compression applies to MCAP output: it needs --format mcap".into(),
+        ));
+    }
+    if into.is_some() && format != ExportFormat::Mcap {
+        return Err(UsageError(
+            "--into merges into an MCAP recording: it needs --format mcap".into(),
+        ));
+    }
+    if force && into.is_none() {
+        return Err(UsageError(
+            "--force only applies to --into (merging into a recording)".into(),
+        ));
+    }
+    if let Some(r) = &into {
+        let same = match (r.canonicalize(), out.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => r == &out,
+        };
+        if same {
+            return Err(UsageError(format!(
+                    "--out {} is the recording itself: --into never modifies the recording, so write the merged file elsewhere",
+                    out.display()
+                )));
+        }
+    }
+    if format != ExportFormat::Parquet && episodes.len() != 1 {
+        return Err(UsageError(format!(
+                "--format {} exports one episode; {} given (a Parquet dataset takes several: --format parquet)",
+                match format {
+                    ExportFormat::Chrome => "chrome",
+                    ExportFormat::Mcap => "mcap",
+                    _ => "hdr",
+                },
+                episodes.len()
+            )));
+    }
+    Ok(Command::Export(ExportRequest {
+        episodes,
+        format,
+        out,
+        into,
+        force,
+        compression: match compression {
+            None | Some(McapCompression::Zstd) => crate::export::mcap::Compression::Zstd,
+            Some(McapCompression::Lz4) => crate::export::mcap::Compression::Lz4,
+            Some(McapCompression::None) => crate::export::mcap::Compression::None,
+        },
+        load: input.load(),
+    }))
+}
+
+/// Run the CLI; returns the exit code. Errors are printed once to stderr.
+pub fn run(cli: Cli) -> i32 {
+    let cmd = match cli.validate() {
+        Ok(c) => c,
+        Err(UsageError(msg)) => {
+            eprintln!("error: {}", crate::render::text::terminal_safe(&msg));
+            return EXIT_USAGE;
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let result = match &cmd {
+        Command::Report(req) => run_report(req, &mut stdout).map(|_| ()),
+        Command::Compare(req) => run_compare(req, &mut stdout).map(|_| ()),
+        Command::Export(req) => run_export(req),
+        Command::Fleet(req) => run_fleet(req, &mut stdout).map(|_| ()),
+        Command::Completions(shell) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "analyze_control_timing", &mut stdout);
+            Ok(())
+        }
+        Command::Man(dir) => man_pages(<Cli as clap::CommandFactory>::command(), dir),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            let message = looptime_capture::error_chain(&e);
+            eprintln!("error: {}", crate::render::text::terminal_safe(&message));
+            match e {
+                AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
+                AnalyzeError::Partial { .. } => EXIT_PARTIAL,
+                _ => EXIT_BAD_INPUT,
+            }
+        }
+    }
+}
