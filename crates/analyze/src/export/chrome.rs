@@ -109,6 +109,54 @@ fn spans_of(
     Ok(n)
 }
 
+/// The trace's process and thread names.
+fn names(ev: &Evidence, episode: &str, emit: &mut dyn FnMut(Value) -> Result<()>) -> Result<()> {
+    emit(
+        json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+        "args": {"name": format!("looptime {episode}")}}),
+    )?;
+    emit(
+        json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CYCLES_TID,
+        "args": {"name": "cycles"}}),
+    )?;
+    emit(
+        json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CONTROL_TID,
+        "args": {"name": ev.header.thread_name()}}),
+    )?;
+    for (i, t) in ev.threads.iter().enumerate() {
+        emit(
+            json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CONTROL_TID + 1 + i as u64,
+            "args": {"name": t.header.thread_name()}}),
+        )?;
+    }
+    Ok(())
+}
+
+/// Cycle `i`'s counters (period, sleep overshoot, deadline lag) at `ts`.
+fn counters(
+    cc: &crate::metrics::CycleColumns,
+    i: usize,
+    ts: Value,
+    emit: &mut dyn FnMut(Value) -> Result<()>,
+) -> Result<()> {
+    if let Some(p) = cc.period[i] {
+        emit(
+            json!({"ph": "C", "name": "period_ms", "pid": 1, "ts": ts, "args": {"value": p as f64 / 1e6}}),
+        )?;
+    }
+    if let Some(o) = cc.overshoot[i] {
+        emit(
+            json!({"ph": "C", "name": "sleep_overshoot_us", "pid": 1, "ts": ts, "args": {"value": o as f64 / 1e3}}),
+        )?;
+    }
+    if let Some(l) = cc.lag[i] {
+        emit(
+            json!({"ph": "C", "name": "deadline_lag_us", "pid": 1, "ts": ts, "args": {"value": l as f64 / 1e3}}),
+        )?;
+    }
+    Ok(())
+}
+
 /// Write the trace of `a`'s episode (and its background threads) to `out`.
 /// Returns the number of events written.
 ///
@@ -140,24 +188,7 @@ pub fn write(a: &Analysis, out: &mut dyn Write, path: &std::path::Path) -> Resul
         || ev.dir.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    emit(
-        json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
-        "args": {"name": format!("looptime {episode}")}}),
-    )?;
-    emit(
-        json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CYCLES_TID,
-        "args": {"name": "cycles"}}),
-    )?;
-    emit(
-        json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CONTROL_TID,
-        "args": {"name": ev.header.thread_name()}}),
-    )?;
-    for (i, t) in ev.threads.iter().enumerate() {
-        emit(
-            json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": CONTROL_TID + 1 + i as u64,
-            "args": {"name": t.header.thread_name()}}),
-        )?;
-    }
+    names(ev, &episode, &mut emit)?;
     let cc = a.columns();
     let phase = |i: u32| ev.phase_name(i);
     let mut segment_start: Option<(u32, i64)> = None;
@@ -193,22 +224,7 @@ pub fn write(a: &Analysis, out: &mut dyn Write, path: &std::path::Path) -> Resul
                 )?;
             }
         }
-        let ts = us(c.start_ns, t0);
-        if let Some(p) = cc.period[i] {
-            emit(
-                json!({"ph": "C", "name": "period_ms", "pid": 1, "ts": ts, "args": {"value": p as f64 / 1e6}}),
-            )?;
-        }
-        if let Some(o) = cc.overshoot[i] {
-            emit(
-                json!({"ph": "C", "name": "sleep_overshoot_us", "pid": 1, "ts": ts, "args": {"value": o as f64 / 1e3}}),
-            )?;
-        }
-        if let Some(l) = cc.lag[i] {
-            emit(
-                json!({"ph": "C", "name": "deadline_lag_us", "pid": 1, "ts": ts, "args": {"value": l as f64 / 1e3}}),
-            )?;
-        }
+        counters(cc, i, us(c.start_ns, t0), &mut emit)?;
     }
     if let (Some((s, _)), Some(last)) = (segment_start, ev.cycles.last()) {
         emit(

@@ -19,9 +19,19 @@ pub fn per_rollout(r: &[RolloutFigures]) -> String {
         .join(" ")
 }
 
-/// Render a comparison as text.
+/// Render a comparison as text: which runs, what differs, the metric
+/// tests, the rates.
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
+    let sessions = sides(&mut o, c);
+    metric_table(&mut o, c, sessions);
+    rate_table(&mut o, c);
+    o
+}
+
+/// The sides, left-out rollouts, warnings, differences and caveats;
+/// whether either side is a session of several rollouts.
+fn sides(o: &mut String, c: &Comparison) -> bool {
     let _ = writeln!(o, "looptime comparison\n  A: {}\n  B: {}", c.a, c.b);
     let sessions = c.a_episodes.len() > 1 || c.b_episodes.len() > 1;
     if sessions {
@@ -59,6 +69,11 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(o, "  ! {x}");
         }
     }
+    sessions
+}
+
+/// The metric tests, with per-rollout figures for sessions.
+fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     let _ =
         writeln!(
         o,
@@ -136,6 +151,10 @@ pub fn render(c: &Comparison) -> String {
             );
         }
     }
+}
+
+/// The rate tests (overruns and late cycles per 1,000).
+fn rate_table(o: &mut String, c: &Comparison) {
     if !c.rates.is_empty() {
         let _ = writeln!(
             o,
@@ -163,5 +182,4 @@ pub fn render(c: &Comparison) -> String {
             );
         }
     }
-    o
 }

@@ -324,16 +324,8 @@ fn run_episode(
         },
     )?;
     update_latest(ctx.runs, dir)?;
-    let evidence = if outcome.rec.is_enabled() {
-        let capture_status = match status {
-            EpisodeStatus::Complete => CaptureStatus::Complete,
-            EpisodeStatus::Aborted => CaptureStatus::Aborted,
-        };
-        let threads: Vec<&Recorder> = thread_recs.iter().map(|t| &t.rec).collect();
-        Some(outcome.rec.finish_threads(dir, capture_status, &threads)?)
-    } else {
-        None
-    };
+    let threads: Vec<&Recorder> = thread_recs.iter().map(|t| &t.rec).collect();
+    let evidence = finish_evidence(&outcome.rec, &threads, status, dir)?;
     live.push_event(Event {
         t_ns: looptime_capture::clock::monotonic_ns(),
         cycle: outcome.cycles,
@@ -353,6 +345,25 @@ fn run_episode(
         dma_held,
         live_dropped: live.dropped(),
     })
+}
+
+/// The evidence of the control recorder and its background threads'
+/// recorders, written into `dir` with the rollout's status; `None` when
+/// the run was not recorded (`--control-timing` off).
+fn finish_evidence(
+    rec: &Recorder,
+    threads: &[&Recorder],
+    status: EpisodeStatus,
+    dir: &Path,
+) -> Result<Option<looptime_capture::FinishReport>, ServeError> {
+    if !rec.is_enabled() {
+        return Ok(None);
+    }
+    let capture_status = match status {
+        EpisodeStatus::Complete => CaptureStatus::Complete,
+        EpisodeStatus::Aborted => CaptureStatus::Aborted,
+    };
+    Ok(Some(rec.finish_threads(dir, capture_status, threads)?))
 }
 
 /// The manifest of a rollout about to run its first cycle (status

@@ -1,5 +1,6 @@
 //! Unit tests of `plots`.
 
+use super::compare::side_dists;
 use super::*;
 use crate::evidence::{load_episode, LoadOptions};
 

@@ -1,0 +1,151 @@
+//! What one episode gives a comparison: its samples per (phase, metric,
+//! stage), the cycle columns and span table read as they are (never
+//! recomputed), and its rate indicator series.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::analysis::Analysis;
+use crate::evidence::Evidence;
+use crate::metrics::{command_columns, schedule_comparable};
+
+/// Samples keyed by (phase, metric, stage), with what they are judged on.
+pub(super) type Samples = BTreeMap<(String, String, Option<String>), (String, Vec<i64>)>;
+
+pub(super) fn samples(a: &Analysis) -> Samples {
+    let (ev, cc) = (&a.evidence, a.columns());
+    let h = &ev.header;
+    let nominal = crate::metrics::nominal_period(h).map(|p| p as i64);
+    let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let mut out: Samples = BTreeMap::new();
+    let mut push = |phase: u32, metric: &str, stage: Option<String>, judged: &str, v: i64| {
+        out.entry((phase_name(phase), metric.to_string(), stage))
+            .or_insert_with(|| (judged.to_string(), Vec::new()))
+            .1
+            .push(v);
+    };
+    for i in 0..ev.cycles.len() {
+        let p = cc.phase[i];
+        if let Some(x) = cc.period[i] {
+            match nominal {
+                Some(n) => push(p, "period", None, "|period − nominal|", (x - n).abs()),
+                None => push(p, "period", None, "value", x),
+            }
+        }
+        if let Some(x) = cc.work[i] {
+            push(p, "work", None, "value", x);
+        }
+        if let Some(x) = cc.overshoot[i] {
+            push(p, "sleep_overshoot", None, "value", x);
+        }
+        if let Some(x) = cc.lag[i] {
+            push(p, "deadline_lag", None, "value", x);
+        }
+    }
+    let cmd = command_columns(ev, &cc.segment);
+    for i in 0..cmd.segment.len() {
+        if let Some(x) = cmd.interval[i] {
+            match nominal {
+                Some(n) => push(
+                    cmd.phase[i],
+                    "command_interval",
+                    None,
+                    "|interval − nominal|",
+                    (x - n).abs(),
+                ),
+                None => push(cmd.phase[i], "command_interval", None, "value", x),
+            }
+        }
+    }
+    // Stages by (phase, path), attributes pooled: an A/B of `mode` compares
+    // the same stage under both modes.
+    stage_samples(ev, &|p| phase_name(p), &mut out);
+    // Background threads: their stages under `<thread>/<phase>`, and per
+    // control span the time it overlapped each thread's work.
+    for t in &ev.threads {
+        let name = t.header.thread_name();
+        let tphase = |i: u32| {
+            format!(
+                "{name}/{}",
+                t.header.phases.get(i as usize).cloned().unwrap_or_default()
+            )
+        };
+        stage_samples(t, &tphase, &mut out);
+    }
+    for ((phase, path, thread), v) in crate::metrics::threads::overlap_samples(ev) {
+        out.entry((phase, format!("overlap:{thread}"), Some(path)))
+            .or_insert_with(|| ("value".to_string(), Vec::new()))
+            .1
+            .extend(v);
+    }
+    out
+}
+
+/// Push every span's wall (and CPU) time of `ev` under its (phase, path).
+fn stage_samples(ev: &Evidence, phase_name: &dyn Fn(u32) -> String, out: &mut Samples) {
+    let groups: HashMap<u64, &crate::evidence::GroupDecode> =
+        ev.groups.iter().map(|g| (g.key, g)).collect();
+    let col = |name: &str| {
+        ev.spans
+            .column(name)
+            .ok()
+            .map(|c| c.as_materialized_series().clone())
+    };
+    let mut push = |phase: u32, metric: &str, path: &str, v: i64| {
+        out.entry((
+            phase_name(phase),
+            metric.to_string(),
+            Some(path.to_string()),
+        ))
+        .or_insert_with(|| ("value".to_string(), Vec::new()))
+        .1
+        .push(v);
+    };
+    if let (Some(k), Some(w), Some(c)) = (col("key"), col("wall_ns"), col("cpu_ns")) {
+        // The loader rechunks the span table and never writes nulls.
+        let (k, w, c) = (k.rechunk(), w.rechunk(), c.rechunk());
+        if let (Ok(k), Ok(w), Ok(c)) = (k.u64(), w.i64(), c.i64()) {
+            if let (Ok(k), Ok(w), Ok(c)) = (k.cont_slice(), w.cont_slice(), c.cont_slice()) {
+                for ((&k, &w), &c) in k.iter().zip(w).zip(c) {
+                    let Some(g) = groups.get(&k) else { continue };
+                    push(g.phase, "stage_wall", &g.path, w);
+                    if c >= 0 {
+                        push(g.phase, "stage_cpu", &g.path, c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Per phase, the 0/1000 indicator series of deadline misses (`overdue`)
+/// and, when the schedule is paced and its clocks comparable, of late
+/// starts (lag above [`crate::metrics::LATE_START_SHARE`] of the effective
+/// period); with the late-start threshold.
+pub(super) type RateSamples = BTreeMap<(String, String), (Option<i64>, Vec<i64>)>;
+
+pub(super) fn rate_samples(a: &Analysis) -> RateSamples {
+    let (ev, cc) = (&a.evidence, a.columns());
+    let h = &ev.header;
+    let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let threshold = match crate::metrics::diagnosis::pace(ev) {
+        crate::metrics::Pace::Paced { effective_ns, .. } if schedule_comparable(h) => {
+            Some((crate::metrics::LATE_START_SHARE * effective_ns as f64).round() as i64)
+        }
+        _ => None,
+    };
+    let mut out: RateSamples = BTreeMap::new();
+    for (i, c) in ev.cycles.iter().enumerate() {
+        let p = phase_name(cc.phase[i]);
+        out.entry((p.clone(), "deadline_miss".into()))
+            .or_insert_with(|| (None, Vec::new()))
+            .1
+            .push(if c.overdue { 1000 } else { 0 });
+        if let (Some(t), Some(lag)) = (threshold, cc.lag[i]) {
+            out.entry((p, "late_start".into()))
+                .or_insert_with(|| (Some(t), Vec::new()))
+                .1
+                .push(if lag > t { 1000 } else { 0 });
+        }
+    }
+    out
+}

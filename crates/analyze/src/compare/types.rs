@@ -1,0 +1,278 @@
+//! What a comparison gives: its constants, the per-metric and per-rate
+//! tests with their verdicts, the family's multiplicity record and the
+//! [`Comparison`] itself, as `--json` writes them (docs/compare.md). The
+//! bottom rung of `compare`: the computation above fills these.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Comparison format identifier.
+pub const COMPARISON_FORMAT: &str = "looptime-comparison/2";
+/// Config keys that cannot explain a timing difference (where files go).
+pub const IGNORED_CONFIG_KEYS: &[&str] = &["run.runs_dir"];
+/// Values per side one resample draws (each rollout's share of it beyond
+/// it: an m-out-of-n bootstrap).
+pub const MAX_BOOTSTRAP_SAMPLES: usize = 20_000;
+/// Samples each side needs before its p99 counts towards a verdict (so at
+/// least 10 values lie above the p99).
+pub const MIN_SAMPLES_FOR_P99_VERDICT: usize = 1_000;
+/// Samples above the p99.9 that each side needs before its p99.9 is shown
+/// without a warning.
+pub const MIN_TAIL_SAMPLES: u64 = 10;
+/// The headline metrics an A/A pair must not move.
+pub const HEADLINE_METRICS: &[&str] = &["period", "work", "command_interval"];
+/// The family-wise error rate the verdicts are held to (Holm, over every
+/// median and p99 test of a comparison).
+pub const FAMILY_ALPHA: f64 = 0.05;
+
+/// Bootstrap settings.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BootstrapConfig {
+    /// Resamples per metric.
+    pub resamples: u32,
+    /// RNG seed (the metric's name is mixed in, so each metric has its own stream).
+    pub seed: u64,
+}
+
+impl Default for BootstrapConfig {
+    fn default() -> Self {
+        Self {
+            resamples: 400,
+            seed: 0x5EED_1007,
+        }
+    }
+}
+
+/// One difference between the two manifests.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Difference {
+    /// `config`, `source`, `host`, `realtime` or `schedule`.
+    pub kind: String,
+    /// Dotted key (`stages.camera_read.mode`).
+    pub key: String,
+    /// Value in A (null when absent).
+    pub a: Value,
+    /// Value in B.
+    pub b: Value,
+}
+
+/// Median, p99, mean and count of one side.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Side {
+    /// Samples.
+    pub count: u64,
+    /// Nearest-rank median (ns).
+    pub median_ns: i64,
+    /// Nearest-rank p99 (ns).
+    pub p99_ns: i64,
+    /// Nearest-rank p99.9 (ns).
+    pub p999_ns: i64,
+    /// Samples above the p99.9's rank (`count − ⌈0.999 · count⌉`): what the
+    /// p99.9 rests on.
+    pub beyond_p999: u64,
+    /// Mean (ns), 0.1 ns.
+    pub mean_ns: f64,
+}
+
+/// One rollout's own median and p99 of a metric, shown beside the pooled
+/// figures.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RolloutFigures {
+    /// Index into the side's `episodes` list.
+    pub rollout: usize,
+    /// Samples.
+    pub count: u64,
+    /// Nearest-rank median (ns).
+    pub median_ns: i64,
+    /// Nearest-rank p99 (ns).
+    pub p99_ns: i64,
+}
+
+/// better / worse / no clear change / mixed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// B is lower (closer to nominal) beyond noise.
+    Better,
+    /// B is higher beyond noise.
+    Worse,
+    /// No shift beyond noise.
+    NoClearChange,
+    /// The median and the p99 moved in opposite directions.
+    Mixed,
+}
+
+/// One metric, A against B.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MetricComparison {
+    /// Phase name.
+    pub phase: String,
+    /// `period`, `work`, `sleep_overshoot`, `deadline_lag`,
+    /// `command_interval`, `stage_wall`, `stage_cpu`.
+    pub metric: String,
+    /// Stage path for stage metrics.
+    pub stage: Option<String>,
+    /// What the verdict is judged on (`value` or `|value − nominal|`).
+    pub judged_on: String,
+    /// A's figures (of the judged quantity), its rollouts pooled.
+    pub a: Side,
+    /// B's figures, pooled.
+    pub b: Side,
+    /// Each of A's rollouts that has samples of the metric, its own
+    /// median and p99.
+    pub a_rollouts: Vec<RolloutFigures>,
+    /// Each of B's rollouts, likewise.
+    pub b_rollouts: Vec<RolloutFigures>,
+    /// Loop Hz (period) or command Hz (command interval) of A: its
+    /// report's, or the mean of its rollouts' reports.
+    pub a_hz: Option<f64>,
+    /// Rate implied by B's mean, Hz.
+    pub b_hz: Option<f64>,
+    /// `b_hz − a_hz` (loop Hz for period, command Hz for command interval).
+    pub diff_hz: Option<f64>,
+    /// `diff_hz / a_hz`.
+    pub rel_diff_hz: Option<f64>,
+    /// B median − A median (ns).
+    pub diff_median_ns: i64,
+    /// diff / |A median| (null when A median is 0).
+    pub rel_diff_median: Option<f64>,
+    /// 95 % two-level bootstrap interval of the median difference (ns).
+    pub ci_median_ns: [i64; 2],
+    /// B p99 − A p99 (ns).
+    pub diff_p99_ns: i64,
+    /// diff / |A p99|.
+    pub rel_diff_p99: Option<f64>,
+    /// 95 % bootstrap interval of the p99 difference (ns).
+    pub ci_p99_ns: [i64; 2],
+    /// B p99.9 − A p99.9 (ns): shown, never judged.
+    pub diff_p999_ns: i64,
+    /// "the tail rests on N cycles" when either side has fewer than
+    /// [`MIN_TAIL_SAMPLES`] samples above its p99.9.
+    pub tail_warning: Option<String>,
+    /// Expected block lengths of the stationary bootstrap (A, B), in
+    /// samples (1 = the iid bootstrap), rounded to 0.01; with several
+    /// rollouts, their mean weighted by the rollouts' sample counts.
+    pub block_length: [f64; 2],
+    /// Two-sided p-value of the median difference (normal approximation
+    /// with the widened bootstrap standard error), before adjustment.
+    pub p_median: f64,
+    /// `p_median` after Holm's adjustment over the comparison's family.
+    pub p_median_holm: f64,
+    /// p-value of the p99 difference, when the p99 is tested (both sides
+    /// have at least [`MIN_SAMPLES_FOR_P99_VERDICT`] samples).
+    pub p_p99: Option<f64>,
+    /// `p_p99` after Holm's adjustment.
+    pub p_p99_holm: Option<f64>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// A per-cycle event rate of one phase, A against B: deadline misses
+/// (overdue cycles) or late starts (a start more than the late-start
+/// threshold after its target), per 1,000 cycles.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RateComparison {
+    /// Phase name.
+    pub phase: String,
+    /// `deadline_miss` or `late_start`.
+    pub metric: String,
+    /// For `late_start`: the threshold (ns), 10 % of the effective period.
+    pub threshold_ns: Option<i64>,
+    /// Cycles of the phase on each side (A, B), rollouts pooled.
+    pub cycles: [u64; 2],
+    /// A's rate per 1,000 cycles: its events over its cycles, rollouts
+    /// pooled.
+    pub a_per_1000: f64,
+    /// B's rate per 1,000 cycles.
+    pub b_per_1000: f64,
+    /// `b − a`.
+    pub diff_per_1000: f64,
+    /// 95 % block-bootstrap interval of the difference.
+    pub ci_per_1000: [f64; 2],
+    /// Expected block lengths (A, B) of the indicator series.
+    pub block_length: [f64; 2],
+    /// Two-sided p-value of the difference.
+    pub p: f64,
+    /// After Holm's adjustment.
+    pub p_holm: f64,
+    /// better / worse / no clear change.
+    pub verdict: Verdict,
+}
+
+/// How the verdicts control for testing many metrics at once.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Multiplicity {
+    /// `holm`: the family-wise error rate (docs/compare.md says why).
+    pub method: String,
+    /// Metrics compared.
+    pub metrics: u64,
+    /// Tests in the family: a median test per metric, plus a p99 test per
+    /// metric with enough samples.
+    pub tests: u64,
+    /// The family-wise error rate.
+    pub alpha: f64,
+}
+
+impl MetricComparison {
+    /// `metric [stage] [(judged on)]`, as shown in tables.
+    pub fn display_name(&self) -> String {
+        let mut name = self.metric.clone();
+        if let Some(s) = &self.stage {
+            name = format!("{name} {s}");
+        }
+        if self.judged_on != "value" {
+            name = format!("{name} ({})", self.judged_on);
+        }
+        name
+    }
+}
+
+impl Verdict {
+    /// The word shown in tables.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::NoClearChange => "no clear change",
+            Verdict::Mixed => "mixed",
+        }
+    }
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    /// [`COMPARISON_FORMAT`].
+    pub format: String,
+    /// Side A: its episode directory, or with several rollouts
+    /// `N rollouts in <their common directory>` (`N episodes` when they
+    /// share none).
+    pub a: String,
+    /// Side B, likewise.
+    pub b: String,
+    /// A's episode directories, in the order `a_rollouts` indexes.
+    pub a_episodes: Vec<String>,
+    /// B's episode directories.
+    pub b_episodes: Vec<String>,
+    /// Config keys that differ (the settings under test).
+    pub settings_differing: Vec<String>,
+    /// Every manifest difference.
+    pub differences: Vec<Difference>,
+    /// Warnings about the comparison itself (shown first).
+    pub warnings: Vec<String>,
+    /// Caveats of either side (`A: …`, `B: …`).
+    pub caveats: Vec<String>,
+    /// Metrics, by phase, then metric, then stage.
+    pub metrics: Vec<MetricComparison>,
+    /// Deadline-miss and late-start rates, by phase.
+    pub rates: Vec<RateComparison>,
+    /// The multiplicity control of the verdicts.
+    pub multiplicity: Multiplicity,
+    /// The bootstrap used.
+    pub bootstrap: BootstrapConfig,
+    /// Rollout directories of either side that hold no evidence and were
+    /// left out (`A: <dir>`, `B: <dir>`); the command then exits with the
+    /// partial-input code. Absent when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub left_out: Vec<String>,
+}
