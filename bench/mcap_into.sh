@@ -37,7 +37,7 @@ if [[ ! -s "$ep/control_timing.jsonl" ]]; then
     "$LOOPTIME" serve --config "$WORK/episode.toml" --control-timing \
         --runs-dir "$WORK/runs-$CYCLES" >/dev/null
 fi
-# The recordings start 1 s before the episode's first cycle, so that the
+# The recordings start 0.5 s before the episode's first cycle, so that the
 # two overlap whatever the recording's length.
 start=$(python3 - "$ep/control_timing.jsonl" <<'PY'
 import json, sys
@@ -45,7 +45,7 @@ with open(sys.argv[1]) as f:
     h = json.loads(f.readline())
     first = json.loads(f.readline())
 a = h["wall_clock"]["start"]
-print(a["realtime_ns"] + first["start_ns"] - a["monotonic_ns"] - 1_000_000_000)
+print(a["realtime_ns"] + first["start_ns"] - a["monotonic_ns"] - 500_000_000)
 PY
 )
 for mb in $SIZES_MB; do
