@@ -8,6 +8,9 @@ fn main() {
         Err(e) => {
             // --help and --version succeed; a usage error exits EXIT_USAGE.
             let _ = e.print();
+            if let Some(hint) = looptime_analyze::cli::usage_hint(&e) {
+                eprintln!("{hint}");
+            }
             std::process::exit(if e.use_stderr() {
                 looptime_analyze::cli::EXIT_USAGE
             } else {

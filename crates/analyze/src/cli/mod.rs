@@ -212,6 +212,24 @@ fn export_request(
     }))
 }
 
+/// A hint after clap's own message, for the mistakes a newcomer makes: a
+/// directory given where a subcommand goes (`analyze_control_timing
+/// runs/latest`) is an episode for `report` (or `--episode`).
+pub fn usage_hint(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    std::path::Path::new(arg).is_dir().then(|| {
+        format!(
+            "hint: {arg} is a directory: to analyze it, run `analyze_control_timing report {arg}` (or `analyze_control_timing --episode {arg}`); `compare` and `fleet` take several"
+        )
+    })
+}
+
 /// Run the CLI; returns the exit code. Errors are printed once to stderr.
 pub fn run(cli: Cli) -> i32 {
     let cmd = match cli.validate() {

@@ -227,6 +227,7 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
         );
     }
     let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 4], 0usize, None);
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = found.episodes.len();
     for (i, dir) in found.episodes.iter().enumerate() {
         let done = (|| -> Result<crate::export::parquet::Written> {
@@ -243,7 +244,8 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
             }
             Err(e) => {
                 eprintln!(
-                    "\nerror: {}: {}",
+                    "{}error: {}: {}",
+                    if progress { "\n" } else { "" },
                     dir.display(),
                     crate::render::text::terminal_safe(&looptime_capture::error_chain(&e))
                 );
@@ -259,10 +261,16 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
                 first_error.get_or_insert(e);
             }
         }
-        eprint!("\rexported {}/{total} episodes", i + 1);
+        // Progress only on a terminal: a CI log would get one long line.
+        if progress {
+            eprint!("\rexported {}/{total} episodes", i + 1);
+        }
+    }
+    if progress {
+        eprintln!();
     }
     eprintln!(
-        "\nwrote {} ({} cycles, {} spans, {} values, {written} episodes; {:.1} MB)",
+        "wrote {} ({} cycles, {} spans, {} values, {written} episodes; {:.1} MB)",
         req.out.display(),
         rows[0],
         rows[1],

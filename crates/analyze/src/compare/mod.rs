@@ -303,8 +303,16 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         .filter(|d| d.kind == "config")
         .map(|d| d.key.clone())
         .collect();
+    // The same episode directories on both sides: not an A/A pair of runs,
+    // but one set of runs compared with itself.
+    let dirs = |side: &SideInput| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = side.iter().map(|a| a.evidence.dir.clone()).collect();
+        v.sort();
+        v
+    };
+    let same = !a.is_empty() && dirs(a) == dirs(b);
     let mut warnings = match (a.first(), b.first()) {
-        (Some(x), Some(y)) => warnings(&x.evidence, &y.evidence, &differences, &settings),
+        (Some(x), Some(y)) => warnings(&x.evidence, &y.evidence, &differences, &settings, same),
         _ => Vec::new(),
     };
     for (label, side) in [("A", a), ("B", b)] {
@@ -381,8 +389,8 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
 
 /// Warnings about one side of several episodes: a rollout whose config,
 /// source or host differs from the side's first (its variance would then
-/// be more than run-to-run noise), and a side of two rollouts (too few to
-/// resample between runs).
+/// be more than run-to-run noise), and a side of one or two rollouts (too
+/// few to resample between runs).
 fn within_side(label: &str, side: &SideInput) -> Vec<String> {
     let mut out = Vec::new();
     let Some(first) = side.first() else {
@@ -410,10 +418,14 @@ fn within_side(label: &str, side: &SideInput) -> Vec<String> {
             ));
         }
     }
-    if side.len() == 2 {
-        out.push(format!(
+    match side.len() {
+        1 => out.push(format!(
+            "{label} has 1 rollout: the variance between runs is not measured, only the variance within one; record at least 3 (looptime serve --episodes 3)"
+        )),
+        2 => out.push(format!(
             "{label} has 2 rollouts: the variance between runs rests on two; record at least 3 (looptime serve --episodes 3)"
-        ));
+        )),
+        _ => {}
     }
     out
 }
@@ -518,6 +530,7 @@ fn warnings(
     b: &Evidence,
     differences: &[Difference],
     settings: &[String],
+    same: bool,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
     for (side, ev) in [("A", a), ("B", b)] {
@@ -534,7 +547,9 @@ fn warnings(
             settings.join(", ")
         ));
     }
-    if settings.is_empty() && a.manifest.is_some() && b.manifest.is_some() {
+    if same {
+        warnings.push("the same rollouts on both sides: every figure is compared with itself, so nothing can move".into());
+    } else if settings.is_empty() && a.manifest.is_some() && b.manifest.is_some() {
         warnings
             .push("no config setting differs: this is an A/A comparison (run-to-run noise)".into());
     }

@@ -19,6 +19,19 @@ pub fn per_rollout(r: &[RolloutFigures]) -> String {
         .join(" ")
 }
 
+/// `n` with a comma between thousands (1,000).
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Render a comparison as text: which runs, what differs, the metric
 /// tests, the rates.
 pub fn render(c: &Comparison) -> String {
@@ -77,7 +90,7 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     let _ =
         writeln!(
         o,
-        "\nmetrics (ms; Δ = B − A; 95 % {}stationary block-bootstrap CI, {} resamples, seed {:#x})",
+        "\nmetrics (ms; Δ = B − A; 95 % {}stationary block-bootstrap CI, {} resamples, seed {})",
         if sessions { "two-level (rollouts, then blocks) " } else { "" },
         c.bootstrap.resamples,
         c.bootstrap.seed
@@ -85,7 +98,7 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     let mu = &c.multiplicity;
     let _ = writeln!(
         o,
-        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor",
+        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor; the intervals shown are each test's own, unadjusted",
         mu.tests,
         mu.metrics,
         if mu.method == "holm" { "Holm-adjusted" } else { mu.method.as_str() },
@@ -97,7 +110,7 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
         "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
         "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
     );
-    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    let ms = |ns: i64| super::fixed(ns as f64 / 1e6, 3);
     for m in &c.metrics {
         let name = m.display_name();
         let _ = writeln!(
@@ -110,7 +123,14 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
             ms(m.diff_median_ns),
             format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
             ms(m.diff_p99_ns),
-            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1])),
+            if m.p_p99.is_some() {
+                format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1]))
+            } else {
+                format!(
+                    "not tested (n < {})",
+                    thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT)
+                )
+            },
             if m.verdict == Verdict::Worse {
                 "WORSE"
             } else {

@@ -7,7 +7,7 @@ use crate::fleet::outliers::Summary;
 use crate::fleet::{FleetRow, OutlierMetric, OUTLIER_MIN_ROWS, OUTLIER_Z};
 
 fn ms(ns: Option<i64>) -> String {
-    ns.map_or_else(|| "-".into(), |v| format!("{:.3}", v as f64 / 1e6))
+    ns.map_or_else(|| "-".into(), |v| super::fixed(v as f64 / 1e6, 3))
 }
 
 fn who(r: &FleetRow) -> String {

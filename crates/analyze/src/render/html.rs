@@ -78,11 +78,11 @@ fn figures(plots: &[Plot]) -> Markup {
 }
 
 fn ms(ns: f64) -> String {
-    format!("{:.3}", ns / 1e6)
+    super::fixed(ns / 1e6, 3)
 }
 
 fn us(ns: f64) -> String {
-    format!("{:.1}", ns / 1e3)
+    super::fixed(ns / 1e3, 1)
 }
 
 fn dist_cells(d: &Option<Dist>, unit: fn(f64) -> String) -> Markup {
@@ -342,7 +342,11 @@ fn metrics_table(c: &Comparison) -> Markup {
                     td { (f(m.a.median_ns)) } td { (f(m.b.median_ns)) } td { (f(m.diff_median_ns)) }
                     td { "[" (f(m.ci_median_ns[0])) ", " (f(m.ci_median_ns[1])) "]" }
                     td { (f(m.diff_p99_ns)) }
-                    td { "[" (f(m.ci_p99_ns[0])) ", " (f(m.ci_p99_ns[1])) "]" }
+                    @if m.p_p99.is_some() {
+                        td { "[" (f(m.ci_p99_ns[0])) ", " (f(m.ci_p99_ns[1])) "]" }
+                    } @else {
+                        td { "not tested (n < " (crate::compare::MIN_SAMPLES_FOR_P99_VERDICT) ")" }
+                    }
                     td class=(class) { (word) }
                     @if sessions {
                         td.l { (crate::render::compare_text::per_rollout(&m.a_rollouts)) }

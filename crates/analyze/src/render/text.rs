@@ -28,10 +28,10 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn ms(ns: f64) -> String {
-    format!("{:.3}", ns / 1e6)
+    super::fixed(ns / 1e6, 3)
 }
 fn us(ns: f64) -> String {
-    format!("{:.1}", ns / 1e3)
+    super::fixed(ns / 1e3, 1)
 }
 
 /// A stage row's figures as printed by the text and HTML reports: count,

@@ -855,3 +855,26 @@ fn values_dropped_for_not_being_finite_are_named_in_a_caveat() {
     assert_eq!(r["capture"]["values_dropped"], 0);
     assert!(!caveats(&r).iter().any(|c| c.contains("not finite")));
 }
+
+/// A directory where a subcommand goes (`analyze_control_timing
+/// runs/latest`) is refused as clap refuses it, with the command that
+/// would analyze it.
+#[test]
+fn a_directory_in_place_of_a_subcommand_gets_the_report_command_as_a_hint() {
+    let ep = fixture("v1/serve-episode");
+    let ep = ep.to_str().unwrap();
+    let r = analyze(&[ep]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("unrecognized subcommand"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "hint: {ep} is a directory: to analyze it, run `analyze_control_timing report {ep}`"
+        )),
+        "{}",
+        r.stderr
+    );
+    // A word that is not a directory gets clap's message alone.
+    let r = analyze(&["reprot"]);
+    assert_eq!(r.code, 2);
+    assert!(!r.stderr.contains("hint:"), "{}", r.stderr);
+}

@@ -114,6 +114,8 @@ fn the_dataset_export_counts_each_episode_once_and_a_dead_rollout_is_partial() {
     ]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains(", 2 episodes;"), "{}", r.stderr);
+    // stderr is a pipe here, as in a CI log: no carriage-return progress.
+    assert!(!r.stderr.contains('\r'), "{:?}", r.stderr);
     assert!(
         r.stderr.contains("rollout-002 has no control_timing.jsonl"),
         "{}",

@@ -268,3 +268,41 @@ fn warnings_name_a_different_source_or_host_and_a_side_of_two() {
     assert!(w.contains("in hostname"), "{w}");
     assert!(w.contains("more than run-to-run noise"), "{w}");
 }
+
+/// The words of a comparison a newcomer misread: an untested p99 says so
+/// in its cell, the header says the intervals are unadjusted, the seed
+/// prints as the decimal `--help` takes, one rollout a side is warned
+/// about, no zero prints as -0.000, and a session compared with itself is
+/// "the same rollouts on both sides", not an A/A pair.
+#[test]
+fn a_comparison_says_what_it_did_not_test_and_what_it_compared() {
+    let (sa, sb) = (fixture("v1/serve-episode"), fixture("v1/synthetic-basic"));
+    let r = analyze(&["compare", sa.to_str().unwrap(), sb.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = &r.stdout;
+    // Each side of these fixtures has fewer than 1,000 cycles.
+    assert!(t.contains("not tested (n < 1,000)"), "{t}");
+    assert!(
+        t.contains("the intervals shown are each test's own, unadjusted"),
+        "{t}"
+    );
+    // The default seed, 0x5EED1007, as --seed takes it.
+    assert!(t.contains("seed 1592594439"), "{t}");
+    assert!(!t.contains("-0.000"), "{t}");
+    assert!(
+        t.contains("A has 1 rollout: the variance between runs is not measured"),
+        "{t}"
+    );
+    let same = analyze(&[
+        "compare",
+        fixture("v1/serve-episode").to_str().unwrap(),
+        fixture("v1/serve-episode").to_str().unwrap(),
+    ]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert!(
+        same.stdout.contains("the same rollouts on both sides"),
+        "{}",
+        same.stdout
+    );
+    assert!(!same.stdout.contains("A/A comparison"), "{}", same.stdout);
+}

@@ -65,7 +65,9 @@ pub fn percentiles(v: &mut [i64]) -> Percentiles {
 pub struct ProbeReport {
     /// Host facts.
     pub host: HostFacts,
-    /// Whether SCHED_FIFO is permitted (the error when not).
+    /// Whether SCHED_FIFO is permitted (the error when not); in JSON
+    /// `{"permitted": true}` or `{"permitted": false, "why": "..."}`.
+    #[serde(serialize_with = "permission")]
     pub sched_fifo: Result<(), String>,
     /// What the probe loop obtained.
     pub realtime: RealtimeObtained,
@@ -225,6 +227,17 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
 
 fn us(ns: i64) -> String {
     format!("{:.1} µs", ns as f64 / 1e3)
+}
+
+/// A permission as JSON: `{"permitted": true}`, or `false` with why.
+fn permission<S: serde::Serializer>(r: &Result<(), String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(None)?;
+    m.serialize_entry("permitted", &r.is_ok())?;
+    if let Err(why) = r {
+        m.serialize_entry("why", why)?;
+    }
+    m.end()
 }
 
 /// The human-readable report.

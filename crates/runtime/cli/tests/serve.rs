@@ -408,6 +408,18 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
         assert!(!r["host"][key].is_null(), "host.{key}");
     }
     assert!(r["realtime"]["timer_slack_ns"].is_u64());
+    // A permission, not a serde `Result` (`{"Ok": null}`).
+    let fifo = &r["sched_fifo"];
+    assert!(fifo["permitted"].is_boolean(), "{fifo}");
+    assert_eq!(
+        fifo["permitted"] == false,
+        fifo["why"].is_string(),
+        "{fifo}"
+    );
+    assert!(
+        fifo.get("Ok").is_none() && fifo.get("Err").is_none(),
+        "{fifo}"
+    );
     assert!(r["realtime"]["sched_policy"].is_string());
     // Counts and settings, not timings: 0.3 s x 100 Hz = 30 cycles, at the
     // default 200 µs margin.
