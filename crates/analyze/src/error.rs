@@ -32,6 +32,25 @@ pub enum AnalyzeError {
         /// What the rest of the directory says about why.
         why: String,
     },
+    /// A session or runs directory given where one episode goes.
+    #[error("{path} is {what}, not one episode (rollout): {advice}")]
+    NotAnEpisode {
+        /// The directory given.
+        path: PathBuf,
+        /// What it is, with its rollouts or sessions.
+        what: String,
+        /// What to run instead.
+        advice: String,
+    },
+    /// A rollout whose writer still runs: its evidence is written at its
+    /// finish.
+    #[error("{path} is still recording (pid {pid}): its evidence is written when it finishes; `looptime watch --pid {pid}` shows it live")]
+    StillRecording {
+        /// The rollout directory.
+        path: PathBuf,
+        /// The writer's pid.
+        pid: u32,
+    },
     /// A session directory none of whose rollouts holds a JSONL.
     #[error("{path} is a session directory, but none of its {rollouts} rollout directories holds control_timing.jsonl; run `looptime recover` if the session was killed, or pass episode directories")]
     EmptySession {
@@ -130,6 +149,8 @@ impl AnalyzeError {
             AnalyzeError::MissingDirectory { .. } => "missing_directory",
             AnalyzeError::NotADirectory { .. } => "not_a_directory",
             AnalyzeError::MissingCycles { .. } | AnalyzeError::EmptySession { .. } => "no_evidence",
+            AnalyzeError::NotAnEpisode { .. } => "not_an_episode",
+            AnalyzeError::StillRecording { .. } => "recording",
             AnalyzeError::NoEpisodes { .. } | AnalyzeError::FleetFailed { .. } => "no_episodes",
             AnalyzeError::Partial { .. } => "partial",
             AnalyzeError::BadLine { .. } => "bad_line",

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use crate::episode::{
     create_session_dir, file_name, manifest_files, remove_stale_temps, sha256, update_latest,
     utc_rfc3339, Counts, Manifest, ManifestStatus, ProgramRecord, RecorderFacts, RolloutState,
-    ScheduleFacts, SessionRecord, MANIFEST_SCHEMA_VERSION, SOURCE_HASH,
+    ScheduleFacts, SessionRecord, WriterProcess, MANIFEST_SCHEMA_VERSION, SOURCE_HASH,
 };
 use crate::error::{io_err, ServeError};
 use crate::rt::{host_facts, HostFacts, RealtimeObtained};
@@ -238,6 +238,7 @@ impl HostEpisode {
             session: file_name(&self.session),
             rollout: ROLLOUT,
             status,
+            writer: WriterProcess::while_running(status),
             config_source: &format!("program {}", f.program),
             config: &self.config,
             config_hash: sha256(self.config.to_string().as_bytes()),

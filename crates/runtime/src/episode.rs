@@ -56,6 +56,32 @@ impl From<EpisodeStatus> for ManifestStatus {
     }
 }
 
+/// The process writing a rollout, as a `running` manifest records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WriterProcess {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot (`/proc/<pid>/stat` field
+    /// 22; 0 when unreadable).
+    pub start_ticks: u64,
+}
+
+impl WriterProcess {
+    /// This process.
+    pub fn current() -> Self {
+        let pid = std::process::id();
+        WriterProcess {
+            pid,
+            start_ticks: looptime_capture::ring::process_start_ticks(pid).unwrap_or(0),
+        }
+    }
+
+    /// The writer for a manifest of `status`: this process while running.
+    pub fn while_running(status: ManifestStatus) -> Option<Self> {
+        (status == ManifestStatus::Running).then(Self::current)
+    }
+}
+
 /// RFC 3339 UTC time of now, to the second (`2026-12-03T07:06:32Z`).
 pub fn utc_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
@@ -96,6 +122,11 @@ pub struct Manifest<'a, C: Serialize> {
     pub rollout: &'a str,
     /// Complete, aborted or running (`recovered` after `looptime recover`).
     pub status: ManifestStatus,
+    /// While `running`: the process writing the rollout (its pid and start
+    /// time), so that a reader tells a rollout still recording from one
+    /// whose writer died, even when the pid is reused. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<WriterProcess>,
     /// Where the config came from (a path, `embedded default`, or
     /// `program <path>`).
     pub config_source: &'a str,
@@ -472,6 +503,7 @@ mod tests {
                 session: "session-x".into(),
                 rollout: "rollout-000",
                 status: ManifestStatus::Running,
+                writer: WriterProcess::while_running(ManifestStatus::Running),
                 config_source: "test",
                 config: &cfg,
                 config_hash: sha256(cfg.to_string().as_bytes()),
@@ -512,6 +544,7 @@ mod tests {
             "session",
             "rollout",
             "status",
+            "writer",
             "config_source",
             "config",
             "config_hash",

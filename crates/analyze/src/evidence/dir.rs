@@ -28,6 +28,69 @@ pub(super) fn leftover_temps(dir: &Path) -> Vec<LeftoverTemp> {
     out
 }
 
+/// What a directory without a JSONL is, when it is not an episode at all:
+/// a session (its `rollout-*` directories, or `session.json`) or a runs
+/// directory (its `session-*` directories, or a `latest` link), with the
+/// advice for it.
+pub(super) fn not_an_episode(dir: &Path) -> Option<crate::error::AnalyzeError> {
+    let subdirs = |prefix: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        v.sort();
+        v
+    };
+    let list = |v: &[String]| {
+        let shown: Vec<&str> = v.iter().take(3).map(String::as_str).collect();
+        format!(
+            "{}{}",
+            shown.join(", "),
+            if v.len() > 3 { ", …" } else { "" }
+        )
+    };
+    let d = dir.display();
+    let rollouts = subdirs("rollout-");
+    if !rollouts.is_empty() || dir.join("session.json").exists() {
+        return Some(crate::error::AnalyzeError::NotAnEpisode {
+            path: dir.to_path_buf(),
+            what: format!("a session directory with {} rollout(s) ({})", rollouts.len(), list(&rollouts)),
+            advice: match rollouts.first() {
+                Some(r) => format!("analyze one with `analyze_control_timing report {d}/{r}`; `compare {d} OTHER_SESSION` compares two sessions and `fleet {d} --out DIR` tables every rollout"),
+                None => "it holds no rollout yet".to_string(),
+            },
+        });
+    }
+    let sessions = subdirs("session-");
+    if !sessions.is_empty() || dir.join("latest").exists() {
+        return Some(crate::error::AnalyzeError::NotAnEpisode {
+            path: dir.to_path_buf(),
+            what: format!("a runs directory with {} session(s) ({})", sessions.len(), list(&sessions)),
+            advice: format!("`analyze_control_timing report {d}/latest` analyzes the newest rollout; `fleet {d} --out DIR` tables every rollout under it"),
+        });
+    }
+    None
+}
+
+/// The writer of a rollout whose manifest says `running`, when that
+/// process still runs (same pid and start time): the rollout is being
+/// recorded, not dead.
+pub(super) fn live_writer(dir: &Path) -> Option<u32> {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).ok()?).ok()?;
+    if m.get("status")?.as_str()? != "running" {
+        return None;
+    }
+    let w = m.get("writer")?;
+    let pid = u32::try_from(w.get("pid")?.as_u64()?).ok()?;
+    let start = w.get("start_ticks").and_then(|t| t.as_u64()).unwrap_or(0);
+    looptime_capture::ring::process_alive(pid, start).then_some(pid)
+}
+
 /// Why an episode directory has no JSONL, as far as what is there tells.
 pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
     if dir.join(SUMMARY_FILE).exists() {

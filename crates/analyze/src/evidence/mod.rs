@@ -99,6 +99,15 @@ pub fn load_episode(dir: &Path, opts: LoadOptions) -> Result<Evidence> {
     let path = dir.join(CYCLES_FILE);
     let leftover_temps = leftover_temps(dir);
     if !path.exists() {
+        if let Some(e) = dir::not_an_episode(dir) {
+            return Err(e);
+        }
+        if let Some(pid) = dir::live_writer(dir) {
+            return Err(AnalyzeError::StillRecording {
+                path: dir.to_path_buf(),
+                pid,
+            });
+        }
         return Err(AnalyzeError::MissingCycles {
             why: why_no_cycles(dir, &leftover_temps),
             path,

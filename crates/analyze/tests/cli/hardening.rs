@@ -878,3 +878,50 @@ fn a_directory_in_place_of_a_subcommand_gets_the_report_command_as_a_hint() {
     assert_eq!(r.code, 2);
     assert!(!r.stderr.contains("hint:"), "{}", r.stderr);
 }
+
+/// A session directory or a runs directory where one episode goes is named
+/// for what it is, with what to run: never "the process most likely died".
+#[test]
+fn a_session_or_runs_directory_is_named_for_what_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let session = runs.join("session-20261205T000000Z");
+    copy_episode(&fixture("v1/serve-episode"), &session.join("rollout-000"));
+    copy_episode(&fixture("v1/serve-episode"), &session.join("rollout-001"));
+    std::os::unix::fs::symlink(session.join("rollout-001"), runs.join("latest")).unwrap();
+    let r = analyze(&["--episode", session.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is a session directory with 2 rollout(s) (rollout-000, rollout-001)")
+            && r.stderr.contains(&format!(
+                "analyze_control_timing report {}/rollout-000",
+                session.display()
+            )),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("died"), "{}", r.stderr);
+    let r = analyze(&["--episode", runs.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is a runs directory with 1 session(s) (session-20261205T000000Z)")
+            && r.stderr
+                .contains(&format!("report {}/latest", runs.display())),
+        "{}",
+        r.stderr
+    );
+    // export says the same.
+    let out = tmp.path().join("t.json");
+    let r = analyze(&[
+        "export",
+        session.to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("is a session directory"), "{}", r.stderr);
+}

@@ -426,6 +426,20 @@ fn unix_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// Whether process `pid` runs and, when `start_ticks` is not 0, is the
+/// one that started then (a later process that reuses the pid is not):
+/// what tells a ring, or a `running` manifest, of a live writer from a dead
+/// one's.
+pub fn process_alive(pid: u32, start_ticks: u64) -> bool {
+    pid_alive(pid, start_ticks)
+}
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), `None` when it cannot be read.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    proc_start_ticks(pid)
+}
+
 /// Field 22 of `/proc/<pid>/stat`: the process start time in clock ticks
 /// since boot, which tells a live writer from a later process that reuses
 /// its pid. `None` when unreadable.

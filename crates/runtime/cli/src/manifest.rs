@@ -70,6 +70,7 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
         session: file_name(r.session),
         rollout: r.rollout,
         status: r.status,
+        writer: looptime_runtime::episode::WriterProcess::while_running(r.status),
         config_source: r.config_source,
         config: cfg,
         config_hash: sha256(toml.as_bytes()),

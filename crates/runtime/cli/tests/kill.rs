@@ -717,3 +717,76 @@ fn serve_recovers_only_its_own_runs_directory() {
     assert!(killed.join(CYCLES_FILE).exists(), "{text}");
     assert!(ring::list_rings(&s.rings).is_empty());
 }
+
+/// A rollout whose writer still runs is "still recording (pid N)", with
+/// `looptime watch --pid N`, in `report` and in `fleet` (kind `recording`,
+/// left out as any rollout without evidence); once the writer is killed,
+/// the same directory is a dead rollout for `looptime recover`. The
+/// `running` manifest's pid and start time tell the two apart.
+#[test]
+fn a_rollout_still_recording_is_called_so_until_its_writer_dies() {
+    let s = setup();
+    let cfg = s.rings.parent().unwrap().join("live.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[run]\nduration_s = 60.0\nwarmup_s = 0.0\ncontrol_timing = true\ntiming_ring_dir = {:?}\n[stats]\ninterval_s = 0.0\n",
+            s.rings.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut child = looptime()
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--runs-dir")
+        .arg(&s.runs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let latest = s.runs.join("latest");
+    while !latest.join("manifest.json").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no manifest");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rollout = std::fs::canonicalize(&latest).unwrap();
+    let report = || {
+        Command::new(analyzer())
+            .arg("--episode")
+            .arg(&rollout)
+            .output()
+            .unwrap()
+    };
+    let o = report();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("is still recording (pid {})", child.id()))
+            && err.contains(&format!("looptime watch --pid {}", child.id())),
+        "{err}"
+    );
+    assert!(!err.contains("died"), "{err}");
+    let out = s.rings.parent().unwrap().join("fleet-out");
+    let f = Command::new(analyzer())
+        .arg("fleet")
+        .arg(&s.runs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        f.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&f.stderr)
+    );
+    let errors = std::fs::read_to_string(out.join("errors.csv")).unwrap();
+    assert!(errors.contains(",recording,"), "{errors}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = report();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("still recording"), "{err}");
+    assert!(err.contains("looptime recover"), "{err}");
+}
