@@ -87,7 +87,11 @@ fn card(p: &PhaseReport, pace: Pace, late: Option<&Lateness>, t: &Thresholds) ->
             value: p.overruns as f64,
         });
     }
-    let state = if checks.is_empty() {
+    // One phase is judged (the diagnosis's: the one with the most
+    // cycles); every other phase's card keeps its figures and checks but
+    // is not judged, so no warmup card turns red beside "not judged".
+    let other_judged = late.is_some_and(|l| l.phase != p.phase);
+    let state = if checks.is_empty() || other_judged {
         CardState::NotJudged
     } else {
         checks
@@ -154,20 +158,35 @@ fn words(
         (Some(d), None) => format!(", p99 period {}, max {}", ms(d.p99_ns), ms(d.max_ns)),
         (None, _) => String::new(),
     };
+    // The card's state and the diagnosis say one thing: a passing card
+    // with a few late cycles says they are within the thresholds, a
+    // flagged card with none late says which check flags it.
+    let flagged: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.state > CardState::Pass)
+        .map(|c| c.check.as_str())
+        .collect();
     let diag = match (diagnosis, late) {
-        (Some(d), _) => match &d.stage {
-            Some(s) => format!(
-                "; diagnosis: {} ({} of {} cycles late), {s}",
-                d.verdict, d.late, d.judged
-            ),
-            None if d.late > 0 => format!(
-                "; diagnosis: {} ({} of {} cycles late)",
-                d.verdict, d.late, d.judged
-            ),
-            None => format!("; diagnosis: {}", d.verdict),
-        },
-        (None, Some(l)) => format!("; diagnosis: not judged (made for {})", l.phase),
-        (None, None) => "; diagnosis: not judged".to_string(),
+        (Some(d), _) => {
+            let stage = d.stage.as_ref().map_or(String::new(), |s| format!(", {s}"));
+            match (state, d.late) {
+                (CardState::Pass, 0) => "; diagnosis: on rate".to_string(),
+                (CardState::Pass, n) => format!(
+                    "; {n} of {} cycles late ({}{stage}), within the thresholds",
+                    d.judged, d.verdict
+                ),
+                (_, 0) => format!(
+                    "; no cycle late: the {} check flags it",
+                    flagged.join(" and ")
+                ),
+                (_, n) => format!(
+                    "; diagnosis: {} ({n} of {} cycles late){stage}",
+                    d.verdict, d.judged
+                ),
+            }
+        }
+        (None, Some(l)) => format!("; not judged: the {} phase is", l.phase),
+        (None, None) => "; not judged: no pace to judge against".to_string(),
     };
     format!(
         "{}: {} — {rate}{p99}, {}, {} skipped{diag}",
@@ -328,9 +347,13 @@ mod tests {
         let l = late("running", 40, 35, 5);
         let c = cards(&p, PACED, Some(&l), &Thresholds::default());
         assert!(c[0].diagnosis.is_none());
+        // The warmup card keeps its checks but is not judged: grey, never a
+        // red FAIL beside "not judged".
+        assert_eq!(c[0].state, CardState::NotJudged);
+        assert!(!c[0].checks.is_empty());
         assert!(
-            c[0].words
-                .contains("diagnosis: not judged (made for running)"),
+            c[0].words.starts_with("warmup: NOT JUDGED")
+                && c[0].words.contains("not judged: the running phase is"),
             "{}",
             c[0].words
         );
@@ -362,5 +385,30 @@ mod tests {
             &Thresholds::default(),
         );
         assert_eq!(c[1].diagnosis.as_ref().unwrap().verdict, "on rate");
+        // running fails on its 40 overruns with no cycle late: the words
+        // name the check, not "on rate".
+        assert!(
+            c[1].words
+                .contains("no cycle late: the overruns check flags it"),
+            "{}",
+            c[1].words
+        );
+        // A passing card with one late cycle says it is within the
+        // thresholds, not "diagnosis: scheduling".
+        let ok = [phase("running", 100.0, 10_000_000, 0)];
+        let c = cards(
+            &ok,
+            PACED,
+            Some(&late("running", 1, 0, 1)),
+            &Thresholds::default(),
+        );
+        assert_eq!(c[0].state, CardState::Pass);
+        assert!(
+            c[0].words
+                .contains("1 of 999 cycles late (scheduling), within the thresholds")
+                && !c[0].words.contains("diagnosis: scheduling"),
+            "{}",
+            c[0].words
+        );
     }
 }
