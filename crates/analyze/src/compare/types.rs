@@ -227,6 +227,69 @@ impl MetricComparison {
     }
 }
 
+/// One test whose verdict is not "no clear change", for the headline of a
+/// comparison ([`Comparison::moved`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moved {
+    /// The phase.
+    pub phase: String,
+    /// The metric as tables show it (or the rate's name).
+    pub name: String,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Its smallest Holm-adjusted p-value (median or p99; the rate's).
+    pub p_holm: f64,
+    /// The shift in words: `Δ p50 +0.483 ms, Δ p99 +8.107 ms` or
+    /// `+1.250 per 1,000 cycles`.
+    pub shift: String,
+}
+
+impl Comparison {
+    /// The tests that moved (a verdict other than "no clear change"), most
+    /// significant first (smallest adjusted p, then phase and name): what a
+    /// comparison leads with. A view of the verdicts, computed from nothing
+    /// else.
+    pub fn moved(&self) -> Vec<Moved> {
+        let ms = |ns: i64| format!("{:+.3} ms", ns as f64 / 1e6);
+        let mut out: Vec<Moved> = self
+            .metrics
+            .iter()
+            .filter(|m| m.verdict != Verdict::NoClearChange)
+            .map(|m| Moved {
+                phase: m.phase.clone(),
+                name: m.display_name(),
+                verdict: m.verdict,
+                p_holm: m
+                    .p_p99_holm
+                    .map_or(m.p_median_holm, |p| p.min(m.p_median_holm)),
+                shift: format!(
+                    "Δ p50 {}, Δ p99 {}",
+                    ms(m.diff_median_ns),
+                    ms(m.diff_p99_ns)
+                ),
+            })
+            .chain(
+                self.rates
+                    .iter()
+                    .filter(|r| r.verdict != Verdict::NoClearChange)
+                    .map(|r| Moved {
+                        phase: r.phase.clone(),
+                        name: r.metric.clone(),
+                        verdict: r.verdict,
+                        p_holm: r.p_holm,
+                        shift: format!("{:+.3} per 1,000 cycles", r.diff_per_1000),
+                    }),
+            )
+            .collect();
+        out.sort_by(|a, b| {
+            a.p_holm
+                .total_cmp(&b.p_holm)
+                .then_with(|| (&a.phase, &a.name).cmp(&(&b.phase, &b.name)))
+        });
+        out
+    }
+}
+
 impl Verdict {
     /// The word shown in tables.
     pub fn word(self) -> &'static str {

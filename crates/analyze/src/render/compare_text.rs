@@ -42,6 +42,37 @@ pub fn render(c: &Comparison) -> String {
     o
 }
 
+/// The headline: the tests that moved, most significant first, or that
+/// none did.
+fn moved(o: &mut String, c: &Comparison) {
+    let moved = c.moved();
+    let tests = c.multiplicity.tests;
+    if moved.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nwhat moved: nothing beyond noise ({tests} tests, every verdict \"no clear change\")"
+        );
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nwhat moved ({} of {tests} tests, most significant first; Holm-adjusted p)",
+        moved.len()
+    );
+    for m in &moved {
+        let word = if m.verdict == Verdict::Worse {
+            "WORSE"
+        } else {
+            m.verdict.word()
+        };
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} {:<15} {}  p {:.4}",
+            m.phase, m.name, word, m.shift, m.p_holm
+        );
+    }
+}
+
 /// The sides, left-out rollouts, warnings, differences and caveats;
 /// whether either side is a session of several rollouts.
 fn sides(o: &mut String, c: &Comparison) -> bool {
@@ -54,6 +85,8 @@ fn sides(o: &mut String, c: &Comparison) -> bool {
             }
         }
     }
+    // What moved comes first, right under which runs these are.
+    moved(o, c);
     if !c.left_out.is_empty() {
         let _ = writeln!(
             o,

@@ -363,6 +363,22 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
     let body = html! {
         h1 { "looptime comparison" }
         p.path { "A: " (c.a) br; "B: " (c.b) }
+        h2 { "What moved" }
+        @let moved = c.moved();
+        @if moved.is_empty() {
+            p { "Nothing beyond noise: " (c.multiplicity.tests) " tests, every verdict \"no clear change\"." }
+        } @else {
+            table {
+                tr { th.l { "phase" } th.l { "test" } th.l { "verdict" } th.l { "shift" } th { "Holm-adjusted p" } }
+                @for m in &moved {
+                    tr {
+                        td.l { (m.phase) } td.l { (m.name) }
+                        td class=(format!("l {}", m.verdict.word())) { (m.verdict.word()) }
+                        td.l { (m.shift) } td { (format!("{:.4}", m.p_holm)) }
+                    }
+                }
+            }
+        }
         @for w in &c.warnings { div.warn { (w) } }
         h2 { "What differs" }
         table {

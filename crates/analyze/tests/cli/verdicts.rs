@@ -306,3 +306,46 @@ fn a_comparison_says_what_it_did_not_test_and_what_it_compared() {
     );
     assert!(!same.stdout.contains("A/A comparison"), "{}", same.stdout);
 }
+
+/// A comparison leads with what moved: a known +2 ms tail in
+/// adapter_decode is the first test listed, before the warnings and the
+/// full table, marked WORSE.
+#[test]
+fn a_comparison_leads_with_what_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (da, db) = (
+        write(&tmp.path().join("a"), &base()),
+        write(&tmp.path().join("b"), &with_tail()),
+    );
+    let r = analyze(&["compare", da.to_str().unwrap(), db.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = &r.stdout;
+    let head = t.find("what moved (").expect(t);
+    assert!(head < t.find("\nwarnings").unwrap_or(usize::MAX), "{t}");
+    assert!(head < t.find("\nmetrics (").unwrap(), "{t}");
+    // The moved tests, each with its adjusted p, in ascending order; the
+    // tail's own test among them.
+    let block: Vec<&str> = t[head..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(
+        block
+            .iter()
+            .any(|l| l.contains("stage_wall adapter_decode") && l.contains("WORSE")),
+        "{block:?}"
+    );
+    let ps: Vec<f64> = block
+        .iter()
+        .map(|l| l.rsplit("p ").next().unwrap().trim().parse().unwrap())
+        .collect();
+    assert!(ps.windows(2).all(|w| w[0] <= w[1]), "{ps:?}");
+    // With nothing moved, the headline says so.
+    let r = analyze(&["compare", da.to_str().unwrap(), da.to_str().unwrap()]);
+    assert!(
+        r.stdout.contains("what moved: nothing beyond noise"),
+        "{}",
+        r.stdout
+    );
+}
