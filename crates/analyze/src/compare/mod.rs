@@ -630,7 +630,10 @@ fn compare_metric(
         diff_p999_ns: b_side.p999_ns - a_side.p999_ns,
         tail_warning: {
             let fewest = a_side.beyond_p999.min(b_side.beyond_p999);
-            (fewest < MIN_TAIL_SAMPLES).then(|| format!("the tail rests on {fewest} cycles"))
+            (fewest < MIN_TAIL_SAMPLES).then(|| match fewest {
+                0 => "the p99.9 is a side's maximum: no cycle lies beyond it".to_string(),
+                n => format!("the tail rests on {n} cycles"),
+            })
         },
         block_length: [
             (boot.block_a * 100.0).round() / 100.0,

@@ -146,7 +146,8 @@ pub struct MetricComparison {
     pub ci_p99_ns: [i64; 2],
     /// B p99.9 − A p99.9 (ns): shown, never judged.
     pub diff_p999_ns: i64,
-    /// "the tail rests on N cycles" when either side has fewer than
+    /// "the tail rests on N cycles" (or, with none, that the p99.9 is a
+    /// side's maximum) when either side has fewer than
     /// [`MIN_TAIL_SAMPLES`] samples above its p99.9.
     pub tail_warning: Option<String>,
     /// Expected block lengths of the stationary bootstrap (A, B), in

@@ -122,8 +122,9 @@ fn recover_into(path: &Path, out: &mut dyn Write, summary: &mut RecoverSummary) 
             let cycles = r.map_or(0, |r| r.cycles_recovered);
             let _ = writeln!(
                 out,
-                "[recover] {} (pid {}, {}) -> {}: {} cycles recovered, {} in progress and {} torn lost, {} earlier dropped by the ring",
+                "[recover] {} (thread {}, pid {}, {}) -> {}: {} cycles recovered, {} in progress and {} torn lost, {} earlier dropped by the ring",
                 ring.display(),
+                thread_of(&report.cycles_path),
                 r.map_or(0, |r| r.writer_pid),
                 r.map_or("", |r| r.ring_state.as_str()),
                 dir.display(),
@@ -159,6 +160,19 @@ fn recover_into(path: &Path, out: &mut dyn Write, summary: &mut RecoverSummary) 
             summary.failed.push((path.to_path_buf(), why));
         }
     }
+}
+
+/// The thread whose evidence `cycles_path` is: `control_timing.jsonl` is
+/// the control thread's, `control_timing.<name>.jsonl` thread `<name>`'s.
+fn thread_of(cycles_path: &Path) -> String {
+    let name = cycles_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_prefix("control_timing.")
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .unwrap_or(looptime_capture::CONTROL_THREAD)
+        .to_string()
 }
 
 /// Tell the episode's manifest and session record that it was recovered.

@@ -716,6 +716,16 @@ fn serve_recovers_only_its_own_runs_directory() {
     assert_eq!(code, 0, "{text}");
     assert!(killed.join(CYCLES_FILE).exists(), "{text}");
     assert!(ring::list_rings(&s.rings).is_empty());
+    // Each line names its ring's thread: the control thread's and each
+    // background thread's (serve records at least one).
+    assert!(text.contains("(thread control, pid "), "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("(thread ") && !l.contains("(thread control,"))
+            .count()
+            >= 1,
+        "{text}"
+    );
 }
 
 /// A rollout whose writer still runs is "still recording (pid N)", with

@@ -556,10 +556,23 @@ impl Config {
     /// [`ConfigError::Parse`] for malformed TOML or unknown keys,
     /// [`ConfigError::OutOfRange`] for values out of range.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_path_buf(),
             message: e.to_string(),
         })?;
+        // The default margin follows the ceiling rule of the rate the file
+        // sets (half the period): a file that sets only `rate_hz = 5000`
+        // gets 100 µs, not a refusal of a margin it never wrote. A margin
+        // the file does write is checked as written.
+        let written = toml::from_str::<toml::Table>(text)
+            .ok()
+            .and_then(|t| t.get("scheduler")?.get("spin_margin_us").cloned())
+            .is_some();
+        if !written {
+            let ceiling = SchedulerConfig::margin_ceiling(cfg.nominal_period_ns());
+            cfg.scheduler.spin_margin_us =
+                SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS.min(ceiling) as f64 / 1e3);
+        }
         cfg.validate()?;
         Ok(cfg)
     }

@@ -80,3 +80,23 @@ fn a_bad_mode_names_the_file_and_the_choices() {
     let e = mode("3").unwrap_err();
     assert!(e.contains("\"spans\" or \"off\""), "{e}");
 }
+
+#[test]
+fn the_default_spin_margin_follows_the_rate_a_file_sets() {
+    // 5 kHz: a period of 200 µs, so the ceiling (half of it) is 100 µs and
+    // the 200 µs default would be refused; unwritten, it is 100 µs.
+    let c = Config::from_toml("[run]\nrate_hz = 5000\n", Path::new("t.toml")).unwrap();
+    assert_eq!(c.scheduler.spin_margin_us, SpinMargin::Us(100.0));
+    assert_eq!(c.scheduler_config().spin_margin_ns, 100_000);
+    // At 100 Hz the default stays 200 µs.
+    let c = Config::from_toml("[run]\n", Path::new("t.toml")).unwrap();
+    assert_eq!(c.scheduler.spin_margin_us, SpinMargin::Us(200.0));
+    // Written, it is checked as written, the ceiling rule in the message.
+    let e = Config::from_toml(
+        "[run]\nrate_hz = 5000\n[scheduler]\nspin_margin_us = 200\n",
+        Path::new("t.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("0 to 100 µs (half the period"), "{e}");
+}
