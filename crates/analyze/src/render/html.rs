@@ -224,8 +224,8 @@ fn values_table(r: &Report) -> Markup {
                 tr { th.l { "value" } th.l { "unit" } th { "n" } th { "min" } th { "mean" } th { "max" } th { "lost states" } }
                 @for v in &r.values {
                     tr {
-                        td.l { (v.name) } td.l { (v.unit) } td { (v.count) } td { (f(v.min)) }
-                        td { (f(v.mean.map(Number::Float))) } td { (f(v.max)) }
+                        td.l { (v.name) } td.l { (crate::render::text::unit_word(&v.unit)) } td { (v.count) } td { (f(v.min)) }
+                        td { (if v.lost.is_some() { "-".to_string() } else { f(v.mean.map(Number::Float)) }) } td { (f(v.max)) }
                         td { (v.lost.map_or("-".into(), |l| l.to_string())) }
                     }
                 }

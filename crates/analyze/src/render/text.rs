@@ -121,11 +121,11 @@ fn threads(o: &mut String, r: &Report) {
             .collect();
         let _ = writeln!(
             o,
-            "  {} (tid {}, {}, {:?}): {}",
+            "  {} (tid {}, {}, {}): {}",
             terminal_safe(&t.thread),
             t.tid.map_or("?".into(), |x| x.to_string()),
             t.file,
-            t.state,
+            t.state.name(),
             rates.join("; ")
         );
         stage_table(o, &t.stages);
@@ -398,22 +398,44 @@ fn stages(o: &mut String, r: &Report) {
 
 /// Rows of stages, a heading line per phase.
 fn stage_table(o: &mut String, stages: &[StageReport]) {
+    // The CPU columns only when some stage has CPU time (`spans` mode): in
+    // the default `cycle` mode they would be `-` throughout.
+    let with_cpu = stages.iter().any(|s| s.cpu.is_some());
     let mut last_phase = "";
     for s in stages {
         if s.phase != last_phase {
+            let cpu_head = if with_cpu {
+                format!(" {:>9} {:>9}", "cpu ms", "cpu p99")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 o,
-                "  [{}]{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-                s.phase, "", "n", "wall ms", "p50", "p99", "max", "cpu ms", "cpu p99", "%period"
+                "  [{}]{:<24} {:>7} {:>9} {:>9} {:>9} {:>9}{cpu_head} {:>7}",
+                s.phase, "", "n", "wall ms", "p50", "p99", "max", "%period"
             );
             last_phase = &s.phase;
         }
         let name = s.label("  ");
         let [n, mean, p50, p99, max, cpu, cpu99, share] = stage_cells(s);
+        let cpu_cells = if with_cpu {
+            format!(" {cpu:>9} {cpu99:>9}")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "    {name:<30} {n:>7} {mean:>9} {p50:>9} {p99:>9} {max:>9} {cpu:>9} {cpu99:>9} {share:>7}"
+            "    {name:<30} {n:>7} {mean:>9} {p50:>9} {p99:>9} {max:>9}{cpu_cells} {share:>7}"
         );
+    }
+}
+
+/// A value's unit as the reports print it: the file's own word, but
+/// `us` as `µs` (the reports' word for microseconds everywhere else).
+pub(crate) fn unit_word(unit: &str) -> &str {
+    match unit {
+        "us" => "µs",
+        u => u,
     }
 }
 
@@ -424,7 +446,7 @@ fn values(o: &mut String, r: &Report) {
         let labels: Vec<String> = r
             .values
             .iter()
-            .map(|v| format!("{} ({})", v.name, v.unit))
+            .map(|v| format!("{} ({})", v.name, unit_word(&v.unit)))
             .collect();
         let width = labels.iter().map(String::len).max().unwrap_or(0);
         for (v, label) in r.values.iter().zip(&labels) {
@@ -433,7 +455,13 @@ fn values(o: &mut String, r: &Report) {
                 "  {label:<width$}  n={:<7} min {:<12} mean {:<12} max {:<12}{}",
                 v.count,
                 f(v.min),
-                f(v.mean.map(Number::Float)),
+                // A counter (one with a lost-states figure) has no
+                // meaningful mean.
+                if v.lost.is_some() {
+                    "-".to_string()
+                } else {
+                    f(v.mean.map(Number::Float))
+                },
                 f(v.max),
                 v.lost
                     .map_or(String::new(), |l| format!(" lost states {l}"))

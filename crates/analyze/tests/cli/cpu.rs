@@ -228,3 +228,52 @@ fn spin_figures_against_hand_computed_values() {
         t.stdout
     );
 }
+
+/// In `cycle` mode no stage has CPU time, so the text report's stage table
+/// leaves out the CPU columns (they would be `-` throughout); in `spans`
+/// mode (the v1 serve fixture) they stay. Counters print no mean, and a
+/// value in `us` prints as µs.
+#[test]
+fn the_stage_table_shows_cpu_columns_only_when_stages_have_cpu_time() {
+    // The cycle-mode fixture with its spans wall-only, as a `cycle`-mode
+    // recorder writes them.
+    let tmp = cycle_mode_fixture();
+    let p = tmp.path().join("control_timing.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&p)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if let Some(spans) = v.get_mut("spans").and_then(|s| s.as_array_mut()) {
+                for s in spans {
+                    s.as_object_mut().unwrap().remove("cpu_ns");
+                }
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let r = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("wall ms") && !r.stdout.contains("cpu ms"),
+        "{}",
+        r.stdout
+    );
+    let r = analyze(&["--episode", fixture("v1/serve-episode").to_str().unwrap()]);
+    assert!(r.stdout.contains("cpu ms"), "{}", r.stdout);
+    let seq = r
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("robot_state_seq"))
+        .unwrap();
+    assert!(
+        seq.contains("mean -") && seq.contains("lost states 0"),
+        "{seq}"
+    );
+    assert!(
+        r.stdout.contains("camera_frame_age_us (µs)"),
+        "{}",
+        r.stdout
+    );
+}
