@@ -55,10 +55,22 @@ fn svg_inline(svg: &str) -> &str {
 }
 
 /// What to look for in a plot, by its name: the caption's second line.
-fn look_for(name: &str) -> &'static str {
+/// The stage breakdown's follows the judged phase's diagnosis (`verdict`),
+/// so the caption never contradicts the diagnosis under it.
+fn look_for(name: &str, verdict: Option<&str>) -> &'static str {
+    match (name, verdict) {
+        ("stage_breakdown", Some("scheduling")) => "Mean and p99 wall time of each top-level stage. The diagnosis is scheduling: the work fits its budget and the late cycles woke late, so shortening a stage will not fix them; look at the sleep overshoot and the host (docs/realtime.md).",
+        ("stage_breakdown", Some("on rate")) => "Mean and p99 wall time of each top-level stage: where each cycle's time goes; no cycle is late, so none needs shortening for the rate.",
+        ("stage_breakdown", Some("the work itself")) => "Mean and p99 wall time of each top-level stage. The diagnosis is the work itself: the stage it names, usually the longest bar, is the first thing to shorten.",
+        _ => look_for_any(name),
+    }
+}
+
+/// The caption's second line when no diagnosis bears on the plot.
+fn look_for_any(name: &str) -> &'static str {
     match name {
         "period_timeline" => "Each cycle's period against time, the paced period dashed: look for bursts above it and for phase changes.",
-        "stage_breakdown" => "Mean and p99 wall time of each top-level stage: the longest bar is the first thing to shorten.",
+        "stage_breakdown" => "Mean and p99 wall time of each top-level stage: where each cycle's time goes.",
         "period_distribution" => "How the periods spread: a tail to the right is late cycles.",
         "work_distribution" => "How long the work takes: compare its tail with the period.",
         "overshoot_distribution" => "How late the sleep returned: a tail beyond the spin margin makes late starts.",
@@ -66,11 +78,11 @@ fn look_for(name: &str) -> &'static str {
     }
 }
 
-fn figures(plots: &[Plot]) -> Markup {
+fn figures(plots: &[Plot], verdict: Option<&str>) -> Markup {
     html! {
         @for p in plots {
             figure id=(p.name) {
-                figcaption { (p.title) br; span { (look_for(&p.name)) } }
+                figcaption { (p.title) br; span { (look_for(&p.name, verdict)) } }
                 (PreEscaped(svg_inline(&p.svg)))
             }
         }
@@ -247,6 +259,12 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         .filter(|p| p.name != "period_timeline" && p.name != "stage_breakdown")
         .cloned()
         .collect();
+    // The judged phase's diagnosis (one card carries it).
+    let verdict = r
+        .summary
+        .iter()
+        .find_map(|c| c.diagnosis.as_ref())
+        .map(|d| d.verdict.as_str());
     let body = html! {
         h1 { "looptime control timing" }
         p.path { (r.episode) }
@@ -255,7 +273,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         @if !r.caveats.is_empty() {
             @for x in &r.caveats { div.caveat { (x) } }
         }
-        (figures(&first))
+        (figures(&first, verdict))
         h2 { "Diagnosis" }
         ul { @for d in &r.diagnosis { li { (d) } } }
         details { summary { "Phases and distributions" } (phases_table(r)) (distributions_table(r)) }
@@ -267,7 +285,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
             details { summary { (format!("Threads ({}) and overlap ({} rows)", r.threads.len(), r.overlap.len())) } (threads_section(r)) }
         }
         @if !rest.is_empty() {
-            details { summary { "More plots" } (figures(&rest)) }
+            details { summary { "More plots" } (figures(&rest, verdict)) }
         }
         h2 { "Capture" }
         p {
@@ -395,7 +413,7 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         (rates_table(c))
         (forest(c))
         h2 { "Plots" }
-        (figures(plots))
+        (figures(plots, None))
     };
     page(&format!("looptime comparison: {} vs {}", c.a, c.b), body)
 }

@@ -293,6 +293,26 @@ fn late_wakes_after_short_work_are_blamed_on_scheduling() {
     assert_eq!(l["late_start_threshold_ns"], 1_000_000);
     let d = r["diagnosis"][0].as_str().unwrap();
     assert!(d.starts_with("running: scheduling"), "{d}");
+    // The HTML's stage-breakdown caption follows the diagnosis: not "the
+    // longest bar is the first thing to shorten" under a scheduling one.
+    let ep = episode(&lines);
+    let out = tempfile::tempdir().unwrap();
+    let h = analyze(&[
+        "--episode",
+        ep.path().to_str().unwrap(),
+        "--html",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let page = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    assert!(
+        page.contains("The diagnosis is scheduling"),
+        "no scheduling caption"
+    );
+    assert!(
+        !page.contains("first thing to shorten"),
+        "a caption contradicts the diagnosis"
+    );
 }
 
 #[test]
