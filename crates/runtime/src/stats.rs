@@ -214,7 +214,7 @@ impl Maintenance {
                         let mean = win.period_sum as f64 / win.cycles as f64;
                         let _ = writeln!(
                             out,
-                            "[stats] {} cycles, {:.2} Hz, period max {:.3} ms, work max {:.3} ms, {} overdue",
+                            "[stats] {} cycles, {:.2} Hz, period max {:.3} ms, work max {:.3} ms, {} overruns",
                             win.cycles,
                             if mean > 0.0 { 1e9 / mean } else { 0.0 },
                             win.period_max as f64 / 1e6,

@@ -245,6 +245,23 @@ pub struct Moved {
     pub shift: String,
 }
 
+impl RateComparison {
+    /// The rate's name in the reports' vocabulary (docs/metrics.md,
+    /// Vocabulary): `overruns` for the `deadline_miss` series, `late
+    /// starts` for `late_start`; the JSON keeps the field names.
+    pub fn display_name(&self) -> String {
+        let word = match self.metric.as_str() {
+            "deadline_miss" => "overruns",
+            "late_start" => "late starts",
+            other => other,
+        };
+        match self.threshold_ns {
+            Some(t) => format!("{word} (lag > {:.3} ms)", t as f64 / 1e6),
+            None => word.to_string(),
+        }
+    }
+}
+
 impl Comparison {
     /// The tests that moved (a verdict other than "no clear change"), most
     /// significant first (smallest adjusted p, then phase and name): what a
@@ -275,7 +292,7 @@ impl Comparison {
                     .filter(|r| r.verdict != Verdict::NoClearChange)
                     .map(|r| Moved {
                         phase: r.phase.clone(),
-                        name: r.metric.clone(),
+                        name: r.display_name(),
                         verdict: r.verdict,
                         p_holm: r.p_holm,
                         shift: format!("{:+.3} per 1,000 cycles", r.diff_per_1000),

@@ -214,10 +214,7 @@ fn rate_table(o: &mut String, c: &Comparison) {
             "\nrates (per 1,000 cycles; Δ = B − A; 95 % block-bootstrap CI)"
         );
         for r in &c.rates {
-            let what = match r.threshold_ns {
-                Some(t) => format!("{} (lag > {:.3} ms)", r.metric, t as f64 / 1e6),
-                None => r.metric.clone(),
-            };
+            let what = r.display_name();
             let _ = writeln!(
                 o,
                 "  {:<9} {:<40} {:>9.3} {:>9.3} {:>+9.3} {:>21}  {}",

@@ -427,7 +427,7 @@ fn rates_table(c: &Comparison) -> Markup {
                 @for r in &c.rates {
                     tr {
                         td.l { (r.phase) }
-                        td.l { (match r.threshold_ns { Some(t) => format!("{} (lag > {:.3} ms)", r.metric, t as f64 / 1e6), None => r.metric.clone() }) }
+                        td.l { (r.display_name()) }
                         td { (format!("{:.3}", r.a_per_1000)) } td { (format!("{:.3}", r.b_per_1000)) }
                         td { (format!("{:+.3}", r.diff_per_1000)) }
                         td { (format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1])) }

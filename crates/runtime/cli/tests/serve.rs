@@ -723,3 +723,28 @@ fn completions_for_three_shells_and_a_man_page_per_subcommand() {
         assert!(text.contains(&format!(".TH {page} 1")), "{page}");
     }
 }
+
+/// One word for one idea (docs/metrics.md, Vocabulary): the live `[stats]`
+/// line counts overruns, as the report does, never "overdue".
+#[test]
+fn the_live_stats_line_says_overruns() {
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("stats.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nwarmup_s = 0\nduration_s = 0.5\n[stats]\ninterval_s = 0.1\n",
+    )
+    .unwrap();
+    let out = serve(&["--config", cfg.to_str().unwrap()], tmp.path());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Vec<&str> = text.lines().filter(|l| l.starts_with("[stats]")).collect();
+    assert!(!stats.is_empty(), "{text}");
+    for l in stats {
+        assert!(l.ends_with(" overruns") && !l.contains("overdue"), "{l}");
+    }
+}
