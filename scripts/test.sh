@@ -78,7 +78,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags
+    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags junitparser
     # The MCAP project's TypeScript reader, pinned by tests/mcap-ts's lockfile.
     npm ci --prefix tests/mcap-ts --no-audit --no-fund --loglevel=error
 fi
@@ -131,6 +131,8 @@ suite "HdrHistogram export decodes in Python's hdrhistogram" \
     python3 tests/hdr_check.py "$TARGET_DIR/debug/analyze_control_timing" fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "MCAP export reads back in Python's mcap, validates with jsonschema, incl. recovered evidence" \
     python3 tests/mcap_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime"
+suite "the timing gate's JUnit XML reads back in junitparser" \
+    python3 tests/junit_check.py "$TARGET_DIR/debug/analyze_control_timing"
 suite "MCAP --into: a recording's records come back unchanged, a rosbag2 bag's CDR decodes, bad input refused" \
     python3 tests/mcap_into_check.py "$TARGET_DIR/debug/analyze_control_timing" "$TARGET_DIR/debug/looptime"
 suite "Parquet dataset: DuckDB reproduces the analyzer's figures, Spark matches DuckDB" \

@@ -80,6 +80,22 @@ pub enum AnalyzeError {
         /// Advice (for example, `looptime recover`), with its leading `; `.
         hint: String,
     },
+    /// The timing gate tripped (`--fail-on`, exit 5); the report and its
+    /// summaries were written.
+    #[error("gate tripped ({subject}, --fail-on {level}): {what}")]
+    GateTripped {
+        /// What was gated.
+        subject: String,
+        /// The `--fail-on` level.
+        level: String,
+        /// The failed cases (or the warning, with --strict), and, when some
+        /// input was left out too, that.
+        what: String,
+    },
+    /// A usage error found only once the input was read (a `--gate` name
+    /// that is no test of the comparison): exit 2.
+    #[error("{0}")]
+    Usage(String),
     /// `fleet` could not analyze any of the episodes it found.
     #[error("none of the {found} episodes could be analyzed; they are listed with their errors in {}", errors.display())]
     FleetFailed {
@@ -153,6 +169,8 @@ impl AnalyzeError {
             AnalyzeError::StillRecording { .. } => "recording",
             AnalyzeError::NoEpisodes { .. } | AnalyzeError::FleetFailed { .. } => "no_episodes",
             AnalyzeError::Partial { .. } => "partial",
+            AnalyzeError::GateTripped { .. } => "gate",
+            AnalyzeError::Usage(_) => "usage",
             AnalyzeError::BadLine { .. } => "bad_line",
             AnalyzeError::BadManifest { .. } => "bad_manifest",
             AnalyzeError::Recording { .. } => "bad_recording",

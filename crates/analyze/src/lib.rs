@@ -43,6 +43,7 @@ mod error;
 pub mod evidence;
 pub mod export;
 pub mod fleet;
+pub mod gate;
 pub mod metrics;
 pub mod profile;
 pub mod render;

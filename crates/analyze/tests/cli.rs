@@ -96,6 +96,8 @@ mod cpu;
 mod export_mcap;
 #[path = "cli/fleet.rs"]
 mod fleet;
+#[path = "cli/gate.rs"]
+mod gate;
 #[path = "cli/golden.rs"]
 mod golden;
 #[path = "cli/hardening.rs"]

@@ -21,6 +21,10 @@ pub const EXIT_USAGE: i32 = 2;
 /// parquet`, `fleet`) wrote its output from some episodes and left others
 /// out, listed in its output and on stderr.
 pub const EXIT_PARTIAL: i32 = 4;
+/// The timing gate tripped (`--fail-on`, docs/ci.md): the report and its
+/// summaries were still written. A write failure (3) wins over it, and it
+/// wins over partial input (4).
+pub const EXIT_GATE: i32 = 5;
 
 /// Recompute control-loop timing from saved looptime evidence.
 #[derive(Debug, Parser)]
@@ -43,9 +47,39 @@ pub struct Cli {
     /// The summary's thresholds.
     #[command(flatten)]
     pub judge: JudgeArgs,
+    /// The CI gate and its summaries.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Subcommands.
     #[command(subcommand)]
     pub command: Option<Sub>,
+}
+
+/// The timing gate for CI (docs/ci.md), shared by the report and
+/// `compare`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct GateArgs {
+    /// Exit 5 when the gate trips: for a report `warn` or `fail` (a judged
+    /// summary card reaching that state); for `compare` `worse` or `mixed`
+    /// (a gated test with that verdict).
+    #[arg(long, value_name = "LEVEL")]
+    pub fail_on: Option<String>,
+    /// compare: the tests the gate reads, comma-separated, each
+    /// `PHASE/METRIC[/STAGE]:median|p99` or `PHASE/RATE:rate` (default:
+    /// every test of the family, as Holm judged it).
+    #[arg(long, value_name = "TESTS", value_delimiter = ',')]
+    pub gate: Vec<String>,
+    /// compare: a warning about the pair itself (another host, too few
+    /// rollouts) trips the gate too.
+    #[arg(long)]
+    pub strict: bool,
+    /// Write a GitHub-flavoured Markdown summary here (append it to
+    /// $GITHUB_STEP_SUMMARY in a workflow).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write the gate as JUnit XML here (one test case per card or test).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// How to read evidence (shared by every command).
@@ -162,6 +196,9 @@ pub enum Sub {
         /// The summary's thresholds.
         #[command(flatten)]
         judge: JudgeArgs,
+        /// The CI gate and its summaries.
+        #[command(flatten)]
+        gate: GateArgs,
     },
     /// Write the episode's plots as PNG and SVG files.
     Plots {
@@ -257,6 +294,9 @@ pub enum Sub {
         /// Bootstrap seed.
         #[arg(long, default_value_t = 0x5EED_1007)]
         seed: u64,
+        /// The CI gate and its summaries.
+        #[command(flatten)]
+        gate: GateArgs,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish,
     /// powershell) on stdout.
@@ -345,6 +385,8 @@ pub struct CompareRequest {
     pub output: OutputArgs,
     /// Bootstrap settings.
     pub bootstrap: crate::compare::BootstrapConfig,
+    /// The gate.
+    pub gate: GateArgs,
 }
 
 /// A validated request.
@@ -360,6 +402,8 @@ pub struct ReportRequest {
     pub plots_only: Option<PathBuf>,
     /// The summary's thresholds.
     pub thresholds: Thresholds,
+    /// The gate.
+    pub gate: GateArgs,
 }
 
 /// What to do.

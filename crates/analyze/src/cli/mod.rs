@@ -28,12 +28,14 @@ impl Cli {
                 input,
                 output,
                 judge,
+                gate,
             }) => Ok(Command::Report(ReportRequest {
                 episode,
                 load: input.load(),
                 output,
                 plots_only: None,
                 thresholds: judge.thresholds()?,
+                gate: report_gate_args(gate)?,
             })),
             Some(Sub::Plots {
                 episode,
@@ -49,6 +51,7 @@ impl Cli {
                 },
                 plots_only: Some(out),
                 thresholds: Thresholds::default(),
+                gate: GateArgs::default(),
             })),
             Some(Sub::Compare {
                 a_path,
@@ -59,8 +62,16 @@ impl Cli {
                 output,
                 resamples,
                 seed,
+                gate,
             }) => compare_request(
-                a_path, b_path, more_a, more_b, input, output, resamples, seed,
+                a_path,
+                b_path,
+                more_a,
+                more_b,
+                input,
+                output,
+                (resamples, seed),
+                gate,
             ),
             Some(Sub::Export {
                 episodes,
@@ -80,22 +91,7 @@ impl Cli {
                 worst,
                 json,
                 input,
-            }) => {
-                if jobs == Some(0) {
-                    return Err(UsageError("--jobs must be at least 1".into()));
-                }
-                let jobs = jobs.unwrap_or_else(|| {
-                    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-                });
-                Ok(Command::Fleet(FleetRequest {
-                    roots,
-                    out,
-                    jobs,
-                    worst,
-                    json,
-                    load: input.load(),
-                }))
-            }
+            }) => fleet_request(roots, out, jobs, worst, json, input),
             None => {
                 let episode = self.episode.ok_or_else(|| {
                     UsageError(
@@ -109,10 +105,56 @@ impl Cli {
                     output: self.output,
                     plots_only: None,
                     thresholds: self.judge.thresholds()?,
+                    gate: report_gate_args(self.gate)?,
                 }))
             }
         }
     }
+}
+
+/// `fleet`: at least one job; the CPU count when not given.
+fn fleet_request(
+    roots: Vec<PathBuf>,
+    out: PathBuf,
+    jobs: Option<usize>,
+    worst: usize,
+    json: bool,
+    input: InputArgs,
+) -> std::result::Result<Command, UsageError> {
+    if jobs == Some(0) {
+        return Err(UsageError("--jobs must be at least 1".into()));
+    }
+    let jobs = jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    Ok(Command::Fleet(FleetRequest {
+        roots,
+        out,
+        jobs,
+        worst,
+        json,
+        load: input.load(),
+    }))
+}
+
+/// A report's gate: `--fail-on warn|fail`; `--gate` and `--strict` are
+/// compare's.
+fn report_gate_args(gate: GateArgs) -> std::result::Result<GateArgs, UsageError> {
+    if let Some(l) = gate
+        .fail_on
+        .as_deref()
+        .filter(|l| !matches!(*l, "warn" | "fail"))
+    {
+        return Err(UsageError(format!(
+            "--fail-on {l}: a report's gate takes `warn` or `fail` (compare's takes `worse` or `mixed`)"
+        )));
+    }
+    if !gate.gate.is_empty() || gate.strict {
+        return Err(UsageError(
+            "--gate and --strict apply to compare's gate: analyze_control_timing compare A B --fail-on worse --gate ...".into(),
+        ));
+    }
+    Ok(gate)
 }
 
 /// `compare A B`: both sides given, at least one resample.
@@ -124,9 +166,18 @@ fn compare_request(
     more_b: Vec<PathBuf>,
     input: InputArgs,
     output: OutputArgs,
-    resamples: u32,
-    seed: u64,
+    (resamples, seed): (u32, u64),
+    gate: GateArgs,
 ) -> std::result::Result<Command, UsageError> {
+    if let Some(l) = gate
+        .fail_on
+        .as_deref()
+        .filter(|l| !matches!(*l, "worse" | "mixed"))
+    {
+        return Err(UsageError(format!(
+            "--fail-on {l}: compare's gate takes `worse` or `mixed` (a report's takes `warn` or `fail`)"
+        )));
+    }
     if resamples == 0 {
         return Err(UsageError("--resamples must be at least 1".into()));
     }
@@ -145,6 +196,7 @@ fn compare_request(
         load: input.load(),
         output,
         bootstrap: crate::compare::BootstrapConfig { resamples, seed },
+        gate,
     }))
 }
 
@@ -260,6 +312,7 @@ pub fn run(cli: Cli) -> i32 {
             match e {
                 AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
                 AnalyzeError::Partial { .. } => EXIT_PARTIAL,
+                AnalyzeError::GateTripped { .. } => EXIT_GATE,
                 _ => EXIT_BAD_INPUT,
             }
         }

@@ -60,7 +60,62 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         req.output.output.as_deref(),
     )?;
     drop(s);
+    let g = crate::gate::report_gate(report, req.gate.fail_on.as_deref());
+    write_gate_files(
+        &req.gate,
+        &g,
+        || crate::render::gate::report_markdown(report, &g),
+        "looptime.report",
+    )?;
+    gate_verdict(&g, None)?;
     Ok(a.report)
+}
+
+/// Write `--markdown` and `--junit`, when asked (before the gate's exit,
+/// so a tripped gate still leaves its files).
+fn write_gate_files(
+    args: &GateArgs,
+    g: &crate::gate::GateResult,
+    markdown: impl FnOnce() -> String,
+    classname: &str,
+) -> Result<()> {
+    if let Some(p) = &args.markdown {
+        write_text(p.clone(), &markdown())?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.junit {
+        write_text(p.clone(), &crate::render::gate::junit(g, classname))?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The gate's exit: [`AnalyzeError::GateTripped`] (exit 5) when it tripped,
+/// naming what failed and, when some input was left out too, that.
+fn gate_verdict(g: &crate::gate::GateResult, partial: Option<&str>) -> Result<()> {
+    if !g.tripped() {
+        return Ok(());
+    }
+    let failed: Vec<String> = g
+        .failed()
+        .map(|c| format!("{} ({})", c.name, c.detail))
+        .collect();
+    let mut what = if failed.is_empty() {
+        format!(
+            "a warning about the pair, with --strict: {}",
+            g.warnings.join("; ")
+        )
+    } else {
+        format!("{} failed: {}", failed.len(), failed.join("; "))
+    };
+    if let Some(p) = partial {
+        what.push_str(&format!("; also {p}"));
+    }
+    Err(AnalyzeError::GateTripped {
+        subject: g.subject.clone(),
+        level: g.fail_on.clone().unwrap_or_default(),
+        what,
+    })
 }
 
 /// Save `json` to `output` (if given), then print JSON or the text form.
@@ -471,6 +526,24 @@ pub fn run_compare(
         req.output.json,
         req.output.output.as_deref(),
     )?;
+    let g = crate::gate::compare_gate(
+        &c,
+        req.gate.fail_on.as_deref(),
+        &req.gate.gate,
+        req.gate.strict,
+    )
+    .map_err(AnalyzeError::Usage)?;
+    write_gate_files(
+        &req.gate,
+        &g,
+        || crate::render::gate::compare_markdown(&c, &g),
+        "looptime.compare",
+    )?;
+    // A tripped gate (5) wins over partial input (4); a failed write (3)
+    // has already returned.
+    let partial =
+        (!c.left_out.is_empty()).then(|| format!("{} episode(s) were left out", c.left_out.len()));
+    gate_verdict(&g, partial.as_deref())?;
     if !c.left_out.is_empty() {
         let used = c.a_episodes.len() + c.b_episodes.len();
         return Err(AnalyzeError::Partial {

@@ -447,10 +447,11 @@ fn judge(metrics: &mut [MetricComparison], rates: &mut [RateComparison]) -> Mult
         m.p_p99_holm = m.p_p99.map(|_| next.next().unwrap_or(1.0));
         let floor_m = (0.05 * m.a.median_ns.unsigned_abs() as f64).max(20_000.0);
         let floor_p = (0.25 * m.a.p99_ns.unsigned_abs() as f64).max(50_000.0);
-        m.verdict = verdict(
-            shift(m.p_median_holm, m.diff_median_ns, floor_m),
-            m.p_p99_holm.map_or(0, |p| shift(p, m.diff_p99_ns, floor_p)),
-        );
+        let sm = shift(m.p_median_holm, m.diff_median_ns, floor_m);
+        let sp = m.p_p99_holm.map(|p| shift(p, m.diff_p99_ns, floor_p));
+        m.verdict_median = verdict(sm, 0);
+        m.verdict_p99 = sp.map(|s| verdict(s, 0));
+        m.verdict = verdict(sm, sp.unwrap_or(0));
     }
     for r in rates.iter_mut() {
         r.p_holm = next.next().unwrap_or(1.0);
@@ -644,6 +645,8 @@ fn compare_metric(
         p_p99: p99_tested.then(|| p_value(dp as f64, boot.se_p99)),
         p_p99_holm: None,
         // Set by `judge`, once the whole family's p-values are known.
+        verdict_median: Verdict::NoClearChange,
+        verdict_p99: None,
         verdict: Verdict::NoClearChange,
         a_rollouts: per_rollout(va),
         b_rollouts: per_rollout(vb),

@@ -164,6 +164,11 @@ pub struct MetricComparison {
     pub p_p99: Option<f64>,
     /// `p_p99` after Holm's adjustment.
     pub p_p99_holm: Option<f64>,
+    /// The median test's own verdict (better, worse or no clear change),
+    /// what a CI gate on `PHASE/METRIC:median` reads.
+    pub verdict_median: Verdict,
+    /// The p99 test's own verdict, when the p99 is tested.
+    pub verdict_p99: Option<Verdict>,
     /// The verdict.
     pub verdict: Verdict,
 }

@@ -4,6 +4,7 @@
 
 pub mod compare_text;
 pub mod fleet_text;
+pub mod gate;
 pub mod html;
 pub mod plots;
 pub mod text;

@@ -52,3 +52,35 @@ fn comparison_of_the_two_fixtures_is_unchanged() {
     check(&[&ab[..], &["--json"]].concat(), "compare.json");
     check(&ab, "compare.txt");
 }
+
+/// The Markdown summaries (`--markdown`), byte for byte: the report's
+/// band and the comparison's headline, warnings and what moved.
+#[test]
+fn the_markdown_summaries_are_unchanged() {
+    for (args, file) in [
+        (
+            &["--episode", "serve-episode", "--fail-on", "fail"][..],
+            "serve-episode.report.md",
+        ),
+        (
+            &[
+                "compare",
+                "serve-episode",
+                "synthetic-basic",
+                "--fail-on",
+                "worse",
+            ][..],
+            "compare.md",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let md = tmp.path().join("summary.md");
+        let mut a = args.to_vec();
+        a.extend(["--markdown", md.to_str().unwrap()]);
+        let r = analyze_in(&fixture("v1"), &a);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let got = std::fs::read_to_string(&md).unwrap();
+        let want = std::fs::read_to_string(fixture(&format!("golden/{file}"))).unwrap();
+        assert_eq!(got, want, "{args:?} differs from fixtures/golden/{file}");
+    }
+}

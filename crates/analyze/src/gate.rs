@@ -1,0 +1,183 @@
+//! The timing gate for CI (docs/ci.md): whether a report or a comparison
+//! trips `--fail-on`, test case by test case, read from the verdicts as
+//! computed (never recomputed, and Holm never re-run over a subset).
+//!
+//! * A report's cases are its summary cards: a judged card trips at the
+//!   state named (`warn`: warn or fail; `fail`: fail); a card that is not
+//!   judged is skipped and never trips.
+//! * A comparison's cases are its tests, each metric's median test and
+//!   (when tested) its p99 test, `PHASE/METRIC[/STAGE]:median|p99`, and each
+//!   rate, `PHASE/RATE:rate`; `--gate` keeps the ones listed. A case trips
+//!   on `worse` (or on `worse` or `mixed`, with `--fail-on mixed`, where a
+//!   metric's own verdict is mixed). A warning about the pair itself (a
+//!   different host, too few rollouts) never trips it, unless `--strict`.
+
+use crate::compare::{Comparison, Verdict};
+use crate::metrics::{CardState, Report};
+
+/// One test case of a gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateCase {
+    /// Its name (`running card`, `running/work:p99`).
+    pub name: String,
+    /// `passed`, `failed` or `skipped` (not judged, not gated).
+    pub outcome: &'static str,
+    /// The figure, interval and threshold in words.
+    pub detail: String,
+}
+
+/// What a gate found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateResult {
+    /// What it gated: `report EPISODE` or `compare A vs B`.
+    pub subject: String,
+    /// The `--fail-on` level, when one was given.
+    pub fail_on: Option<String>,
+    /// Its cases, in the report's order.
+    pub cases: Vec<GateCase>,
+    /// Warnings about the comparison itself (none for a report).
+    pub warnings: Vec<String>,
+    /// Whether `--strict` makes those warnings trip it.
+    pub strict: bool,
+}
+
+impl GateResult {
+    /// The failed cases.
+    pub fn failed(&self) -> impl Iterator<Item = &GateCase> {
+        self.cases.iter().filter(|c| c.outcome == "failed")
+    }
+
+    /// Whether the gate trips: a failed case, or (strict) a warning; never
+    /// without `--fail-on`.
+    pub fn tripped(&self) -> bool {
+        self.fail_on.is_some()
+            && (self.failed().next().is_some() || (self.strict && !self.warnings.is_empty()))
+    }
+}
+
+/// The report's gate: one case per card.
+pub fn report_gate(r: &Report, fail_on: Option<&str>) -> GateResult {
+    let level = match fail_on {
+        Some("warn") => Some(CardState::Warn),
+        Some(_) => Some(CardState::Fail),
+        None => None,
+    };
+    let cases = r
+        .summary
+        .iter()
+        .map(|c| GateCase {
+            name: format!("{} card", c.phase),
+            outcome: if c.state == CardState::NotJudged {
+                "skipped"
+            } else if level.is_some_and(|l| c.state >= l) {
+                "failed"
+            } else {
+                "passed"
+            },
+            detail: c.words.clone(),
+        })
+        .collect();
+    GateResult {
+        subject: format!("report {}", r.episode),
+        fail_on: fail_on.map(str::to_string),
+        cases,
+        warnings: Vec::new(),
+        strict: false,
+    }
+}
+
+/// A comparison's tests by name, with each one's verdict and its words.
+fn tests(c: &Comparison) -> Vec<(String, Verdict, Verdict, String)> {
+    let ms = |ns: i64| format!("{:+.3} ms", ns as f64 / 1e6);
+    let mut out = Vec::new();
+    for m in &c.metrics {
+        let base = match &m.stage {
+            Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
+            None => format!("{}/{}", m.phase, m.metric),
+        };
+        out.push((
+            format!("{base}:median"),
+            m.verdict_median,
+            m.verdict,
+            format!(
+                "Δ median {} [{}, {}], Holm-adjusted p {:.4}",
+                ms(m.diff_median_ns),
+                ms(m.ci_median_ns[0]),
+                ms(m.ci_median_ns[1]),
+                m.p_median_holm
+            ),
+        ));
+        if let (Some(v), Some(p)) = (m.verdict_p99, m.p_p99_holm) {
+            out.push((
+                format!("{base}:p99"),
+                v,
+                m.verdict,
+                format!(
+                    "Δ p99 {} [{}, {}], Holm-adjusted p {p:.4}",
+                    ms(m.diff_p99_ns),
+                    ms(m.ci_p99_ns[0]),
+                    ms(m.ci_p99_ns[1])
+                ),
+            ));
+        }
+    }
+    for r in &c.rates {
+        out.push((
+            format!("{}/{}:rate", r.phase, r.metric),
+            r.verdict,
+            r.verdict,
+            format!(
+                "Δ {:+.3} per 1,000 cycles [{:.3}, {:.3}], Holm-adjusted p {:.4}",
+                r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1], r.p_holm
+            ),
+        ));
+    }
+    out
+}
+
+/// The comparison's gate: one case per test (those `gate` lists, or all).
+///
+/// # Errors
+/// A name in `gate` that is no test of this comparison, with the names it
+/// has (a usage error).
+pub fn compare_gate(
+    c: &Comparison,
+    fail_on: Option<&str>,
+    gate: &[String],
+    strict: bool,
+) -> Result<GateResult, String> {
+    let all = tests(c);
+    if let Some(unknown) = gate.iter().find(|g| !all.iter().any(|t| &t.0 == *g)) {
+        let names: Vec<&str> = all.iter().map(|t| t.0.as_str()).collect();
+        return Err(format!(
+            "--gate {unknown} names no test of this comparison; its tests are: {}",
+            names.join(", ")
+        ));
+    }
+    let mixed = fail_on == Some("mixed");
+    let cases = all
+        .into_iter()
+        .map(|(name, v, metric_v, detail)| {
+            let listed = gate.is_empty() || gate.contains(&name);
+            let trips = v == Verdict::Worse || (mixed && metric_v == Verdict::Mixed);
+            GateCase {
+                outcome: if !listed {
+                    "skipped"
+                } else if fail_on.is_some() && trips {
+                    "failed"
+                } else {
+                    "passed"
+                },
+                detail: format!("{}: {detail}", v.word()),
+                name,
+            }
+        })
+        .collect();
+    Ok(GateResult {
+        subject: format!("compare {} vs {}", c.a, c.b),
+        fail_on: fail_on.map(str::to_string),
+        cases,
+        warnings: c.warnings.clone(),
+        strict,
+    })
+}

@@ -1,0 +1,221 @@
+//! The gate where CI shows it (docs/ci.md): a GitHub-flavoured Markdown
+//! summary (a job summary or a pull-request comment) and JUnit XML (for
+//! GitLab, Jenkins and GitHub test reporters). Both read a
+//! [`GateResult`]; neither decides anything.
+
+use std::fmt::Write;
+
+use crate::compare::Comparison;
+use crate::gate::GateResult;
+use crate::metrics::Report;
+
+/// The gate's one-line verdict.
+fn headline(g: &GateResult) -> String {
+    let failed = g.failed().count();
+    let level = g
+        .fail_on
+        .as_deref()
+        .map_or(String::new(), |l| format!(" (--fail-on {l})"));
+    if g.tripped() {
+        if failed == 0 {
+            format!("**gate tripped**: a warning about the pair, with --strict{level}")
+        } else {
+            format!(
+                "**gate tripped**: {failed} of {} checked failed{level}",
+                g.cases.iter().filter(|c| c.outcome != "skipped").count()
+            )
+        }
+    } else if g.fail_on.is_some() {
+        format!("gate passed{level}")
+    } else {
+        "no gate (no --fail-on)".to_string()
+    }
+}
+
+/// A Markdown table cell: no line breaks, pipes escaped.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown summary of a report's gate: the verdict, the cards, the
+/// caveats.
+pub fn report_markdown(r: &Report, g: &GateResult) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "### looptime: `{}`\n\n{}\n",
+        cell(&r.episode),
+        headline(g)
+    );
+    let _ = writeln!(
+        o,
+        "| phase | state | loop Hz | against | p99 period ms | overruns |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|");
+    for c in &r.summary {
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            cell(&c.phase),
+            c.state.word(),
+            f(c.loop_hz),
+            f(c.effective_hz),
+            c.period_p99_ns
+                .map_or("-".to_string(), |p| super::fixed(p as f64 / 1e6, 3)),
+            c.overruns
+        );
+    }
+    for c in r.summary.iter().filter(|c| c.diagnosis.is_some()) {
+        let _ = writeln!(o, "\n{}", cell(&c.words));
+    }
+    if !r.caveats.is_empty() {
+        let _ = writeln!(o, "\n**Caveats**\n");
+        for x in &r.caveats {
+            let _ = writeln!(o, "- {}", cell(x));
+        }
+    }
+    o
+}
+
+/// The Markdown summary of a comparison's gate: the verdict, the
+/// warnings about the pair first, what moved, the failed tests.
+pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "### looptime: `{}` vs `{}`\n\n{}\n",
+        cell(&c.a),
+        cell(&c.b),
+        headline(g)
+    );
+    if !c.warnings.is_empty() {
+        let _ = writeln!(o, "**Warnings about the pair**\n");
+        for w in &c.warnings {
+            let _ = writeln!(o, "- {}", cell(w));
+        }
+        let _ = writeln!(o);
+    }
+    let moved = c.moved();
+    if moved.is_empty() {
+        let _ = writeln!(
+            o,
+            "What moved: nothing beyond noise ({} tests, Holm-adjusted).",
+            c.multiplicity.tests
+        );
+    } else {
+        let _ = writeln!(o, "**What moved** (most significant first; intervals unadjusted, verdicts Holm-adjusted)\n");
+        let _ = writeln!(o, "| phase | test | verdict | shift | p (Holm) |");
+        let _ = writeln!(o, "|---|---|---|---|---|");
+        for m in &moved {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {:.4} |",
+                cell(&m.phase),
+                cell(&m.name),
+                m.verdict.word(),
+                cell(&m.shift),
+                m.p_holm
+            );
+        }
+    }
+    let failed: Vec<_> = g.failed().collect();
+    if !failed.is_empty() {
+        let _ = writeln!(o, "\n**Failed**\n");
+        for f in failed {
+            let _ = writeln!(o, "- `{}`: {}", cell(&f.name), cell(&f.detail));
+        }
+    }
+    o
+}
+
+/// `s` escaped for XML text and attributes.
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The gate as JUnit XML: one test suite, one test case per card or test;
+/// a failed case carries its figure, interval and threshold; a case not
+/// judged or not gated is skipped. With `--strict`, each warning about
+/// the pair is a case too.
+pub fn junit(g: &GateResult, classname: &str) -> String {
+    let strict_cases: Vec<(String, String)> = if g.strict && g.fail_on.is_some() {
+        g.warnings
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (format!("pair warning {}", i + 1), w.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let tests = g.cases.len() + strict_cases.len();
+    let failures = g.failed().count() + strict_cases.len();
+    let skipped = g.cases.iter().filter(|c| c.outcome == "skipped").count();
+    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        o,
+        "<testsuites name=\"looptime\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">"
+    );
+    let _ = writeln!(
+        o,
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">",
+        xml(&g.subject)
+    );
+    let level = g.fail_on.as_deref().unwrap_or("none");
+    for c in &g.cases {
+        let _ = write!(
+            o,
+            "    <testcase classname=\"{}\" name=\"{}\"",
+            xml(classname),
+            xml(&c.name)
+        );
+        match c.outcome {
+            "failed" => {
+                let _ = writeln!(
+                    o,
+                    ">\n      <failure type=\"timing\" message=\"{} (--fail-on {level})\">{}</failure>\n    </testcase>",
+                    xml(&c.detail),
+                    xml(&c.detail)
+                );
+            }
+            "skipped" => {
+                let _ = writeln!(
+                    o,
+                    ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                    xml(&c.detail)
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    xml(&c.detail)
+                );
+            }
+        }
+    }
+    for (name, w) in &strict_cases {
+        let _ = writeln!(
+            o,
+            "    <testcase classname=\"{}\" name=\"{}\">\n      <failure type=\"pair\" message=\"{} (--strict)\">{}</failure>\n    </testcase>",
+            xml(classname),
+            xml(name),
+            xml(w),
+            xml(w)
+        );
+    }
+    o.push_str("  </testsuite>\n</testsuites>\n");
+    o
+}

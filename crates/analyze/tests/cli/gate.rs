@@ -1,0 +1,208 @@
+//! The timing gate for CI (docs/ci.md): every exit path of both gates and
+//! their precedence, on synthetic pairs with exact answers (a known shift
+//! trips the gate; an identical pair does not), the Markdown against a
+//! golden file, the JUnit XML's cases.
+
+use super::*;
+use synthetic::{write, Synth};
+
+/// 1,200 running cycles a side: above the 1,000 a p99 test needs.
+fn base() -> Synth {
+    Synth {
+        cycles: 1_200,
+        ..Synth::default()
+    }
+}
+
+/// A 2 % tail of +2 ms in adapter_decode (every 50th cycle): its p99 test
+/// is worse, its median test is not (tests/cli/verdicts.rs derives it).
+fn with_tail() -> Synth {
+    Synth {
+        decode_tail_every: 50,
+        decode_tail_ns: 2_000_000,
+        ..base()
+    }
+}
+
+struct Pair {
+    tmp: tempfile::TempDir,
+    a: PathBuf,
+    b: PathBuf,
+}
+
+fn pair(a: &Synth, b: &Synth) -> Pair {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        write(&tmp.path().join("a"), a),
+        write(&tmp.path().join("b"), b),
+    );
+    Pair { tmp, a, b }
+}
+
+fn compare(p: &Pair, extra: &[&str]) -> Run {
+    let mut args = vec!["compare", p.a.to_str().unwrap(), p.b.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    analyze(&args)
+}
+
+const TAIL: &str = "running/stage_wall/adapter_decode:p99";
+
+#[test]
+fn a_known_shift_trips_the_compare_gate_and_an_identical_pair_does_not() {
+    let p = pair(&base(), &with_tail());
+    let md = p.tmp.path().join("summary.md");
+    let xml = p.tmp.path().join("junit.xml");
+    let r = compare(
+        &p,
+        &[
+            "--fail-on",
+            "worse",
+            "--markdown",
+            md.to_str().unwrap(),
+            "--junit",
+            xml.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("gate tripped") && r.stderr.contains(TAIL),
+        "{}",
+        r.stderr
+    );
+    // The report and both summaries are written before the exit.
+    assert!(r.stdout.contains("what moved ("), "{}", r.stdout);
+    let md_text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md_text.contains("**gate tripped**") && md_text.contains(TAIL),
+        "{md_text}"
+    );
+    let junit = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        junit.contains(&format!("name=\"{TAIL}\">\n      <failure")),
+        "{junit}"
+    );
+    // The same pair gated on a test that did not move: passes.
+    let r = compare(
+        &p,
+        &[
+            "--fail-on",
+            "worse",
+            "--gate",
+            "running/stage_wall/adapter_decode:median",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Gated on the tail's test alone: trips.
+    let r = compare(&p, &["--fail-on", "worse", "--gate", TAIL]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    // B against A: the tail got better, which never trips `worse`.
+    let back = Pair {
+        a: p.b.clone(),
+        b: p.a.clone(),
+        tmp: tempfile::tempdir().unwrap(),
+    };
+    assert_eq!(compare(&back, &["--fail-on", "worse"]).code, 0);
+    // Without --fail-on there is no gate: exit 0.
+    assert_eq!(compare(&p, &[]).code, 0);
+    // An identical pair (the same stream): nothing moves, exit 0.
+    let same = pair(&base(), &base());
+    let r = compare(&same, &["--fail-on", "worse"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn the_gate_reads_warnings_only_with_strict_and_refuses_unknown_names() {
+    // One rollout a side: a warning about the pair. It never trips the
+    // gate by itself, unless --strict.
+    let same = pair(&base(), &base());
+    assert_eq!(compare(&same, &["--fail-on", "worse"]).code, 0);
+    let r = compare(&same, &["--fail-on", "worse", "--strict"]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("a warning about the pair, with --strict"),
+        "{}",
+        r.stderr
+    );
+    // A gate name that is no test: a usage error naming the tests.
+    let r = compare(&same, &["--fail-on", "worse", "--gate", "running/nope:p99"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("names no test of this comparison; its tests are:"),
+        "{}",
+        r.stderr
+    );
+    // Levels belong to their command.
+    let r = compare(&same, &["--fail-on", "fail"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("compare's gate takes `worse` or `mixed`"),
+        "{}",
+        r.stderr
+    );
+    let ep = fixture("v1/serve-episode");
+    let r = analyze(&["--episode", ep.to_str().unwrap(), "--fail-on", "worse"]);
+    assert_eq!(r.code, 2);
+    let r = analyze(&[
+        "--episode",
+        ep.to_str().unwrap(),
+        "--fail-on",
+        "fail",
+        "--strict",
+    ]);
+    assert_eq!(r.code, 2);
+}
+
+#[test]
+fn the_report_gate_trips_on_judged_cards_only() {
+    let ep = fixture("v1/serve-episode");
+    let ep = ep.to_str().unwrap();
+    // The fixture's running card passes: neither level trips.
+    assert_eq!(analyze(&["--episode", ep, "--fail-on", "fail"]).code, 0);
+    assert_eq!(analyze(&["--episode", ep, "--fail-on", "warn"]).code, 0);
+    // Tightened until the running card fails (a 0.0 % rate tolerance and
+    // no overrun allowed do not move it; a p99 within 0 % does: its p99 is
+    // 10.003 ms against 10 ms).
+    let tight = ["--pass-p99-within", "0", "--warn-p99-within", "0"];
+    let mut args = vec!["--episode", ep, "--fail-on", "fail"];
+    args.extend(tight);
+    let r = analyze(&args);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(r.stderr.contains("running card"), "{}", r.stderr);
+    // The warmup card is not judged: it never trips, whatever its figures.
+    assert!(!r.stderr.contains("warmup card"), "{}", r.stderr);
+}
+
+#[test]
+fn a_write_failure_wins_over_a_tripped_gate_which_wins_over_partial_input() {
+    let p = pair(&base(), &with_tail());
+    // --markdown into a path whose parent is a file: exit 3, not 5.
+    let blocker = p.tmp.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    let md = blocker.join("summary.md");
+    let r = compare(
+        &p,
+        &["--fail-on", "worse", "--markdown", md.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    // A side with a dead rollout (left out: partial, 4) and a tripped
+    // gate: 5, the message naming both.
+    let session = p.tmp.path().join("session");
+    write(&session.join("rollout-000"), &with_tail());
+    let dead = session.join("rollout-001");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(dead.join("manifest.json"), "{\"status\": \"complete\"}").unwrap();
+    let r = analyze(&[
+        "compare",
+        p.a.to_str().unwrap(),
+        session.to_str().unwrap(),
+        "--fail-on",
+        "worse",
+    ]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("episode(s) were left out"),
+        "{}",
+        r.stderr
+    );
+}
