@@ -241,7 +241,7 @@ impl HostEpisode {
             writer: WriterProcess::while_running(status),
             config_source: &format!("program {}", f.program),
             config: &self.config,
-            config_hash: sha256(self.config.to_string().as_bytes()),
+            config_hash: sha256(hashed_config(&self.config).to_string().as_bytes()),
             source_hash: SOURCE_HASH,
             program: Some(ProgramRecord {
                 path: &f.program,
@@ -282,6 +282,20 @@ impl HostEpisode {
 /// analyzer reads `run.control_timing` and `run.rtf`), and the program's
 /// own settings under `program`. serde_json's maps are sorted, so the
 /// text, and so `config_hash`, depends only on the values.
+/// The config as `config_hash` hashes it: without the settings that say
+/// where output goes (`runs_dir`, `timing_ring_dir`, as `serve`'s hash
+/// leaves out `run.runs_dir` and `run.timing_ring_dir`), so the same
+/// program recorded into another directory hashes alike.
+fn hashed_config(config: &serde_json::Value) -> serde_json::Value {
+    let mut c = config.clone();
+    if let Some(p) = c.get_mut("program").and_then(|p| p.as_object_mut()) {
+        for key in ["runs_dir", "runs-dir", "timing_ring_dir"] {
+            p.remove(key);
+        }
+    }
+    c
+}
+
 fn program_config(f: &ProgramFacts) -> serde_json::Value {
     serde_json::json!({
         "run": {
@@ -297,6 +311,15 @@ fn program_config(f: &ProgramFacts) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn where_output_goes_is_not_hashed() {
+        let with = |dir: &str| serde_json::json!({"run": {"rtf": 1.0}, "program": {"rate": 500, "runs_dir": dir}});
+        let (a, b) = (hashed_config(&with("runs")), hashed_config(&with("/tmp/x")));
+        assert_eq!(a, b);
+        assert_eq!(a["program"]["rate"], 500);
+        assert!(a["program"].get("runs_dir").is_none());
+    }
 
     fn facts(dir: &Path) -> ProgramFacts {
         let src = dir.join("prog.py");

@@ -59,7 +59,7 @@ pub fn write_manifest(dir: &Path, r: &ManifestFacts) -> Result<(), ServeError> {
     let producer = format!("looptime {}", env!("CARGO_PKG_VERSION"));
     // Validation refused a config without a TOML form; should one reach
     // here anyway, the manifest is not written with the hash of "".
-    let toml = cfg.to_toml().map_err(|e| ServeError::Io {
+    let toml = cfg.hash_text().map_err(|e| ServeError::Io {
         path: dir.join("manifest.json"),
         source: std::io::Error::other(e.to_string()),
     })?;

@@ -628,14 +628,37 @@ fn the_config_and_source_hashes_are_what_runtime_md_defines() {
     resolved.run.runs_dir = tmp.path().display().to_string();
     assert_eq!(
         m["config_hash"],
-        sha256(resolved.to_toml().unwrap().as_bytes())
+        sha256(resolved.hash_text().unwrap().as_bytes())
     );
     assert_ne!(m["config_hash"], sha256(text.as_bytes()));
-    // For the embedded default, `looptime default-config | sha256sum`.
+    // Where the output goes is not part of the hash: the same loop
+    // recorded into another runs directory hashes alike.
+    let other = tmp.path().join("elsewhere");
+    serve(
+        &["--config", cfg_path.to_str().unwrap(), "--control-timing"],
+        &other,
+    );
+    let m2: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest(&other).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m2["config_hash"], m["config_hash"]);
+    assert_ne!(
+        m2["config"]["run"]["runs_dir"],
+        m["config"]["run"]["runs_dir"]
+    );
+    // For the embedded default, `looptime default-config` without its
+    // runs_dir and timing_ring_dir lines, through sha256sum.
     let printed = looptime().arg("default-config").output().unwrap().stdout;
+    let kept: String = String::from_utf8(printed)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("runs_dir = ") && !l.starts_with("timing_ring_dir = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
     assert_eq!(
-        sha256(&printed),
-        sha256(Config::default().to_toml().unwrap().as_bytes())
+        sha256(kept.as_bytes()),
+        sha256(Config::default().hash_text().unwrap().as_bytes())
     );
 
     // source_hash: SHA-256 over the capture, runtime, runtime/cli and
