@@ -103,6 +103,89 @@ pub struct ProbeReport {
     /// Thread CPU time of the whole loop (sleep syscalls and spin), as a
     /// share of one core.
     pub loop_cpu_share: f64,
+    /// The answer to "is this host fit for a loop at this rate?", with
+    /// the figures behind it ([`verdict`]).
+    pub verdict: Verdict,
+}
+
+/// The probe's answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    /// `fit`, `fit_with_adaptive_margin` or `not_fit`.
+    pub fit: &'static str,
+    /// Why, in figures.
+    pub reason: String,
+    /// When the adaptive margin sat at its ceiling: what that costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_note: Option<String>,
+}
+
+/// Whether the host held the rate (docs/runtime.md, probe):
+/// * **not fit** at this rate: an overrun, or a wake latency p99 above a
+///   tenth of the period (what the analyzer calls a late start);
+/// * **fit with the adaptive margin**: on time, but with a fixed margin
+///   below the OS sleep latency p99, so starts drift late under load;
+///   `--spin-margin-us auto` follows the latency;
+/// * **fit**: otherwise.
+///
+/// With `auto`, a margin that settled at its ceiling is noted with the
+/// share of a core the spin cost.
+pub fn verdict(r: &ProbeReport) -> Verdict {
+    let us = |ns: i64| format!("{:.1} µs", ns as f64 / 1e3);
+    let late = r.period_ns as i64 / 10;
+    let wake = r.wake_latency.p99_ns;
+    let share = |ns: i64| ns as f64 / r.period_ns.max(1) as f64 * 100.0;
+    let (fit, reason) = if r.overruns > 0 || wake > late {
+        (
+            "not_fit",
+            format!(
+                "not fit at {} Hz: {} overrun(s), and the wake latency p99 is {} ({:.1} % of the {} period; a start later than 10 % is late)",
+                r.rate_hz,
+                r.overruns,
+                us(wake),
+                share(wake),
+                us(r.period_ns as i64)
+            ),
+        )
+    } else if !r.spin_margin_auto && r.os_sleep_latency.p99_ns > r.spin_margin_ns as i64 {
+        (
+            "fit_with_adaptive_margin",
+            format!(
+                "fit at {} Hz with the adaptive margin: the OS sleep latency p99 ({}) exceeds the fixed {} margin, so starts come late by up to {} (p99); --spin-margin-us auto (scheduler.spin_margin_us = \"auto\") follows the latency",
+                r.rate_hz,
+                us(r.os_sleep_latency.p99_ns),
+                us(r.spin_margin_ns as i64),
+                us(wake)
+            ),
+        )
+    } else {
+        (
+            "fit",
+            format!(
+                "fit at {} Hz: wake latency p99 {} ({:.2} % of the period), {:.1} % of starts within 1 µs, no overrun, spinning {:.2} % of a core",
+                r.rate_hz,
+                us(wake),
+                share(wake),
+                r.within_1us * 100.0,
+                r.spin_cpu_share * 100.0
+            ),
+        )
+    };
+    let ceiling_note = r
+        .spin_margin_bounds_ns
+        .filter(|&(_, ceiling)| r.spin_margin_auto && r.spin_margin_ns >= ceiling)
+        .map(|(_, ceiling)| {
+            format!(
+                "the adaptive margin sits at its ceiling ({}): the OS sleep latency reached it, and spinning that long costs {:.1} % of a core; a quieter host (isolated CPUs, PREEMPT_RT) or a lower rate would lower it",
+                us(ceiling as i64),
+                r.spin_cpu_share * 100.0
+            )
+        });
+    Verdict {
+        fit,
+        reason,
+        ceiling_note,
+    }
 }
 
 /// Why the probe could not run.
@@ -119,12 +202,8 @@ pub enum ProbeError {
     Thread(String),
 }
 
-/// Run the probe.
-///
-/// # Errors
-/// [`ProbeError`] for an invalid rate or margin, or when the loop thread
-/// cannot run.
-pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
+/// `--rate` and `--duration` in range.
+fn check_options(opts: &ProbeOptions) -> Result<(), ProbeError> {
     if !(opts.rate_hz.is_finite() && opts.rate_hz > 0.0 && opts.rate_hz <= 100_000.0) {
         return Err(ProbeError::Options(format!(
             "--rate {} Hz is out of range: give a rate above 0 and at most 100000 Hz",
@@ -137,6 +216,16 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
             opts.duration_s
         )));
     }
+    Ok(())
+}
+
+/// Run the probe.
+///
+/// # Errors
+/// [`ProbeError`] for an invalid rate or margin, or when the loop thread
+/// cannot run.
+pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
+    check_options(&opts)?;
     let host = rt::host_facts();
     let sched_fifo = rt::fifo_permitted();
     let period_ns = (1e9 / opts.rate_hz).round() as u64;
@@ -200,7 +289,7 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
             .join()
             .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
     let within = wake.iter().filter(|&&w| w <= 1_000).count() as f64 / wake.len().max(1) as f64;
-    Ok(ProbeReport {
+    let mut report = ProbeReport {
         host,
         sched_fifo,
         realtime: obtained,
@@ -222,7 +311,14 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
         overruns,
         spin_cpu_share: spin as f64 / wall.max(1) as f64,
         loop_cpu_share: cpu as f64 / wall.max(1) as f64,
-    })
+        verdict: Verdict {
+            fit: "fit",
+            reason: String::new(),
+            ceiling_note: None,
+        },
+    };
+    report.verdict = verdict(&report);
+    Ok(report)
 }
 
 fn us(ns: i64) -> String {
@@ -240,8 +336,8 @@ fn permission<S: serde::Serializer>(r: &Result<(), String>, s: S) -> Result<S::O
     m.end()
 }
 
-/// The human-readable report.
-pub fn render(r: &ProbeReport) -> String {
+/// The host part of the human-readable report.
+fn host_section(r: &ProbeReport) -> String {
     let h = &r.host;
     let mut s = String::new();
     let yes = |b: bool| if b { "yes" } else { "no" };
@@ -289,6 +385,12 @@ pub fn render(r: &ProbeReport) -> String {
             "not held"
         }
     );
+    s
+}
+
+/// The human-readable report.
+pub fn render(r: &ProbeReport) -> String {
+    let mut s = host_section(r);
     let margin = if r.spin_margin_auto {
         let (floor, ceiling) = r.spin_margin_bounds_ns.unwrap_or_default();
         format!(
@@ -333,6 +435,10 @@ pub fn render(r: &ProbeReport) -> String {
     for w in &r.realtime.warnings {
         s += &format!("[warn] {w}\n");
     }
+    s += &format!("\nverdict: {}\n", r.verdict.reason);
+    if let Some(n) = &r.verdict.ceiling_note {
+        s += &format!("note: {n}\n");
+    }
     if !r.spin_margin_auto && r.os_sleep_latency.p99_ns > r.spin_margin_ns as i64 {
         s += &format!(
             "hint: OS sleep latency p99 ({}) exceeds the spin margin; set scheduler.spin_margin_us = \"auto\" (looptime probe --spin-margin-us auto) to follow it, or raise the margin by hand, for on-time starts\n",
@@ -340,4 +446,85 @@ pub fn render(r: &ProbeReport) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of an empty loop at 100 Hz (period 10 ms) with the given
+    /// wake and OS sleep p99s, overruns, margin and bounds.
+    fn report(wake_p99: i64, os_p99: i64, overruns: u64, auto: bool, margin: u64) -> ProbeReport {
+        let p = |p99| Percentiles {
+            count: 100,
+            p50_ns: 0,
+            p99_ns: p99,
+            p999_ns: p99,
+            max_ns: p99,
+            mean_ns: 0.0,
+        };
+        ProbeReport {
+            host: rt::host_facts(),
+            sched_fifo: Ok(()),
+            realtime: RealtimeObtained::default(),
+            dma_latency_held: false,
+            rate_hz: 100.0,
+            period_ns: 10_000_000,
+            spin_margin_ns: margin,
+            spin_margin_auto: auto,
+            spin_margin_range_ns: (margin, margin),
+            spin_margin_bounds_ns: auto.then_some((50_000, 2_000_000)),
+            cycles: 100,
+            wake_latency: p(wake_p99),
+            os_sleep_latency: p(os_p99),
+            within_1us: 0.99,
+            overruns,
+            spin_cpu_share: 0.02,
+            loop_cpu_share: 0.03,
+            verdict: Verdict {
+                fit: "",
+                reason: String::new(),
+                ceiling_note: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_verdict_follows_its_documented_rules() {
+        // On time, the OS latency inside the 200 µs margin: fit.
+        let v = verdict(&report(800, 150_000, 0, false, 200_000));
+        assert_eq!(v.fit, "fit");
+        assert!(
+            v.reason
+                .starts_with("fit at 100 Hz: wake latency p99 0.8 µs"),
+            "{}",
+            v.reason
+        );
+        // The OS latency beyond a fixed margin: fit with the adaptive one.
+        let v = verdict(&report(300_000, 500_000, 0, false, 200_000));
+        assert_eq!(v.fit, "fit_with_adaptive_margin");
+        assert!(
+            v.reason.contains("exceeds the fixed 200.0 µs margin"),
+            "{}",
+            v.reason
+        );
+        // A wake p99 above a tenth of the period (1 ms), or an overrun:
+        // not fit.
+        assert_eq!(
+            verdict(&report(1_200_000, 1_200_000, 0, false, 200_000)).fit,
+            "not_fit"
+        );
+        let v = verdict(&report(800, 150_000, 2, false, 200_000));
+        assert_eq!(v.fit, "not_fit");
+        assert!(v.reason.contains("2 overrun(s)"), "{}", v.reason);
+        // The adaptive margin at its 2 ms ceiling: noted with its cost.
+        let v = verdict(&report(800, 150_000, 0, true, 2_000_000));
+        assert!(v
+            .ceiling_note
+            .unwrap()
+            .contains("sits at its ceiling (2000.0 µs)"));
+        assert!(verdict(&report(800, 150_000, 0, true, 90_000))
+            .ceiling_note
+            .is_none());
+    }
 }

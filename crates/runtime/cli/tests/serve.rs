@@ -448,6 +448,23 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
         r["spin_margin_bounds_ns"].is_null(),
         "a fixed margin has no bounds"
     );
+    // The probe answers its question, by the documented rule (the rule's
+    // own cases are unit-tested in probe.rs).
+    let fit = r["verdict"]["fit"].as_str().unwrap();
+    let late = r["wake_latency"]["p99_ns"].as_i64().unwrap() > 1_000_000
+        || r["overruns"].as_u64().unwrap() > 0;
+    assert_eq!(fit == "not_fit", late, "{r}");
+    assert!(
+        ["fit", "fit_with_adaptive_margin", "not_fit"].contains(&fit),
+        "{fit}"
+    );
+    assert!(
+        r["verdict"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("at 100 Hz"),
+        "{r}"
+    );
     // With no margin there is nothing to spin: the absolute sleep returns at
     // or after the deadline, so the spin share stays near zero (1 % of a
     // core at 100 Hz would be 100 µs of spin a cycle).
@@ -472,7 +489,9 @@ fn probe_reports_the_host_and_an_empty_loop_and_refuses_bad_settings() {
         .output()
         .unwrap();
     assert!(t.status.success());
-    assert!(String::from_utf8_lossy(&t.stdout).contains("empty loop: 10 cycles at 100 Hz"));
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(text.contains("empty loop: 10 cycles at 100 Hz"), "{text}");
+    assert!(text.contains("\nverdict: "), "{text}");
     // Bad settings: a clear error naming the flag, never a panic.
     for (args, needle) in [
         (&["--rate", "0"][..], "--rate 0 Hz is out of range"),

@@ -212,55 +212,6 @@ pub struct SchedulerSection {
     pub max_dt_periods: f64,
 }
 
-/// `scheduler.spin_margin_us` (and `looptime probe --spin-margin-us`): a
-/// fixed margin in µs, or `"auto"` (looptime_runtime::margin).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum SpinMargin {
-    /// A fixed margin, µs.
-    Us(f64),
-    /// The adaptive margin.
-    Auto,
-}
-
-impl std::str::FromStr for SpinMargin {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(SpinMargin::Auto);
-        }
-        s.parse::<f64>()
-            .map(SpinMargin::Us)
-            .map_err(|_| format!("`{s}` is not a spin margin: give microseconds (200) or \"auto\""))
-    }
-}
-
-impl Serialize for SpinMargin {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            SpinMargin::Us(us) => s.serialize_f64(*us),
-            SpinMargin::Auto => s.serialize_str("auto"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for SpinMargin {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Num(f64),
-            Name(String),
-        }
-        let raw = Raw::deserialize(d).map_err(|_| {
-            serde::de::Error::custom("spin_margin_us is a number of microseconds (200) or \"auto\"")
-        })?;
-        match raw {
-            Raw::Num(us) => Ok(SpinMargin::Us(us)),
-            Raw::Name(s) => s.parse().map_err(serde::de::Error::custom),
-        }
-    }
-}
-
 impl Default for SchedulerSection {
     fn default() -> Self {
         Self {
@@ -703,7 +654,10 @@ impl Config {
     }
 }
 
+mod spin_margin;
 mod validate;
+
+pub use spin_margin::SpinMargin;
 
 #[cfg(test)]
 mod tests;
