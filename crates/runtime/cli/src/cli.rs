@@ -119,19 +119,27 @@ pub struct ServeArgs {
     /// Record control timing (sets run.control_timing = true).
     #[arg(long)]
     pub control_timing: bool,
-    /// Running-phase length in simulated seconds (run.duration_s).
+    /// Running-phase length in simulated seconds (run.duration_s; default 5).
     #[arg(long, allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Warmup length in simulated seconds (run.warmup_s).
+    /// Warmup length in simulated seconds (run.warmup_s; default 1).
     #[arg(long, allow_negative_numbers = true)]
     pub warmup: Option<f64>,
-    /// Episodes to run (run.episodes).
+    /// Episodes to run (run.episodes; default 1).
     #[arg(long, allow_negative_numbers = true)]
     pub episodes: Option<i64>,
-    /// Real-time factor, 0 = uncapped (run.rtf).
+    /// Real-time factor, 0 = uncapped (run.rtf; default 1).
     #[arg(long, allow_negative_numbers = true)]
     pub rtf: Option<f64>,
-    /// Where sessions are written (run.runs_dir).
+    /// Loop rate in hertz (run.rate_hz; default 100). An unwritten spin
+    /// margin follows it (at most half the period).
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// The simulated robot's seed (run.seed; default 1; each rollout of a
+    /// session adds its index).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where sessions are written (run.runs_dir; default runs).
     #[arg(long)]
     pub runs_dir: Option<PathBuf>,
 }
@@ -194,6 +202,13 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
     }
     if let Some(r) = args.rtf {
         cfg.run.rtf = r;
+    }
+    if let Some(r) = args.rate {
+        cfg.run.rate_hz = r;
+        cfg.fit_default_margin();
+    }
+    if let Some(s) = args.seed {
+        cfg.run.seed = s;
     }
     if let Some(d) = &args.runs_dir {
         cfg.run.runs_dir = d.display().to_string();

@@ -790,3 +790,40 @@ fn the_live_stats_line_says_overruns() {
         assert!(l.ends_with(" overruns") && !l.contains("overdue"), "{l}");
     }
 }
+
+/// `serve --rate` and `--seed` set run.rate_hz and run.seed, as the Python
+/// example's flags do; an unwritten spin margin follows the rate (5 kHz:
+/// at most half the 200 µs period), and `--help` shows each default.
+#[test]
+fn serve_takes_rate_and_seed_and_its_help_shows_defaults() {
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    serve(
+        &[
+            "--rate",
+            "5000",
+            "--seed",
+            "42",
+            "--rtf",
+            "0",
+            "--duration",
+            "0.02",
+            "--warmup",
+            "0",
+        ],
+        tmp.path(),
+    );
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest(tmp.path()).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["config"]["run"]["rate_hz"], 5000.0);
+    assert_eq!(m["config"]["run"]["seed"], 42);
+    assert_eq!(m["config"]["scheduler"]["spin_margin_us"], 100.0);
+    assert_eq!(m["schedule"]["nominal_period_ns"], 200_000);
+    let help = looptime().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for d in ["default 100", "default 5", "default 1", "default runs"] {
+        assert!(help.contains(d), "{d}: {help}");
+    }
+}

@@ -210,6 +210,11 @@ pub struct SchedulerSection {
     pub spin_margin_us: SpinMargin,
     /// `dt_measured` is bounded at this many periods.
     pub max_dt_periods: f64,
+    /// Whether the config file wrote `spin_margin_us` (not serialized): an
+    /// unwritten margin follows the rate's ceiling
+    /// ([`Config::fit_default_margin`]).
+    #[serde(skip)]
+    pub margin_written: bool,
 }
 
 impl Default for SchedulerSection {
@@ -218,6 +223,7 @@ impl Default for SchedulerSection {
             overrun_policy: OverrunPolicy::Rebase,
             spin_margin_us: SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS as f64 / 1e3),
             max_dt_periods: 3.0,
+            margin_written: false,
         }
     }
 }
@@ -515,17 +521,24 @@ impl Config {
         // sets (half the period): a file that sets only `rate_hz = 5000`
         // gets 100 µs, not a refusal of a margin it never wrote. A margin
         // the file does write is checked as written.
-        let written = toml::from_str::<toml::Table>(text)
+        cfg.scheduler.margin_written = toml::from_str::<toml::Table>(text)
             .ok()
             .and_then(|t| t.get("scheduler")?.get("spin_margin_us").cloned())
             .is_some();
-        if !written {
-            let ceiling = SchedulerConfig::margin_ceiling(cfg.nominal_period_ns());
-            cfg.scheduler.spin_margin_us =
-                SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS.min(ceiling) as f64 / 1e3);
-        }
+        cfg.fit_default_margin();
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// An unwritten spin margin is the default (200 µs) within the ceiling
+    /// of the rate (half the period): call it again after a flag changes
+    /// the rate. A margin the file wrote is left as written (and checked).
+    pub fn fit_default_margin(&mut self) {
+        if !self.scheduler.margin_written {
+            let ceiling = SchedulerConfig::margin_ceiling(self.nominal_period_ns());
+            self.scheduler.spin_margin_us =
+                SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS.min(ceiling) as f64 / 1e3);
+        }
     }
 
     /// Read and parse a TOML file.
