@@ -184,10 +184,7 @@ pub fn write(a: &Analysis, out: &mut dyn Write, path: &std::path::Path) -> Resul
         count += 1;
         Ok(())
     };
-    let episode = ev.dir.file_name().map_or_else(
-        || ev.dir.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let episode = a.report.run.short();
     names(ev, &episode, &mut emit)?;
     let cc = a.columns();
     let phase = |i: u32| ev.phase_name(i);

@@ -124,7 +124,7 @@ pub fn hdr_log(a: &Analysis) -> Result<String> {
     ordered.sort_by_key(|(tag, t)| (t.first_ns, tag.as_str()));
     let since = |ns: i64| Duration::from_nanos(ns.saturating_sub(t0).max(0) as u64);
     hdr::write_log(
-        &ev.dir.display().to_string(),
+        &a.report.run.line(),
         ordered.into_iter().map(|(tag, t)| hdr::Interval {
             tag,
             start: since(t.first_ns),

@@ -49,6 +49,26 @@ fn recovered_caveat(ev: &Evidence) -> String {
     format!("recovered: the process died (kill -9, crash or OOM kill) and the evidence was rebuilt from its shared-memory ring by `looptime recover`: {detail}; there is no end clock anchor, so times use quanta's TSC slope; the evidence ends at the last complete cycle")
 }
 
+/// Which run `ev` is: its directory with a final link resolved, and what
+/// its manifest says (session, rollout, config, host, start).
+pub fn run_identity(ev: &Evidence) -> super::report::RunIdentity {
+    let dir = match std::fs::read_link(&ev.dir) {
+        Ok(target) if target.is_absolute() => target,
+        Ok(target) => ev.dir.parent().map_or(target.clone(), |p| p.join(&target)),
+        Err(_) => ev.dir.clone(),
+    };
+    let text = |p: &str| ev.manifest_str(p);
+    super::report::RunIdentity {
+        dir: dir.display().to_string(),
+        session: text("/session"),
+        rollout: text("/rollout"),
+        config_source: text("/config_source"),
+        config_hash: text("/config_hash"),
+        host: text("/host/hostname"),
+        created_utc: text("/created_utc"),
+    }
+}
+
 /// What was captured and what was lost.
 pub fn capture_report(ev: &Evidence) -> CaptureReport {
     let h = &ev.header;

@@ -99,6 +99,7 @@ pub fn compute(
     let report = Report {
         format: REPORT_FORMAT.to_string(),
         episode: ev.dir.display().to_string(),
+        run: capture::run_identity(ev),
         state,
         summary,
         thresholds,

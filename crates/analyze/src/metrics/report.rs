@@ -248,6 +248,59 @@ pub struct PhaseReport {
     pub command_hz: Option<f64>,
 }
 
+/// Which run a report describes (docs/metrics.md, "Which run").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunIdentity {
+    /// The episode directory with a final link resolved (`runs/latest` →
+    /// `runs/session-…/rollout-000`), as given otherwise.
+    pub dir: String,
+    /// The manifest's session.
+    pub session: Option<String>,
+    /// The manifest's rollout.
+    pub rollout: Option<String>,
+    /// The manifest's `config_source`.
+    pub config_source: Option<String>,
+    /// The manifest's `config_hash`.
+    pub config_hash: Option<String>,
+    /// The manifest's `host.hostname`.
+    pub host: Option<String>,
+    /// The manifest's `created_utc`.
+    pub created_utc: Option<String>,
+}
+
+impl RunIdentity {
+    /// `session/rollout` when the manifest names them, else the resolved
+    /// directory's last component.
+    pub fn short(&self) -> String {
+        match (&self.session, &self.rollout) {
+            (Some(s), Some(r)) => format!("{s}/{r}"),
+            _ => std::path::Path::new(&self.dir)
+                .file_name()
+                .map_or_else(|| self.dir.clone(), |n| n.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// One line for a report's header.
+    pub fn line(&self) -> String {
+        let mut parts = vec![format!("{} ({})", self.short(), self.dir)];
+        if let Some(c) = &self.config_source {
+            parts.push(format!(
+                "config {c}{}",
+                self.config_hash
+                    .as_ref()
+                    .map_or(String::new(), |h| format!(" {}", &h[..h.len().min(19)]))
+            ));
+        }
+        if let Some(h) = &self.host {
+            parts.push(format!("host {h}"));
+        }
+        if let Some(t) = &self.created_utc {
+            parts.push(format!("started {t}"));
+        }
+        parts.join(", ")
+    }
+}
+
 // ----- the first glance (computed in `metrics::summary`) -----
 
 /// A card's or a check's state.
@@ -531,6 +584,11 @@ pub struct Report {
     pub format: String,
     /// The episode directory as given.
     pub episode: String,
+    /// Which run this is, beyond the path given (which `runs/latest` moves
+    /// on from): the resolved directory, session, rollout, config, host
+    /// and start, from the directory and its manifest.
+    #[serde(default)]
+    pub run: RunIdentity,
     /// Complete, aborted or incomplete.
     pub state: EpisodeState,
     /// The first glance: one card per phase, in phase order

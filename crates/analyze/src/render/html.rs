@@ -268,7 +268,8 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
     let body = html! {
         h1 { "looptime control timing" }
         p.path { (r.episode) }
-        p { "state: " b { (format!("{:?}", r.state).to_lowercase()) } }
+        p.path { "run: " (r.run.line()) }
+        p { "state: " b { (r.state.name()) } }
         (summary_band(r))
         @if !r.caveats.is_empty() {
             @for x in &r.caveats { div.caveat { (x) } }
@@ -300,7 +301,10 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
             ))
         }
     };
-    page(&format!("looptime: {}", r.episode), body)
+    page(
+        &format!("looptime: {} ({})", r.run.short(), r.episode),
+        body,
+    )
 }
 
 /// The first screen: one card per phase, its state in a word and a colour

@@ -157,6 +157,7 @@ fn threads(o: &mut String, r: &Report) {
 /// The episode, its state and the caveats.
 fn state(o: &mut String, r: &Report) {
     let _ = writeln!(o, "looptime control timing: {}", r.episode);
+    let _ = writeln!(o, "run: {}", terminal_safe(&r.run.line()));
     let state = match r.state {
         EpisodeState::Complete => "complete",
         EpisodeState::Aborted => "aborted (orderly abort: evidence written on stop)",

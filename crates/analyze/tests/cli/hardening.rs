@@ -945,3 +945,81 @@ fn a_session_or_runs_directory_is_named_for_what_it_is() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("is a session directory"), "{}", r.stderr);
 }
+
+/// A report of `runs/latest` names the run it describes, so it can be
+/// traced once `latest` moves on: the resolved rollout, its session, the
+/// config and host from the manifest, in the text, the JSON, the HTML
+/// title, the Chrome trace's process name and the HdrHistogram header.
+#[test]
+fn reports_and_exports_name_their_run_not_just_the_path_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let rollout = runs.join("session-20261205T000000Z/rollout-003");
+    copy_episode(&fixture("v1/serve-episode"), &rollout);
+    let latest = runs.join("latest");
+    std::os::unix::fs::symlink("session-20261205T000000Z/rollout-003", &latest).unwrap();
+    let l = latest.to_str().unwrap();
+    // The fixture's manifest names its own session and rollout.
+    let j = analyze_json(&latest, &[]);
+    let run = &j["run"];
+    assert_eq!(run["dir"], rollout.display().to_string(), "{run}");
+    assert_eq!(run["session"], "session-20261202T143058Z");
+    assert_eq!(run["rollout"], "rollout-000");
+    assert_eq!(run["config_source"], "embedded default");
+    assert!(
+        run["config_hash"].is_string() && run["host"].is_string() && run["created_utc"].is_string()
+    );
+    let t = analyze(&["--episode", l]);
+    assert!(
+        t.stdout.contains(&format!(
+            "run: session-20261202T143058Z/rollout-000 ({})",
+            rollout.display()
+        )),
+        "{}",
+        t.stdout
+    );
+    let html = tmp.path().join("html");
+    assert_eq!(
+        analyze(&["--episode", l, "--html", html.to_str().unwrap()]).code,
+        0
+    );
+    let page = std::fs::read_to_string(html.join("report.html")).unwrap();
+    assert!(
+        page.contains("<title>looptime: session-20261202T143058Z/rollout-000 ("),
+        "title"
+    );
+    let trace = tmp.path().join("t.json");
+    let r = analyze(&[
+        "export",
+        l,
+        "--format",
+        "chrome",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        trace.contains("\"name\":\"looptime session-20261202T143058Z/rollout-000\""),
+        "process name"
+    );
+    let hlog = tmp.path().join("e.hlog");
+    let r = analyze(&[
+        "export",
+        l,
+        "--format",
+        "hdr",
+        "--out",
+        hlog.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let head = std::fs::read_to_string(&hlog).unwrap();
+    assert!(
+        head.lines()
+            .nth(1)
+            .unwrap()
+            .contains("session-20261202T143058Z/rollout-000"),
+        "{}",
+        head.lines().nth(1).unwrap()
+    );
+}
