@@ -151,6 +151,7 @@ impl HostEpisode {
             .map(str::to_string)
             .collect();
         let session = create_session_dir(runs)?;
+        crate::episode::update_latest_session(runs, &session)?;
         let dir = session.join(ROLLOUT);
         std::fs::create_dir(&dir).map_err(io_err(&dir))?;
         let mut record = SessionRecord::new(&session, 1);

@@ -283,6 +283,19 @@ pub fn update_latest(runs: &Path, target: &Path) -> Result<(), ServeError> {
     fs::rename(&tmp, runs.join("latest")).map_err(io_err(&runs.join("latest")))
 }
 
+/// Point `runs/latest-session` at `session` (atomically, like `latest`):
+/// the newest session, for `compare` and `fleet`.
+///
+/// # Errors
+/// [`ServeError::Io`] when the link cannot be made.
+pub fn update_latest_session(runs: &Path, session: &Path) -> Result<(), ServeError> {
+    let rel = session.strip_prefix(runs).unwrap_or(session);
+    let tmp = runs.join(format!(".latest-session.{}.tmp", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(rel, &tmp).map_err(io_err(&tmp))?;
+    fs::rename(&tmp, runs.join("latest-session")).map_err(io_err(&runs.join("latest-session")))
+}
+
 /// How one rollout of a session ended, as `session.json` records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

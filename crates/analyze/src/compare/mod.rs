@@ -253,6 +253,21 @@ fn side_rates(side: &SideInput) -> SideSamples<(String, String)> {
 /// How a side is named: its one directory, or `N rollouts in <dir>` when
 /// its episodes share a parent directory, else `N episodes`.
 fn side_name(side: &SideInput) -> String {
+    let name = side_path(side);
+    // A side whose every episode carries one label is named by it.
+    let label = side.first().and_then(|a| a.report.run.label.clone());
+    match label.filter(|l| {
+        side.iter()
+            .all(|a| a.report.run.label.as_deref() == Some(l))
+    }) {
+        Some(l) => format!("{l} ({name})"),
+        None => name,
+    }
+}
+
+/// A side's episodes as paths: one directory, or how many rollouts of
+/// which session.
+fn side_path(side: &SideInput) -> String {
     match side {
         [] => String::new(),
         [a] => a.evidence.dir.display().to_string(),

@@ -60,6 +60,7 @@ pub fn run_identity(ev: &Evidence) -> super::report::RunIdentity {
     let text = |p: &str| ev.manifest_str(p);
     super::report::RunIdentity {
         dir: dir.display().to_string(),
+        label: text("/config/run/label"),
         session: text("/session"),
         rollout: text("/rollout"),
         config_source: text("/config_source"),

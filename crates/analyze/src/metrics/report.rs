@@ -254,6 +254,10 @@ pub struct RunIdentity {
     /// The episode directory with a final link resolved (`runs/latest` →
     /// `runs/session-…/rollout-000`), as given otherwise.
     pub dir: String,
+    /// The session's label (`serve --label`, the manifest's
+    /// `config.run.label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The manifest's session.
     pub session: Option<String>,
     /// The manifest's rollout.
@@ -283,6 +287,9 @@ impl RunIdentity {
     /// One line for a report's header.
     pub fn line(&self) -> String {
         let mut parts = vec![format!("{} ({})", self.short(), self.dir)];
+        if let Some(l) = &self.label {
+            parts.insert(0, format!("label {l}"));
+        }
         if let Some(c) = &self.config_source {
             parts.push(format!(
                 "config {c}{}",

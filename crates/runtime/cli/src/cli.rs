@@ -142,6 +142,10 @@ pub struct ServeArgs {
     /// Where sessions are written (run.runs_dir; default runs).
     #[arg(long)]
     pub runs_dir: Option<PathBuf>,
+    /// A name for this session (run.label): in the manifest, every
+    /// report's header and `compare`'s side names; not in config_hash.
+    #[arg(long)]
+    pub label: Option<String>,
 }
 
 /// `looptime probe`
@@ -209,6 +213,9 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
     }
     if let Some(s) = args.seed {
         cfg.run.seed = s;
+    }
+    if let Some(l) = &args.label {
+        cfg.run.label = Some(l.clone());
     }
     if let Some(d) = &args.runs_dir {
         cfg.run.runs_dir = d.display().to_string();

@@ -107,6 +107,7 @@ pub fn serve(
         );
     }
     let session = create_session_dir(&runs)?;
+    looptime_runtime::episode::update_latest_session(&runs, &session)?;
     let host = rt::host_facts();
     announce(cfg, &session, out);
     let mut record = SessionRecord::new(&session, cfg.run.episodes);

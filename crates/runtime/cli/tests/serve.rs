@@ -827,3 +827,58 @@ fn serve_takes_rate_and_seed_and_its_help_shows_defaults() {
         assert!(help.contains(d), "{d}: {help}");
     }
 }
+
+/// `serve --label NAME` names the session: in the manifest (outside
+/// config_hash), every report's header and `compare`'s side name; and
+/// `runs/latest-session` points at the newest session.
+#[test]
+fn a_labelled_session_is_named_in_reports_and_comparisons() {
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let flags = [
+        "--rtf",
+        "0",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--control-timing",
+    ];
+    let mut a = flags.to_vec();
+    a.extend(["--label", "inline-camera"]);
+    serve(&a, tmp.path());
+    let first = std::fs::canonicalize(tmp.path().join("latest-session")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest(tmp.path()).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["config"]["run"]["label"], "inline-camera");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    serve(&flags, tmp.path());
+    let second = std::fs::canonicalize(tmp.path().join("latest-session")).unwrap();
+    assert_ne!(first, second, "latest-session moves to the newest session");
+    let m2: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest(tmp.path()).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        m2["config_hash"], m["config_hash"],
+        "the label is not hashed"
+    );
+    let analyzer =
+        Path::new(env!("CARGO_BIN_EXE_looptime")).with_file_name("analyze_control_timing");
+    let r = Command::new(&analyzer)
+        .arg("--episode")
+        .arg(first.join("rollout-000"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&r.stdout).contains("run: label inline-camera, "));
+    let c = Command::new(&analyzer)
+        .arg("compare")
+        .arg(&first)
+        .arg(&second)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&c.stdout);
+    assert!(text.contains("  A: inline-camera ("), "{text}");
+}

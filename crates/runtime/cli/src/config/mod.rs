@@ -139,6 +139,11 @@ pub struct RunConfig {
     /// Also record the background threads (camera reader, viewer
     /// transport, policy worker), each into its own file of the episode.
     pub timing_threads: bool,
+    /// A name for the session (`serve --label`): recorded in the manifest,
+    /// shown by every report, `compare`'s side name. Not part of
+    /// `config_hash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// `run.timing_thread_cpu`: a mode name, or a boolean of the configs
@@ -195,6 +200,7 @@ impl Default for RunConfig {
             timing_ring: RingKind::Shm,
             timing_ring_dir: looptime_capture::ring::DEFAULT_RING_DIR.into(),
             timing_threads: true,
+            label: None,
         }
     }
 }
@@ -628,8 +634,11 @@ impl Config {
     /// Keys left out of `config_hash`: where the output goes, not what
     /// ran, so identical loops recorded into different directories hash
     /// alike (docs/runtime.md).
-    pub const UNHASHED_KEYS: [(&'static str, &'static str); 2] =
-        [("run", "runs_dir"), ("run", "timing_ring_dir")];
+    pub const UNHASHED_KEYS: [(&'static str, &'static str); 3] = [
+        ("run", "runs_dir"),
+        ("run", "timing_ring_dir"),
+        ("run", "label"),
+    ];
 
     /// The text `config_hash` hashes: [`Config::to_toml`] without the
     /// [`Config::UNHASHED_KEYS`].
