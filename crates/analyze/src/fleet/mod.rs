@@ -79,6 +79,10 @@ pub struct FleetRow {
     pub top_stage: Option<String>,
     /// That group's wall p99.
     pub top_stage_p99_ns: Option<i64>,
+    /// A readable name of the configuration: the session's label (`serve
+    /// --label`), else the config file's name (`spiky.toml`), else the
+    /// manifest's `config_source` as it is (`embedded default`).
+    pub config_name: Option<String>,
 }
 
 impl FleetRow {
@@ -291,6 +295,22 @@ fn known(d: &Option<Dist>) -> Option<&Dist> {
     d.as_ref().filter(|d| d.count > 0)
 }
 
+/// A readable name of `a`'s configuration ([`FleetRow::config_name`]).
+fn config_name(a: &Analysis) -> Option<String> {
+    let run = &a.report.run;
+    run.label.clone().or_else(|| {
+        run.config_source.as_ref().map(|s| {
+            let p = std::path::Path::new(s);
+            if p.extension().is_some() {
+                p.file_name()
+                    .map_or(s.clone(), |n| n.to_string_lossy().into_owned())
+            } else {
+                s.clone()
+            }
+        })
+    })
+}
+
 /// The table rows of one analyzed episode: one per phase of its report.
 pub fn rows(a: &Analysis) -> Vec<FleetRow> {
     let (ev, report) = (&a.evidence, &a.report);
@@ -331,6 +351,7 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
                 work_p99_ns: known(&p.work).map(|d| d.p99_ns),
                 top_stage: top.map(|s| crate::evidence::group_name(&s.path, &s.attrs)),
                 top_stage_p99_ns: top.map(|s| s.wall.p99_ns),
+                config_name: config_name(a),
             }
         })
         .collect()

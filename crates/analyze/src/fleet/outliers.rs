@@ -328,6 +328,7 @@ mod tests {
             work_p99_ns: Some(1_000_000),
             top_stage: None,
             top_stage_p99_ns: None,
+            config_name: None,
         }
     }
 

@@ -40,6 +40,7 @@ pub const COLUMNS: &[&str] = &[
     "work_p99_ns",
     "top_stage",
     "top_stage_p99_ns",
+    "config_name",
 ];
 
 /// The table as a DataFrame (integers as UInt64/Int64, caveats as a list
@@ -84,6 +85,7 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
         col(rows, COLUMNS[20], |r| r.work_p99_ns),
         col(rows, COLUMNS[21], |r| r.top_stage.clone()),
         col(rows, COLUMNS[22], |r| r.top_stage_p99_ns),
+        col(rows, COLUMNS[23], |r| r.config_name.clone()),
     ];
     Ok(DataFrame::new(rows.len(), columns)?)
 }
@@ -133,6 +135,7 @@ pub fn csv(rows: &[FleetRow]) -> String {
             opt(&r.work_p99_ns),
             opt(&r.top_stage),
             opt(&r.top_stage_p99_ns),
+            opt(&r.config_name),
         ];
         let line: Vec<_> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));

@@ -385,3 +385,23 @@ fn a_worker_that_dies_outside_the_episode_guard_loses_no_episode() {
     );
     assert_eq!(internal[0].dir, dirs[1]);
 }
+
+/// `config_name`, the table's last column: the config file's name (or the
+/// manifest's source as it is), so rows of one configuration read alike
+/// across runs directories.
+#[test]
+fn the_fleet_table_names_each_rows_configuration() {
+    let tmp = fleet_root();
+    let out = tmp.path().join("out");
+    fleet(tmp.path(), &out, &[]);
+    let rows = csv_rows(&std::fs::read_to_string(out.join("fleet.csv")).unwrap());
+    let names: std::collections::BTreeSet<String> = rows
+        .iter()
+        .filter(|r| r["robot"] != "unknown" || !r["config_name"].is_empty())
+        .map(|r| r["config_name"].clone())
+        .collect();
+    // The serve fixtures were recorded with the embedded default.
+    assert!(names.contains("embedded default"), "{names:?}");
+    let header = std::fs::read_to_string(out.join("fleet.csv")).unwrap();
+    assert!(header.lines().next().unwrap().ends_with(",config_name"));
+}
