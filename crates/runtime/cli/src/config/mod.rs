@@ -206,7 +206,7 @@ impl Default for RunConfig {
 }
 
 /// `[scheduler]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSection {
     /// `rebase` or `keep-phase`.
@@ -221,6 +221,16 @@ pub struct SchedulerSection {
     /// ([`Config::fit_default_margin`]).
     #[serde(skip)]
     pub margin_written: bool,
+}
+
+/// Two sections are equal when their settings are: whether the file wrote
+/// the margin is bookkeeping, not a setting.
+impl PartialEq for SchedulerSection {
+    fn eq(&self, other: &Self) -> bool {
+        self.overrun_policy == other.overrun_policy
+            && self.spin_margin_us == other.spin_margin_us
+            && self.max_dt_periods == other.max_dt_periods
+    }
 }
 
 impl Default for SchedulerSection {
