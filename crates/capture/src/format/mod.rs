@@ -2,8 +2,8 @@
 //! read by the analyzer.
 //!
 //! One idea, the schema, in three files of one module: this one (the
-//! header, the cycle and span records, the clocks), [`summary_file`] (the
-//! summary's types) and [`reader`] (the limits a reader enforces and the
+//! header, the cycle and span records, the clocks), `summary_file` (the
+//! summary's types) and `reader` (the limits a reader enforces and the
 //! reader itself). They change together: a change to any one is a change of
 //! the file format and its version.
 //!
