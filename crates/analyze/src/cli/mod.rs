@@ -137,18 +137,33 @@ fn fleet_request(
     }))
 }
 
+/// `--fail-on` takes one of this command's two levels; the error names the
+/// other command's levels too, since the two are easy to mix up.
+fn check_fail_on(
+    gate: &GateArgs,
+    levels: [&str; 2],
+    (this, other): (&str, &str),
+) -> std::result::Result<(), UsageError> {
+    match gate.fail_on.as_deref() {
+        Some(l) if !levels.contains(&l) => {
+            let theirs = if levels[0] == "warn" {
+                ["worse", "mixed"]
+            } else {
+                ["warn", "fail"]
+            };
+            Err(UsageError(format!(
+                "--fail-on {l}: {this} gate takes `{}` or `{}` ({other} takes `{}` or `{}`)",
+                levels[0], levels[1], theirs[0], theirs[1]
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A report's gate: `--fail-on warn|fail`; `--gate` and `--strict` are
 /// compare's.
 fn report_gate_args(gate: GateArgs) -> std::result::Result<GateArgs, UsageError> {
-    if let Some(l) = gate
-        .fail_on
-        .as_deref()
-        .filter(|l| !matches!(*l, "warn" | "fail"))
-    {
-        return Err(UsageError(format!(
-            "--fail-on {l}: a report's gate takes `warn` or `fail` (compare's takes `worse` or `mixed`)"
-        )));
-    }
+    check_fail_on(&gate, ["warn", "fail"], ("a report's", "compare's"))?;
     if !gate.gate.is_empty() || gate.strict {
         return Err(UsageError(
             "--gate and --strict apply to compare's gate: analyze_control_timing compare A B --fail-on worse --gate ...".into(),
@@ -169,15 +184,7 @@ fn compare_request(
     (resamples, seed): (u32, u64),
     gate: GateArgs,
 ) -> std::result::Result<Command, UsageError> {
-    if let Some(l) = gate
-        .fail_on
-        .as_deref()
-        .filter(|l| !matches!(*l, "worse" | "mixed"))
-    {
-        return Err(UsageError(format!(
-            "--fail-on {l}: compare's gate takes `worse` or `mixed` (a report's takes `warn` or `fail`)"
-        )));
-    }
+    check_fail_on(&gate, ["worse", "mixed"], ("compare's", "a report's"))?;
     if resamples == 0 {
         return Err(UsageError("--resamples must be at least 1".into()));
     }
