@@ -479,49 +479,6 @@ impl Default for StagesSection {
     }
 }
 
-fn range(key: &str, v: f64, lo: f64, hi: f64, expected: &str) -> Result<(), ConfigError> {
-    if v.is_finite() && v >= lo && v <= hi {
-        Ok(())
-    } else {
-        Err(ConfigError::OutOfRange {
-            key: key.into(),
-            value: v.to_string(),
-            expected: expected.into(),
-        })
-    }
-}
-
-fn check_cost(key: &str, c: &Cost) -> Result<(), ConfigError> {
-    range(
-        &format!("{key}.mean_us"),
-        c.mean_us,
-        0.0,
-        1e7,
-        "0 to 10,000,000 µs",
-    )?;
-    range(
-        &format!("{key}.jitter_us"),
-        c.jitter_us,
-        0.0,
-        c.mean_us.max(0.0),
-        "0 to mean_us",
-    )?;
-    range(
-        &format!("{key}.spike_probability"),
-        c.spike_probability,
-        0.0,
-        1.0,
-        "0 to 1",
-    )?;
-    range(
-        &format!("{key}.spike_us"),
-        c.spike_us,
-        0.0,
-        1e7,
-        "0 to 10,000,000 µs",
-    )
-}
-
 impl Config {
     /// Parse TOML text; `origin` names the source in errors.
     ///
@@ -544,17 +501,6 @@ impl Config {
         cfg.fit_default_margin();
         cfg.validate()?;
         Ok(cfg)
-    }
-
-    /// An unwritten spin margin is the default (200 µs) within the ceiling
-    /// of the rate (half the period): call it again after a flag changes
-    /// the rate. A margin the file wrote is left as written (and checked).
-    pub fn fit_default_margin(&mut self) {
-        if !self.scheduler.margin_written {
-            let ceiling = SchedulerConfig::margin_ceiling(self.nominal_period_ns());
-            self.scheduler.spin_margin_us =
-                SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS.min(ceiling) as f64 / 1e3);
-        }
     }
 
     /// Read and parse a TOML file.
@@ -640,53 +586,10 @@ impl Config {
     pub fn running_cycles(&self) -> u64 {
         (self.run.duration_s * self.run.rate_hz).round() as u64
     }
-
-    /// Keys left out of `config_hash`: where the output goes, not what
-    /// ran, so identical loops recorded into different directories hash
-    /// alike (docs/runtime.md).
-    pub const UNHASHED_KEYS: [(&'static str, &'static str); 3] = [
-        ("run", "runs_dir"),
-        ("run", "timing_ring_dir"),
-        ("run", "label"),
-    ];
-
-    /// The text `config_hash` hashes: [`Config::to_toml`] without the
-    /// [`Config::UNHASHED_KEYS`].
-    ///
-    /// # Errors
-    /// As [`Config::to_toml`].
-    pub fn hash_text(&self) -> Result<String, ConfigError> {
-        let text = self.to_toml()?;
-        let mut table: toml::Table =
-            toml::from_str(&text).map_err(|e| ConfigError::Unwritable {
-                message: e.to_string(),
-            })?;
-        for (section, key) in Self::UNHASHED_KEYS {
-            if let Some(t) = table.get_mut(section).and_then(|v| v.as_table_mut()) {
-                t.remove(key);
-            }
-        }
-        toml::to_string(&table).map_err(|e| ConfigError::Unwritable {
-            message: e.to_string(),
-        })
-    }
-
-    /// The resolved config as canonical TOML: the manifest's record of
-    /// it; `config_hash` hashes it less the output locations
-    /// ([`Config::hash_text`]).
-    ///
-    /// # Errors
-    /// [`ConfigError::Unwritable`] when a value has no TOML form (an integer
-    /// above `i64::MAX`, which TOML cannot hold). [`Config::validate`] calls
-    /// it, so a config that passed validation always has one.
-    pub fn to_toml(&self) -> Result<String, ConfigError> {
-        toml::to_string(self).map_err(|e| ConfigError::Unwritable {
-            message: e.to_string(),
-        })
-    }
 }
 
 mod spin_margin;
+mod text;
 mod validate;
 
 pub use spin_margin::SpinMargin;

@@ -1,7 +1,24 @@
 //! `scheduler.spin_margin_us`: microseconds, or `"auto"`, in TOML and on
-//! the command line.
+//! the command line, and the default a file that does not write it gets.
 
 use serde::{Deserialize, Serialize};
+
+use looptime_runtime::scheduler::{SchedulerConfig, DEFAULT_SPIN_MARGIN_NS};
+
+use super::Config;
+
+impl Config {
+    /// An unwritten spin margin is the default (200 µs) within the ceiling
+    /// of the rate (half the period): call it again after a flag changes
+    /// the rate. A margin the file wrote is left as written (and checked).
+    pub fn fit_default_margin(&mut self) {
+        if !self.scheduler.margin_written {
+            let ceiling = SchedulerConfig::margin_ceiling(self.nominal_period_ns());
+            self.scheduler.spin_margin_us =
+                SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS.min(ceiling) as f64 / 1e3);
+        }
+    }
+}
 
 /// `scheduler.spin_margin_us` (and `looptime probe --spin-margin-us`): a
 /// fixed margin in µs, or `"auto"` (looptime_runtime::margin).

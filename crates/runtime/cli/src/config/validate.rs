@@ -184,3 +184,46 @@ impl Config {
         check_cost("stages.recording.cost", &s.recording.cost)
     }
 }
+
+fn range(key: &str, v: f64, lo: f64, hi: f64, expected: &str) -> Result<(), ConfigError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            key: key.into(),
+            value: v.to_string(),
+            expected: expected.into(),
+        })
+    }
+}
+
+fn check_cost(key: &str, c: &Cost) -> Result<(), ConfigError> {
+    range(
+        &format!("{key}.mean_us"),
+        c.mean_us,
+        0.0,
+        1e7,
+        "0 to 10,000,000 µs",
+    )?;
+    range(
+        &format!("{key}.jitter_us"),
+        c.jitter_us,
+        0.0,
+        c.mean_us.max(0.0),
+        "0 to mean_us",
+    )?;
+    range(
+        &format!("{key}.spike_probability"),
+        c.spike_probability,
+        0.0,
+        1.0,
+        "0 to 1",
+    )?;
+    range(
+        &format!("{key}.spike_us"),
+        c.spike_us,
+        0.0,
+        1e7,
+        "0 to 10,000,000 µs",
+    )
+}
