@@ -7,6 +7,7 @@
 //! print live statistics. SIGINT and SIGTERM set a flag that the loop checks
 //! every cycle: the episode then ends in order, its evidence written and
 //! marked aborted. The directory layout is [`looptime_runtime::episode`]'s.
+//! The helper threads are started and stopped together in `helpers`.
 
 use std::fs;
 use std::io::Write;
@@ -16,16 +17,18 @@ use std::sync::Arc;
 
 use looptime_capture::{CaptureStatus, ClockDomain, FinishReport, Recorder};
 
-use crate::config::{CameraMode, Config};
-use crate::control::{build_recorder, control_loop, Shared, ThreadRecorders};
+use crate::config::Config;
+use crate::control::{build_recorder, control_loop, Shared};
 use crate::manifest::{write_manifest, ManifestFacts};
-use crate::sim::{self, Mailbox, ThreadRecorder};
 use looptime_runtime::clock::{MonotonicClock, SimulationClock};
 pub use looptime_runtime::episode::*;
 use looptime_runtime::error::io_err;
 pub use looptime_runtime::error::ServeError;
 use looptime_runtime::rt::{self, DmaLatencyHold, HostFacts, RealtimeObtained};
-use looptime_runtime::stats::{Event, EventKind, LiveChannel, Maintenance, MaintenanceConfig};
+use looptime_runtime::stats::{Event, EventKind, LiveChannel, Maintenance};
+
+mod helpers;
+use helpers::Helpers;
 
 /// What one episode did.
 #[derive(Debug)]
@@ -438,96 +441,6 @@ fn run_control(
             .join()
             .map_err(|_| ServeError::ControlPanicked)?
     })
-}
-
-/// The simulated robot's helper threads of one episode: the camera reader
-/// (background mode), the viewer transport, the policy worker and the
-/// maintenance thread that prints live statistics.
-struct Helpers {
-    camera: Arc<Mailbox>,
-    viewer: Arc<Mailbox>,
-    policy: Arc<sim::PolicyQueues>,
-    camera_worker: Option<sim::Worker<Option<ThreadRecorder>>>,
-    viewer_worker: sim::Worker<Option<ThreadRecorder>>,
-    policy_worker: sim::Worker<Option<ThreadRecorder>>,
-    maintenance: Maintenance,
-}
-
-impl Helpers {
-    fn spawn(
-        cfg: &Config,
-        live: &Arc<LiveChannel>,
-        live_out: Box<dyn Write + Send>,
-        recs: ThreadRecorders,
-    ) -> Result<Helpers, ServeError> {
-        let camera = Arc::new(Mailbox::default());
-        let viewer = Arc::new(Mailbox::default());
-        let st = &cfg.stages;
-        let camera_worker = match st.camera_read.mode {
-            CameraMode::Background => Some(
-                sim::spawn_camera_reader(
-                    camera.clone(),
-                    st.camera_read.cost,
-                    st.camera_read.reader_rate_hz,
-                    cfg.run.seed ^ 0xC0FFEE,
-                    recs.camera,
-                )
-                .map_err(|source| ServeError::Thread {
-                    thread: "camera-reader",
-                    source,
-                })?,
-            ),
-            CameraMode::Inline => None,
-        };
-        let viewer_worker =
-            sim::spawn_viewer_transport(viewer.clone(), recs.viewer).map_err(|source| {
-                ServeError::Thread {
-                    thread: "viewer-transport",
-                    source,
-                }
-            })?;
-        let (policy, policy_worker) =
-            sim::spawn_policy_worker(&st.policy, cfg.run.seed ^ 0xBEEF, recs.policy).map_err(
-                |source| ServeError::Thread {
-                    thread: "policy-worker",
-                    source,
-                },
-            )?;
-        let maintenance = Maintenance::spawn(
-            live.clone(),
-            MaintenanceConfig {
-                interval_s: cfg.stats.interval_s,
-                late_warn_ns: (cfg.stats.late_warn_us * 1e3) as i64,
-            },
-            live_out,
-        )
-        .map_err(|source| ServeError::Thread {
-            thread: "maintenance",
-            source,
-        })?;
-        Ok(Helpers {
-            camera,
-            viewer,
-            policy,
-            camera_worker,
-            viewer_worker,
-            policy_worker,
-            maintenance,
-        })
-    }
-
-    /// Stop the robot's threads and take back their recorders; the
-    /// maintenance thread goes on until the events are collected, so it is
-    /// handed back too.
-    fn stop(self) -> (Maintenance, Vec<ThreadRecorder>) {
-        let mut recs = Vec::new();
-        if let Some(w) = self.camera_worker {
-            recs.extend(w.stop().flatten());
-        }
-        recs.extend(self.viewer_worker.stop().flatten());
-        recs.extend(self.policy_worker.stop().flatten());
-        (self.maintenance, recs)
-    }
 }
 
 /// Stop the maintenance thread and write `events.jsonl`: `prepare` at
