@@ -68,6 +68,14 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
     for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless node:nodejs npm:npm; do
         command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
     done
+    # NodeSource's nodejs carries npm and conflicts with Debian's npm package:
+    # ask Debian for npm only together with its own nodejs.
+    if command -v node >/dev/null && ! command -v npm >/dev/null; then
+        kept=()
+        for pkg in "${need[@]}"; do [[ "$pkg" == npm ]] || kept+=("$pkg"); done
+        need=("${kept[@]+"${kept[@]}"}")
+        echo "warning: node without npm; the TypeScript MCAP reader check will be skipped" >&2
+    fi
     [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need+=(fonts-dejavu-core)
     if [[ ${#need[@]} -gt 0 ]]; then
         if command -v apt-get >/dev/null; then
