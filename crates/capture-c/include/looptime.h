@@ -102,6 +102,18 @@
 #define LOOPTIME_RING_HEAP 1
 
 /**
+ * Clock of the release points: the host's `CLOCK_MONOTONIC` (a paced
+ * scheduler, `rtf > 0`).
+ */
+#define LOOPTIME_CLOCK_HOST_MONOTONIC 0
+
+/**
+ * Clock of the release points: the simulation clock (an uncapped
+ * scheduler, `rtf = 0`).
+ */
+#define LOOPTIME_CLOCK_SIMULATION 1
+
+/**
  * A span id that names no span; ending it does nothing.
  */
 #define LOOPTIME_NO_SPAN 65535
@@ -140,9 +152,15 @@ typedef struct looptime_episode looptime_episode;
 typedef struct looptime_recorder looptime_recorder;
 
 /**
- * The absolute-deadline scheduler on the host's monotonic clock.
+ * The absolute-deadline scheduler: on the host's monotonic clock, or on
+ * the simulation clock when uncapped (`rtf = 0`).
  */
 typedef struct looptime_scheduler looptime_scheduler;
+
+/**
+ * A program's session directory (`<runs>/session-<UTC>`).
+ */
+typedef struct looptime_session looptime_session;
 
 /**
  * What a recorder holds so far.
@@ -175,7 +193,9 @@ typedef struct {
  */
 typedef struct {
   /**
-   * Period between release points, in ns (> 0).
+   * The nominal period, in ns (> 0); release points are `period_ns / rtf`
+   * apart on the host clock, or `period_ns` apart on the simulation
+   * clock when `rtf` is 0.
    */
   uint64_t period_ns;
   /**
@@ -197,6 +217,13 @@ typedef struct {
    * False by default.
    */
   bool auto_margin;
+  /**
+   * The real-time factor: 1 (the default) paces in real time; 0 runs
+   * uncapped on the simulation clock, every wait returning at once with
+   * the nominal schedule's release points (as `serve --rtf 0`); another
+   * value paces at `period_ns / rtf`. At most 1000.
+   */
+  double rtf;
 } looptime_scheduler_config;
 
 /**
@@ -293,6 +320,12 @@ typedef struct {
    * Entries in `setting_keys` and `setting_values`.
    */
   size_t n_settings;
+  /**
+   * The session's name (recorded as `config.run.label`, as
+   * `serve --label`; reports show it and `compare` names the side by
+   * it), or NULL.
+   */
+  const char *label;
 } looptime_program;
 
 #ifdef __cplusplus
@@ -382,6 +415,17 @@ int32_t looptime_builder_nominal_period_ns(looptime_builder *b, uint64_t ns);
  * `b` is NULL or a live builder.
  */
 int32_t looptime_builder_ring(looptime_builder *b, uint32_t storage);
+
+/**
+ * The clock of the release points the recorder is given
+ * (`LOOPTIME_CLOCK_HOST_MONOTONIC`, the default, or
+ * `LOOPTIME_CLOCK_SIMULATION` for a scheduler with `rtf = 0`; ask the
+ * scheduler with `looptime_scheduler_clock`).
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_target_clock(looptime_builder *b, uint32_t clock);
 
 /**
  * The episode directory the evidence will go to, recorded in the ring so
@@ -544,6 +588,17 @@ looptime_scheduler_config looptime_scheduler_config_default(uint64_t period_ns);
  * `settings` is NULL or readable; `out` is NULL or writable.
  */
 int32_t looptime_scheduler_new(const looptime_scheduler_config *settings, looptime_scheduler **out);
+
+/**
+ * The clock of the scheduler's release points, to `*clock`:
+ * `LOOPTIME_CLOCK_SIMULATION` when uncapped (`rtf = 0`), else
+ * `LOOPTIME_CLOCK_HOST_MONOTONIC`. Give it to
+ * `looptime_builder_target_clock`.
+ *
+ * # Safety
+ * `s` is NULL or a live scheduler; `clock` is NULL or writable.
+ */
+int32_t looptime_scheduler_clock(const looptime_scheduler *s, uint32_t *clock);
 
 /**
  * Release a scheduler (NULL is ignored).
@@ -755,6 +810,63 @@ int32_t looptime_episode_finish(looptime_episode *e,
  * `e` is NULL or an episode from `looptime_episode_create`, not yet freed.
  */
 void looptime_episode_free(looptime_episode *e);
+
+/**
+ * Create a session under `runs_dir`: `session-<UTC>` with its
+ * `session.json` (`planned_rollouts` not run yet, or 0 for as many as the
+ * program starts) and `<runs_dir>/latest-session`. Each
+ * `looptime_session_rollout` then starts `rollout-000`, `rollout-001`, ...
+ *
+ * # Safety
+ * `runs_dir` is NULL or a NUL-terminated string; `info` is NULL or a
+ * readable `looptime_program` whose pointers obey their comments; `out` is
+ * NULL or writable.
+ */
+int32_t looptime_session_create(const char *runs_dir,
+                                const looptime_program *info,
+                                uint32_t planned_rollouts,
+                                looptime_session **out);
+
+/**
+ * The session directory (valid while the handle lives), or NULL for a
+ * NULL handle.
+ *
+ * # Safety
+ * `s` is NULL or a live session.
+ */
+const char *looptime_session_dir(const looptime_session *s);
+
+/**
+ * Start the session's next rollout: its directory, a `running` manifest
+ * and `<runs>/latest`; the episode handle goes to `*out` (finish it with
+ * `looptime_episode_finish`, free it with `looptime_episode_free`).
+ * `LOOPTIME_ERR_STATE` while the previous rollout is not finished, or
+ * once the session is closed or every planned rollout has started.
+ *
+ * # Safety
+ * `s` is NULL or a live session; `out` is NULL or writable.
+ */
+int32_t looptime_session_rollout(const looptime_session *s, looptime_episode **out);
+
+/**
+ * Close the session: `session.json` says `complete` when every planned
+ * rollout ran and completed, else `aborted` with why (`why` when not
+ * NULL, else which rollouts did not run or ended early). Closing twice
+ * changes nothing.
+ *
+ * # Safety
+ * `s` is NULL or a live session; `why` is NULL or a NUL-terminated string.
+ */
+int32_t looptime_session_close(const looptime_session *s, const char *why);
+
+/**
+ * Release a session handle (NULL is ignored). The files stay; a session
+ * not closed stays `running` in `session.json`, as one killed would.
+ *
+ * # Safety
+ * `s` is NULL or a session from `looptime_session_create`, not yet freed.
+ */
+void looptime_session_free(looptime_session *s);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -99,6 +99,9 @@ public:
     Builder &nominal_period_ns(uint64_t ns) { check(looptime_builder_nominal_period_ns(b_, ns)); return *this; }
     Builder &ring(uint32_t storage) { check(looptime_builder_ring(b_, storage)); return *this; }
     Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }
+    /// LOOPTIME_CLOCK_HOST_MONOTONIC (default) or LOOPTIME_CLOCK_SIMULATION:
+    /// pass the scheduler's `clock()`.
+    Builder &target_clock(uint32_t clock) { check(looptime_builder_target_clock(b_, clock)); return *this; }
     Builder &metadata(const char *key, const char *value) { check(looptime_builder_metadata(b_, key, value)); return *this; }
     /// Declare background thread `name`, recorded with `thread`'s settings
     /// so far (see looptime_builder_thread).
@@ -202,7 +205,8 @@ private:
     uint64_t id_ = LOOPTIME_NO_SPAN;
 };
 
-/// The absolute-deadline scheduler on the host's monotonic clock.
+/// The absolute-deadline scheduler: on the host's monotonic clock, or
+/// uncapped on the simulation clock when the config's `rtf` is 0.
 class Scheduler {
 public:
     explicit Scheduler(const looptime_scheduler_config &cfg) {
@@ -227,6 +231,13 @@ public:
         return t;
     }
     void rephase() noexcept { looptime_scheduler_rephase(s_); }
+    /// LOOPTIME_CLOCK_SIMULATION when uncapped, else
+    /// LOOPTIME_CLOCK_HOST_MONOTONIC; give it to `Builder::target_clock`.
+    uint32_t clock() const {
+        uint32_t c = LOOPTIME_CLOCK_HOST_MONOTONIC;
+        check(looptime_scheduler_clock(s_, &c));
+        return c;
+    }
 
     const looptime_scheduler *get() const noexcept { return s_; }
 
@@ -234,8 +245,11 @@ private:
     looptime_scheduler *s_ = nullptr;
 };
 
+class Session;
+
 /// The episode directory of a program: session, rollout-000, manifest,
-/// session.json and `latest`, as `looptime serve` writes them.
+/// session.json and `latest`, as `looptime serve` writes them; or one
+/// rollout of a `Session` (`Session::rollout`). Move-only.
 class Episode {
 public:
     Episode(const char *runs_dir, const looptime_program &info) {
@@ -245,6 +259,11 @@ public:
     ~Episode() { looptime_episode_free(e_); }
     Episode(const Episode &) = delete;
     Episode &operator=(const Episode &) = delete;
+    Episode(Episode &&o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+    Episode &operator=(Episode &&o) noexcept {
+        std::swap(e_, o.e_);
+        return *this;
+    }
 
     const char *dir() const noexcept { return looptime_episode_dir(e_); }
 
@@ -260,7 +279,51 @@ public:
     }
 
 private:
+    friend class Session;
+    Episode() = default;
     looptime_episode *e_ = nullptr;
+};
+
+/// A session of several rollouts, as `serve --episodes N` writes them:
+/// `rollout()` starts the next one; `close()` (or the destructor) marks
+/// the session complete, or aborted with a reason. Move-only.
+class Session {
+public:
+    /// `planned_rollouts` 0: as many as the program starts.
+    Session(const char *runs_dir, const looptime_program &info, uint32_t planned_rollouts = 0) {
+        check_version();
+        check(looptime_session_create(runs_dir, &info, planned_rollouts, &s_));
+    }
+    ~Session() {
+        if (s_) {
+            looptime_session_close(s_, nullptr);
+            looptime_session_free(s_);
+        }
+    }
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
+    Session(Session &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    Session &operator=(Session &&o) noexcept {
+        std::swap(s_, o.s_);
+        return *this;
+    }
+
+    const char *dir() const noexcept { return looptime_session_dir(s_); }
+
+    /// Start the next rollout; throws (LOOPTIME_ERR_STATE) while the
+    /// previous one is not finished, or once the session is closed or every
+    /// planned rollout has started.
+    Episode rollout() {
+        Episode e;
+        check(looptime_session_rollout(s_, &e.e_));
+        return e;
+    }
+
+    /// Close: `why` (may be NULL) says why the session stopped early.
+    void close(const char *why = nullptr) { check(looptime_session_close(s_, why)); }
+
+private:
+    looptime_session *s_ = nullptr;
 };
 
 }  // namespace looptime

@@ -187,6 +187,23 @@ pub unsafe extern "C" fn looptime_builder_ring(b: *mut Builder, storage: u32) ->
     })
 }
 
+/// The clock of the release points the recorder is given
+/// (`LOOPTIME_CLOCK_HOST_MONOTONIC`, the default, or
+/// `LOOPTIME_CLOCK_SIMULATION` for a scheduler with `rtf = 0`; ask the
+/// scheduler with `looptime_scheduler_clock`).
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_target_clock(b: *mut Builder, clock: u32) -> i32 {
+    guard("looptime_builder_target_clock", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        b.b.target_clock(crate::scheduler::domain_of(clock)?);
+        Ok(LOOPTIME_OK)
+    })
+}
+
 /// The episode directory the evidence will go to, recorded in the ring so
 /// that `looptime recover` writes there after a crash.
 ///

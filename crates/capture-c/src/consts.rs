@@ -42,6 +42,12 @@ pub const LOOPTIME_POLICY_KEEP_PHASE: u32 = 1;
 pub const LOOPTIME_RING_AUTO: u32 = 0;
 /// Ring storage: the heap (not recoverable after kill -9).
 pub const LOOPTIME_RING_HEAP: u32 = 1;
+/// Clock of the release points: the host's `CLOCK_MONOTONIC` (a paced
+/// scheduler, `rtf > 0`).
+pub const LOOPTIME_CLOCK_HOST_MONOTONIC: u32 = 0;
+/// Clock of the release points: the simulation clock (an uncapped
+/// scheduler, `rtf = 0`).
+pub const LOOPTIME_CLOCK_SIMULATION: u32 = 1;
 /// A span id that names no span; ending it does nothing.
 pub const LOOPTIME_NO_SPAN: u64 = 0xffff;
 /// CPU-time mode: two CPU-clock reads a cycle, the work's CPU time in the

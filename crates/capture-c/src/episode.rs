@@ -38,11 +38,15 @@ pub struct ProgramInfo {
     pub setting_values: *const *const c_char,
     /// Entries in `setting_keys` and `setting_values`.
     pub n_settings: usize,
+    /// The session's name (recorded as `config.run.label`, as
+    /// `serve --label`; reports show it and `compare` names the side by
+    /// it), or NULL.
+    pub label: *const c_char,
 }
 
-abi_layout!(ProgramInfo, size 72,
+abi_layout!(ProgramInfo, size 80,
     program @ 0, sources @ 8, n_sources @ 16, control_timing @ 24, timing_max_cycles @ 32,
-    scheduler @ 40, setting_keys @ 48, setting_values @ 56, n_settings @ 64);
+    scheduler @ 40, setting_keys @ 48, setting_values @ 56, n_settings @ 64, label @ 72);
 
 /// A program's episode directory (`<runs>/session-<UTC>/rollout-000`).
 #[derive(Debug)]
@@ -98,58 +102,88 @@ pub unsafe extern "C" fn looptime_episode_create(
             return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
         }
         // SAFETY: the caller's contract.
-        let (program, sources, keys, values) = unsafe {
-            (
-                text(info.program, "program")?,
-                strings(info.sources, info.n_sources, "sources")?,
-                strings(info.setting_keys, info.n_settings, "setting_keys")?,
-                strings(info.setting_values, info.n_settings, "setting_values")?,
-            )
-        };
-        // SAFETY: the caller's contract.
-        let sched = unsafe { info.scheduler.as_ref() }
-            .copied()
-            .unwrap_or_else(|| looptime_scheduler_config_default(10_000_000));
-        let facts = ProgramFacts {
-            producer: format!("looptime-c {}", env!("CARGO_PKG_VERSION")),
-            program: program.to_string(),
-            sources: sources.iter().map(PathBuf::from).collect(),
-            control_timing: info.control_timing,
-            timing_max_cycles: info.timing_max_cycles,
-            nominal_period_ns: sched.period_ns,
-            spin_margin_ns: sched.spin_margin_ns,
-            spin_margin_auto: sched.auto_margin,
-            overrun_policy: if sched.policy == LOOPTIME_POLICY_KEEP_PHASE {
-                "keep-phase"
-            } else {
-                "rebase"
-            },
-            settings: keys
-                .iter()
-                .zip(&values)
-                .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
-                .collect(),
-        };
+        let facts = unsafe { program_facts(info) }?;
         let (ep, notes) = HostEpisode::create(Path::new(runs), facts)
             .map_err(|e| fail(LOOPTIME_ERR_IO, looptime_capture::error_chain(&e)))?;
         for n in notes {
             eprintln!("{n}");
         }
+        let e = CEpisode::wrap(ep)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(Box::into_raw(Box::new(e))) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+impl CEpisode {
+    /// The C handle's contents for a started rollout.
+    pub(crate) fn wrap(ep: HostEpisode) -> Result<CEpisode, Fail> {
         let dir = CString::new(ep.dir().as_os_str().as_encoded_bytes()).map_err(|_| {
             fail(
                 LOOPTIME_ERR_INVALID,
                 "the runs directory contains a NUL byte",
             )
         })?;
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out.write(Box::into_raw(Box::new(CEpisode {
-                ep,
-                dir,
-                realtime: None,
-            })))
-        };
-        Ok(LOOPTIME_OK)
+        Ok(CEpisode {
+            ep,
+            dir,
+            realtime: None,
+        })
+    }
+}
+
+/// What `info` declares, checked.
+///
+/// # Safety
+/// `info`'s pointers obey their comments.
+pub(crate) unsafe fn program_facts(info: &ProgramInfo) -> Result<ProgramFacts, Fail> {
+    // SAFETY: the caller's contract.
+    let (program, sources, keys, values) = unsafe {
+        (
+            text(info.program, "program")?,
+            strings(info.sources, info.n_sources, "sources")?,
+            strings(info.setting_keys, info.n_settings, "setting_keys")?,
+            strings(info.setting_values, info.n_settings, "setting_values")?,
+        )
+    };
+    let label = if info.label.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        let l = unsafe { text(info.label, "label") }?;
+        if l.is_empty() || l.chars().any(char::is_control) {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("label must be a non-empty name without control characters, not {l:?}"),
+            ));
+        }
+        Some(l.to_string())
+    };
+    // SAFETY: the caller's contract.
+    let sched = unsafe { info.scheduler.as_ref() }
+        .copied()
+        .unwrap_or_else(|| looptime_scheduler_config_default(10_000_000));
+    Ok(ProgramFacts {
+        producer: format!("looptime-c {}", env!("CARGO_PKG_VERSION")),
+        program: program.to_string(),
+        sources: sources.iter().map(PathBuf::from).collect(),
+        control_timing: info.control_timing,
+        timing_max_cycles: info.timing_max_cycles,
+        nominal_period_ns: sched.period_ns,
+        spin_margin_ns: sched.spin_margin_ns,
+        spin_margin_auto: sched.auto_margin,
+        overrun_policy: if sched.policy == LOOPTIME_POLICY_KEEP_PHASE {
+            "keep-phase"
+        } else {
+            "rebase"
+        },
+        rtf: sched.rtf,
+        label,
+        settings: keys
+            .iter()
+            .zip(&values)
+            .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+            .collect(),
     })
 }
 

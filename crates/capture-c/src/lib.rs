@@ -70,6 +70,7 @@ mod record;
 
 mod bench;
 mod episode;
+mod session;
 
 pub use bench::*;
 pub use builder::*;
@@ -79,6 +80,7 @@ pub use error::looptime_last_error;
 pub use record::*;
 pub use recorder::*;
 pub use scheduler::*;
+pub use session::*;
 
 #[cfg(test)]
 mod tests;

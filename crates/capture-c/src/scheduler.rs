@@ -1,18 +1,21 @@
 //! The loop scheduler: absolute deadlines, sleep-then-spin, overrun
 //! policies and the measured dt, handed to C as a tick per wait.
 
-use looptime_runtime::clock::MonotonicClock;
+use looptime_capture::ClockDomain;
+use looptime_runtime::clock::{LoopClock, PacedClock};
 use looptime_runtime::scheduler::{OverrunPolicy, Scheduler, SchedulerConfig};
 
 use crate::consts::*;
-use crate::error::{fail, guard, null_error};
+use crate::error::{fail, guard, null_error, Fail};
 use crate::ptr::{free_handle, handle, handle_ref, put};
 
 /// Scheduler settings; start from `looptime_scheduler_config_default`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SchedulerSettings {
-    /// Period between release points, in ns (> 0).
+    /// The nominal period, in ns (> 0); release points are `period_ns / rtf`
+    /// apart on the host clock, or `period_ns` apart on the simulation
+    /// clock when `rtf` is 0.
     pub period_ns: u64,
     /// Sleep ends this long before the deadline; the rest is spun. At most
     /// half the period and 2 ms.
@@ -25,10 +28,27 @@ pub struct SchedulerSettings {
     /// and the ceiling (`spin_margin_ns` is then the first wait's margin).
     /// False by default.
     pub auto_margin: bool,
+    /// The real-time factor: 1 (the default) paces in real time; 0 runs
+    /// uncapped on the simulation clock, every wait returning at once with
+    /// the nominal schedule's release points (as `serve --rtf 0`); another
+    /// value paces at `period_ns / rtf`. At most 1000.
+    pub rtf: f64,
 }
 
-abi_layout!(SchedulerSettings, size 40,
-    period_ns @ 0, spin_margin_ns @ 8, policy @ 16, max_dt_ns @ 24, auto_margin @ 32);
+abi_layout!(SchedulerSettings, size 48,
+    period_ns @ 0, spin_margin_ns @ 8, policy @ 16, max_dt_ns @ 24, auto_margin @ 32, rtf @ 40);
+
+/// The clock domain a `LOOPTIME_CLOCK_*` constant names.
+pub(crate) fn domain_of(clock: u32) -> Result<ClockDomain, Fail> {
+    match clock {
+        LOOPTIME_CLOCK_HOST_MONOTONIC => Ok(ClockDomain::HostMonotonic),
+        LOOPTIME_CLOCK_SIMULATION => Ok(ClockDomain::Simulation),
+        other => Err(fail(
+            LOOPTIME_ERR_INVALID,
+            format!("clock {other} is neither LOOPTIME_CLOCK_HOST_MONOTONIC nor LOOPTIME_CLOCK_SIMULATION"),
+        )),
+    }
+}
 
 /// The defaults for `period_ns`: a fixed 200 µs spin margin (less for short
 /// periods), rebase, and `dt` bounded at three periods.
@@ -42,13 +62,15 @@ pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> Scheduler
         policy: LOOPTIME_POLICY_REBASE,
         max_dt_ns: c.max_dt_ns,
         auto_margin: c.auto_margin,
+        rtf: 1.0,
     }
 }
 
-/// The absolute-deadline scheduler on the host's monotonic clock.
+/// The absolute-deadline scheduler: on the host's monotonic clock, or on
+/// the simulation clock when uncapped (`rtf = 0`).
 #[derive(Debug)]
 pub struct CScheduler {
-    pub(crate) s: Scheduler<MonotonicClock>,
+    pub(crate) s: Scheduler<PacedClock>,
 }
 
 /// What one `looptime_scheduler_wait` did.
@@ -147,17 +169,50 @@ pub unsafe extern "C" fn looptime_scheduler_new(
                 ))
             }
         };
+        if !(s.rtf.is_finite() && (0.0..=1000.0).contains(&s.rtf)) {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("rtf {} is neither 0 (uncapped) nor a real-time factor up to 1000 (start from looptime_scheduler_config_default, which sets 1)", s.rtf),
+            ));
+        }
+        let period_ns = if s.rtf == 0.0 {
+            s.period_ns
+        } else {
+            ((s.period_ns as f64) / s.rtf).round() as u64
+        };
         let cfg = SchedulerConfig {
-            period_ns: s.period_ns,
+            period_ns,
             spin_margin_ns: s.spin_margin_ns,
             auto_margin: s.auto_margin,
             policy,
             max_dt_ns: s.max_dt_ns,
         };
-        let s = Scheduler::new(MonotonicClock, cfg)
+        let s = Scheduler::new(PacedClock::for_rtf(s.rtf), cfg)
             .map_err(|e| fail(LOOPTIME_ERR_INVALID, e.to_string()))?;
         // SAFETY: checked non-NULL above.
         unsafe { out.write(Box::into_raw(Box::new(CScheduler { s }))) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// The clock of the scheduler's release points, to `*clock`:
+/// `LOOPTIME_CLOCK_SIMULATION` when uncapped (`rtf = 0`), else
+/// `LOOPTIME_CLOCK_HOST_MONOTONIC`. Give it to
+/// `looptime_builder_target_clock`.
+///
+/// # Safety
+/// `s` is NULL or a live scheduler; `clock` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_clock(s: *const CScheduler, clock: *mut u32) -> i32 {
+    guard("looptime_scheduler_clock", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { handle_ref(s, "scheduler") }?;
+        let c = match h.s.clock().domain() {
+            ClockDomain::Simulation => LOOPTIME_CLOCK_SIMULATION,
+            _ => LOOPTIME_CLOCK_HOST_MONOTONIC,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(clock, c, "clock pointer") }?;
         Ok(LOOPTIME_OK)
     })
 }

@@ -1,29 +1,99 @@
-//! `Episode`: a program's session and rollout directories and manifest,
-//! in `looptime serve`'s layout.
+//! `Session` and `Episode`: a program's session and rollout directories and
+//! manifests, in `looptime serve`'s layout.
 
-use looptime_runtime::embed::{EpisodeEnd, HostEpisode, ProgramFacts};
+use looptime_runtime::embed::{EpisodeEnd, HostEpisode, HostSession, ProgramFacts};
 use looptime_runtime::rt::{setup_control_thread, RealtimeObtained, RealtimeRequest};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::runtime_err;
 use crate::recorder::Recorder;
 use crate::scheduler::Scheduler;
 
-/// A program's episode directory, in `serve`'s layout.
+/// `settings` as JSON values, through Python's `json` (so what the
+/// manifest records is what `json.dumps` would write).
+fn json_settings(
+    py: Python<'_>,
+    settings: Option<&Bound<'_, PyDict>>,
+) -> PyResult<BTreeMap<String, serde_json::Value>> {
+    let mut map = BTreeMap::new();
+    if let Some(s) = settings {
+        let json = py.import("json")?;
+        for (k, v) in s.iter() {
+            let key: String = k.extract()?;
+            let text: String = json.call_method1("dumps", (v,))?.extract().map_err(|_| {
+                PyTypeError::new_err(format!("settings[{key:?}] is not JSON-serialisable"))
+            })?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| PyValueError::new_err(format!("settings[{key:?}]: {e}")))?;
+            map.insert(key, value);
+        }
+    }
+    Ok(map)
+}
+
+/// What the program declares, from the arguments both classes take.
+struct Declared<'a, 'py> {
+    program: String,
+    sources: Vec<PathBuf>,
+    control_timing: bool,
+    timing_max_cycles: u64,
+    scheduler: PyRef<'a, Scheduler>,
+    settings: Option<&'a Bound<'py, PyDict>>,
+    label: Option<String>,
+}
+
+impl Declared<'_, '_> {
+    fn facts(self, py: Python<'_>) -> PyResult<ProgramFacts> {
+        if let Some(l) = &self.label {
+            if l.is_empty() || l.chars().any(char::is_control) {
+                return Err(PyValueError::new_err(format!(
+                    "label must be a non-empty name without control characters, not {l:?}"
+                )));
+            }
+        }
+        let cfg = self.scheduler.s.config();
+        Ok(ProgramFacts {
+            producer: format!("looptime-python {}", env!("CARGO_PKG_VERSION")),
+            program: self.program,
+            sources: self.sources,
+            control_timing: self.control_timing,
+            timing_max_cycles: self.timing_max_cycles,
+            nominal_period_ns: self.scheduler.nominal_period_ns,
+            spin_margin_ns: cfg.spin_margin_ns,
+            spin_margin_auto: cfg.auto_margin,
+            overrun_policy: cfg.policy.as_str(),
+            rtf: self.scheduler.rtf,
+            label: self.label,
+            settings: json_settings(py, self.settings)?,
+        })
+    }
+}
+
+fn print_notes(notes: Vec<String>) {
+    for n in notes {
+        eprintln!("{n}");
+    }
+}
+
+/// A program's session (`<runs>/session-<UTC>`), to which it adds rollouts
+/// one after another, as `serve --episodes N` does; `compare` takes two
+/// session directories. Use it as a context manager: leaving the `with`
+/// block closes it (with the exception's text as the reason, when one
+/// ends the block).
 #[pyclass(module = "looptime._looptime")]
 #[derive(Debug)]
-pub struct Episode {
-    ep: HostEpisode,
-    realtime: Option<RealtimeObtained>,
+pub struct Session {
+    s: HostSession,
 }
 
 #[pymethods]
-impl Episode {
+impl Session {
     #[new]
-    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None))]
+    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None, label = None, rollouts = 0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -34,41 +104,122 @@ impl Episode {
         timing_max_cycles: u64,
         scheduler: PyRef<'_, Scheduler>,
         settings: Option<&Bound<'_, PyDict>>,
+        label: Option<String>,
+        rollouts: u32,
     ) -> PyResult<Self> {
-        let mut map = std::collections::BTreeMap::new();
-        if let Some(s) = settings {
-            let json = py.import("json")?;
-            for (k, v) in s.iter() {
-                let key: String = k.extract()?;
-                let text: String = json.call_method1("dumps", (v,))?.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("settings[{key:?}] is not JSON-serialisable"))
-                })?;
-                let value: serde_json::Value = serde_json::from_str(&text)
-                    .map_err(|e| PyValueError::new_err(format!("settings[{key:?}]: {e}")))?;
-                map.insert(key, value);
-            }
-        }
-        let cfg = scheduler.s.config();
-        let facts = ProgramFacts {
-            producer: format!("looptime-python {}", env!("CARGO_PKG_VERSION")),
+        let facts = Declared {
             program,
             sources,
             control_timing,
             timing_max_cycles,
-            nominal_period_ns: cfg.period_ns,
-            spin_margin_ns: cfg.spin_margin_ns,
-            spin_margin_auto: cfg.auto_margin,
-            overrun_policy: cfg.policy.as_str(),
-            settings: map,
-        };
-        let (ep, notes) = HostEpisode::create(&runs_dir, facts).map_err(runtime_err)?;
-        for n in notes {
-            eprintln!("{n}");
+            scheduler,
+            settings,
+            label,
         }
+        .facts(py)?;
+        let (s, notes) = HostSession::create(&runs_dir, facts, rollouts).map_err(runtime_err)?;
+        print_notes(notes);
+        Ok(Session { s })
+    }
+
+    /// The session directory.
+    #[getter]
+    fn dir(&self) -> String {
+        self.s.dir().display().to_string()
+    }
+
+    /// Rollouts started so far.
+    #[getter]
+    fn rollouts(&self) -> usize {
+        self.s.rollouts()
+    }
+
+    /// Start the next rollout (`rollout-NNN`), with `settings` over the
+    /// session's under the manifest's `config.program` (a seed, say).
+    /// Raises `RuntimeError` while the previous rollout is not finished, or
+    /// once the session is closed or every planned rollout has started.
+    #[pyo3(signature = (settings = None))]
+    fn rollout(&self, py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<Episode> {
+        let extra = json_settings(py, settings)?;
+        let ep = self.s.rollout(extra).map_err(runtime_err)?;
         Ok(Episode { ep, realtime: None })
     }
 
-    /// The rollout directory (`<runs>/session-<UTC>/rollout-000`).
+    /// Close the session: `session.json` says `complete` when every planned
+    /// rollout ran and completed, else `aborted` with why (`why`, when
+    /// given). Closing twice changes nothing.
+    #[pyo3(signature = (why = None))]
+    fn close(&self, why: Option<&str>) -> PyResult<()> {
+        self.s.close(why).map_err(runtime_err)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (_ty = None, value = None, _tb = None))]
+    fn __exit__(
+        &self,
+        _ty: Option<&Bound<'_, PyAny>>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let why = value.filter(|v| !v.is_none()).map(|v| {
+            let name = v
+                .get_type()
+                .name()
+                .map_or_else(|_| "exception".to_string(), |n| n.to_string());
+            match v.str() {
+                Ok(text) if !text.to_string().is_empty() => format!("{name}: {text}"),
+                _ => name,
+            }
+        });
+        self.close(why.as_deref())?;
+        Ok(false)
+    }
+}
+
+/// A program's rollout directory, in `serve`'s layout: from `Session.rollout`,
+/// or, built directly, a session of its own holding this one rollout.
+#[pyclass(module = "looptime._looptime")]
+#[derive(Debug)]
+pub struct Episode {
+    ep: HostEpisode,
+    realtime: Option<RealtimeObtained>,
+}
+
+#[pymethods]
+impl Episode {
+    #[new]
+    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None, label = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        runs_dir: PathBuf,
+        program: String,
+        sources: Vec<PathBuf>,
+        control_timing: bool,
+        timing_max_cycles: u64,
+        scheduler: PyRef<'_, Scheduler>,
+        settings: Option<&Bound<'_, PyDict>>,
+        label: Option<String>,
+    ) -> PyResult<Self> {
+        let facts = Declared {
+            program,
+            sources,
+            control_timing,
+            timing_max_cycles,
+            scheduler,
+            settings,
+            label,
+        }
+        .facts(py)?;
+        let (ep, notes) = HostEpisode::create(&runs_dir, facts).map_err(runtime_err)?;
+        print_notes(notes);
+        Ok(Episode { ep, realtime: None })
+    }
+
+    /// The rollout directory (`<runs>/session-<UTC>/rollout-NNN`).
     #[getter]
     fn dir(&self) -> String {
         self.ep.dir().display().to_string()

@@ -22,7 +22,15 @@ pub(crate) fn capture_err(e: looptime_capture::CaptureError) -> PyErr {
     }
 }
 
-/// An episode-layout error (a file or directory of the episode): `OSError`.
+/// An episode-layout error: `OSError` for a file or directory of the
+/// episode, `RuntimeError` for a request the session refused.
 pub(crate) fn runtime_err(e: looptime_runtime::error::ServeError) -> PyErr {
-    PyOSError::new_err(looptime_capture::error_chain(&e))
+    let text = looptime_capture::error_chain(&e);
+    match e {
+        // A refused request (a rollout after close), not the file system.
+        looptime_runtime::error::ServeError::Session { .. } => {
+            pyo3::exceptions::PyRuntimeError::new_err(text)
+        }
+        _ => PyOSError::new_err(text),
+    }
 }

@@ -48,7 +48,7 @@ mod episode;
 use looptime_capture::MAX_SPAN_DEPTH;
 use pyo3::prelude::*;
 
-use episode::Episode;
+use episode::{Episode, Session};
 use recorder::{FinishReport, Recorder};
 use scheduler::Scheduler;
 use tick::Tick;
@@ -73,6 +73,7 @@ fn _looptime(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tick>()?;
     m.add_class::<FinishReport>()?;
     m.add_class::<Episode>()?;
+    m.add_class::<Session>()?;
     m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
     m.add_function(wrap_pyfunction!(thread_cpu_ns, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

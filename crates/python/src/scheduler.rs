@@ -1,7 +1,8 @@
 //! `Scheduler`: the absolute-deadline scheduler on the host's monotonic
-//! clock (or uncapped), releasing the GIL while it sleeps.
+//! clock, or uncapped on the simulation clock (`rtf=0`), releasing the GIL
+//! while it sleeps.
 
-use looptime_runtime::clock::{LoopClock, MonotonicClock};
+use looptime_runtime::clock::{LoopClock, PacedClock};
 use looptime_runtime::scheduler::{
     OverrunPolicy, Scheduler as RustScheduler, SchedulerConfig, Tick as RustTick,
 };
@@ -11,11 +12,17 @@ use pyo3::types::PyBool;
 
 use crate::recorder::Recorder;
 use crate::tick::Tick;
-/// The absolute-deadline scheduler on the host's monotonic clock.
+/// The absolute-deadline scheduler: on the host's monotonic clock, at
+/// `period / rtf`; or, with `rtf=0`, uncapped on the simulation clock,
+/// where every wait returns at once and the release points (the ticks'
+/// `target_ns`, `dt_ns`) follow the nominal period, as `serve --rtf 0`.
 #[pyclass(module = "looptime._looptime")]
 #[derive(Debug)]
 pub struct Scheduler {
-    pub(crate) s: RustScheduler<MonotonicClock>,
+    pub(crate) s: RustScheduler<PacedClock>,
+    /// The period asked for, before the real-time factor.
+    pub(crate) nominal_period_ns: u64,
+    pub(crate) rtf: f64,
     pub(crate) tick: Py<Tick>,
     pub(crate) release_gil_during_spin: bool,
 }
@@ -23,7 +30,7 @@ pub struct Scheduler {
 #[pymethods]
 impl Scheduler {
     #[new]
-    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false))]
+    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false, rtf = 1.0))]
     fn new(
         py: Python<'_>,
         period_s: f64,
@@ -31,10 +38,16 @@ impl Scheduler {
         policy: &str,
         max_dt_s: Option<f64>,
         release_gil_during_spin: bool,
+        rtf: f64,
     ) -> PyResult<Self> {
         if !(period_s.is_finite() && period_s > 0.0 && period_s <= 3600.0) {
             return Err(PyValueError::new_err(format!(
                 "period_s must be a positive number of seconds (at most 3600), not {period_s}"
+            )));
+        }
+        if !(rtf.is_finite() && (0.0..=1000.0).contains(&rtf)) {
+            return Err(PyValueError::new_err(format!(
+                "rtf must be 0 (uncapped, on the simulation clock) or a real-time factor up to 1000, not {rtf}"
             )));
         }
         // None: 200 µs (clamped to half the period); "auto": adaptive.
@@ -60,7 +73,12 @@ impl Scheduler {
                 Some(us)
             }
         };
-        let period_ns = (period_s * 1e9).round() as u64;
+        let nominal_period_ns = (period_s * 1e9).round() as u64;
+        let period_ns = if rtf == 0.0 {
+            nominal_period_ns
+        } else {
+            ((nominal_period_ns as f64) / rtf).round().max(1.0) as u64
+        };
         let policy = match policy {
             "rebase" => OverrunPolicy::Rebase,
             "keep-phase" => OverrunPolicy::KeepPhase,
@@ -84,10 +102,12 @@ impl Scheduler {
             }
             cfg.max_dt_ns = (m * 1e9).round() as u64;
         }
-        let s = RustScheduler::new(MonotonicClock, cfg)
+        let s = RustScheduler::new(PacedClock::for_rtf(rtf), cfg)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Scheduler {
             s,
+            nominal_period_ns,
+            rtf,
             tick: Py::new(py, Tick(RustTick::default()))?,
             release_gil_during_spin,
         })
@@ -108,6 +128,14 @@ impl Scheduler {
         if let Some(r) = recorder {
             let mut r = r.borrow_mut();
             r.live()?;
+            let ours = self.s.clock().domain();
+            if r.target_clock != ours {
+                return Err(PyValueError::new_err(format!(
+                    "the recorder's target_clock is {:?} but this scheduler's release points are on {:?}: build the recorder with target_clock=scheduler.clock",
+                    r.target_clock.as_str(),
+                    ours.as_str()
+                )));
+            }
             r.rec.begin_wait();
         }
         let t = if self.release_gil_during_spin {
@@ -130,10 +158,27 @@ impl Scheduler {
         self.s.rephase();
     }
 
-    /// The period, in ns.
+    /// The period between release points, in ns (`period_s / rtf` when
+    /// paced; the nominal period when uncapped).
     #[getter]
     fn period_ns(&self) -> u64 {
         self.s.config().period_ns
+    }
+    /// The period asked for (`period_s`), in ns.
+    #[getter]
+    fn nominal_period_ns(&self) -> u64 {
+        self.nominal_period_ns
+    }
+    /// The real-time factor (0: uncapped).
+    #[getter]
+    fn rtf(&self) -> f64 {
+        self.rtf
+    }
+    /// The clock its release points are on: `"host_monotonic"`, or
+    /// `"simulation"` when uncapped. Give it to `Recorder(target_clock=...)`.
+    #[getter]
+    fn clock(&self) -> &'static str {
+        self.s.clock().domain().as_str()
     }
     /// The spin margin the next wait uses, in ns (with `"auto"`, the
     /// adaptive margin's current value).

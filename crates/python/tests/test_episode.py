@@ -96,3 +96,89 @@ def test_the_example_refuses_a_bad_argument(tmp_path):
     p = run_example(tmp_path, "--rate", "0")
     _, err = p.communicate(timeout=30)
     assert p.returncode == 2 and "--rate must be in (0, 1000] Hz" in err
+
+
+def _run_rollout(session, sched, cycles, cost_s=0.0):
+    """One rollout of `cycles` cycles on `session`, recorded and finished."""
+    ep = session.rollout(settings={"cost_s": cost_s})
+    rec = small_recorder(episode_dir=ep.dir, target_clock=sched.clock, nominal_period_ns=sched.nominal_period_ns)
+    for _ in range(cycles):
+        with rec.cycle("running", sched.wait(rec)):
+            with rec.span("act"):
+                if cost_s:
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < cost_s:
+                        pass
+    rec.finish(ep.dir)
+    ep.finish(rec, sched, complete=True, planned_cycles=cycles)
+    return pathlib.Path(ep.dir)
+
+
+def test_a_session_holds_several_rollouts_that_compare_reads_as_a_side(tmp_path):
+    args = looptime.add_arguments(argparse.ArgumentParser()).parse_args(["--control-timing", "--label", "spin"])
+    sides = {}
+    for name, cost in (("a", 0.0), ("b", 0.0005)):
+        sched = looptime.Scheduler(0.002, rtf=0)
+        with looptime.open_session(tmp_path / name, args, sched, rollouts=3, sources=[__file__]) as s:
+            dirs = [_run_rollout(s, sched, 60, cost) for _ in range(3)]
+            assert s.rollouts == 3
+            with pytest.raises(RuntimeError, match="all 3 planned rollouts have started"):
+                s.rollout()
+        session = pathlib.Path(s.dir)
+        assert [d.name for d in dirs] == ["rollout-000", "rollout-001", "rollout-002"]
+        assert all(d.parent == session for d in dirs)
+        assert (tmp_path / name / "latest-session").resolve() == session.resolve()
+        assert (tmp_path / name / "latest").resolve() == dirs[-1].resolve()
+        rec = json.loads((session / "session.json").read_text())
+        assert rec["status"] == "complete" and rec["planned_rollouts"] == 3
+        assert [r["state"] for r in rec["rollouts"]] == ["complete"] * 3
+        m = json.loads((dirs[1] / "manifest.json").read_text())
+        # rtf=0: the loop ran uncapped on the simulation clock, and says so.
+        assert m["config"]["run"]["rtf"] == 0.0 and m["config"]["run"]["label"] == "spin"
+        assert m["schedule"]["clock"] == "simulation" and m["schedule"]["nominal_period_ns"] == 2_000_000
+        assert m["config"]["program"]["cost_s"] == cost and m["rollout"] == "rollout-001"
+        assert analyze(dirs[1])["state"] == "complete"
+        sides[name] = session
+    out = subprocess.run([str(ANALYZER), "compare", str(sides["a"]), str(sides["b"]), "--json", "--resamples", "100"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    # Three rollouts a side, each read from its session directory, named by
+    # the sessions' label; the one setting that differs is found.
+    assert [len(r["a_episodes"]), len(r["b_episodes"])] == [3, 3]
+    assert r["a"].startswith("spin (3 rollouts in ") and r["settings_differing"] == ["program.cost_s"]
+
+
+def test_leaving_a_session_on_an_exception_aborts_it_with_the_reason(tmp_path):
+    args = looptime.add_arguments(argparse.ArgumentParser()).parse_args([])
+    sched = looptime.Scheduler(0.01, rtf=0)
+    with pytest.raises(ValueError, match="bad gain"):
+        with looptime.open_session(tmp_path / "runs", args, sched) as s:
+            _run_rollout(s, sched, 5)
+            raise ValueError("bad gain")
+    rec = json.loads((pathlib.Path(s.dir) / "session.json").read_text())
+    assert rec["status"] == "aborted" and rec["stop"] == "ValueError: bad gain"
+    assert [r["state"] for r in rec["rollouts"]] == ["complete"]
+    with pytest.raises(RuntimeError, match="closed"):
+        s.rollout()
+
+
+def test_uncapped_scheduler_releases_on_the_nominal_schedule_at_once(tmp_path):
+    sched = looptime.Scheduler(0.001, rtf=0)
+    assert (sched.clock, sched.rtf, sched.period_ns) == ("simulation", 0.0, 1_000_000)
+    t0 = time.monotonic()
+    targets = [sched.wait().target_ns for _ in range(5000)]
+    # 5000 simulated milliseconds, run without sleeping: the k-th release
+    # point is k periods after the first, whatever the host did meanwhile.
+    assert time.monotonic() - t0 < 4.0
+    assert [b - a for a, b in zip(targets, targets[1:])] == [1_000_000] * 4999
+    assert sched.overruns == 0
+    paced = looptime.Scheduler(0.01, rtf=2)
+    assert (paced.clock, paced.period_ns, paced.nominal_period_ns) == ("host_monotonic", 5_000_000, 10_000_000)
+    # A recorder on the host clock cannot take simulated release points.
+    with pytest.raises(ValueError, match="target_clock=scheduler.clock"):
+        sched.wait(small_recorder())
+    with pytest.raises(ValueError, match="rtf must be 0"):
+        looptime.Scheduler(0.01, rtf=-1)
+    with pytest.raises(ValueError, match="target_clock must be"):
+        small_recorder(target_clock="tsc")

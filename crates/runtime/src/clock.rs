@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use looptime_capture::ClockDomain;
 
@@ -52,33 +53,87 @@ impl LoopClock for MonotonicClock {
 /// Virtual time for uncapped runs (`rtf = 0`): sleeping and spinning jump
 /// straight to the deadline, and work takes no virtual time, so the loop runs
 /// as fast as the work allows while `dt` follows the nominal schedule.
+///
+/// Its time is an atomic (read and written only by the thread that owns
+/// the scheduler), so a scheduler on it can live in a Python object.
 #[derive(Debug, Default)]
 pub struct SimulationClock {
-    now: Cell<u64>,
+    now: AtomicU64,
 }
 
 impl SimulationClock {
     /// A simulation clock starting at `start_ns`.
     pub fn new(start_ns: u64) -> Self {
         Self {
-            now: Cell::new(start_ns),
+            now: AtomicU64::new(start_ns),
         }
     }
 }
 
 impl LoopClock for SimulationClock {
     fn now_ns(&self) -> u64 {
-        self.now.get()
+        self.now.load(Ordering::Relaxed)
     }
     fn sleep_until_ns(&self, deadline_ns: u64) {
-        self.now.set(self.now.get().max(deadline_ns));
+        self.now.fetch_max(deadline_ns, Ordering::Relaxed);
     }
     fn spin_until_ns(&self, deadline_ns: u64) -> u64 {
         self.sleep_until_ns(deadline_ns);
-        self.now.get()
+        self.now_ns()
     }
     fn domain(&self) -> ClockDomain {
         ClockDomain::Simulation
+    }
+}
+
+/// The clock a program's loop runs on, chosen by its real-time factor:
+/// the host's monotonic clock when paced (`rtf > 0`), the simulation clock
+/// when uncapped (`rtf = 0`), as `looptime serve` chooses. The bindings'
+/// schedulers use it, so one scheduler type serves both.
+#[derive(Debug)]
+pub enum PacedClock {
+    /// `CLOCK_MONOTONIC` (`rtf > 0`).
+    Host(MonotonicClock),
+    /// Virtual time from 0 (`rtf = 0`).
+    Simulation(SimulationClock),
+}
+
+impl PacedClock {
+    /// The clock for a real-time factor: simulation for 0, host otherwise.
+    pub fn for_rtf(rtf: f64) -> Self {
+        if rtf == 0.0 {
+            PacedClock::Simulation(SimulationClock::new(0))
+        } else {
+            PacedClock::Host(MonotonicClock)
+        }
+    }
+}
+
+impl LoopClock for PacedClock {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        match self {
+            PacedClock::Host(c) => c.now_ns(),
+            PacedClock::Simulation(c) => c.now_ns(),
+        }
+    }
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        match self {
+            PacedClock::Host(c) => c.sleep_until_ns(deadline_ns),
+            PacedClock::Simulation(c) => c.sleep_until_ns(deadline_ns),
+        }
+    }
+    fn spin_until_ns(&self, deadline_ns: u64) -> u64 {
+        match self {
+            PacedClock::Host(c) => c.spin_until_ns(deadline_ns),
+            PacedClock::Simulation(c) => c.spin_until_ns(deadline_ns),
+        }
+    }
+    fn domain(&self) -> ClockDomain {
+        match self {
+            PacedClock::Host(c) => c.domain(),
+            PacedClock::Simulation(c) => c.domain(),
+        }
     }
 }
 
@@ -133,5 +188,27 @@ impl LoopClock for MockClock {
     }
     fn domain(&self) -> ClockDomain {
         ClockDomain::Simulation
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtf_zero_runs_on_virtual_time_and_any_other_on_the_host() {
+        let sim = PacedClock::for_rtf(0.0);
+        assert_eq!(sim.domain(), ClockDomain::Simulation);
+        assert_eq!(sim.now_ns(), 0);
+        // Sleeping jumps to the deadline; an earlier deadline never moves it back.
+        sim.sleep_until_ns(2_000_000);
+        sim.sleep_until_ns(1_000_000);
+        assert_eq!(sim.now_ns(), 2_000_000);
+        assert_eq!(sim.spin_until_ns(3_000_000), 3_000_000);
+
+        let host = PacedClock::for_rtf(0.5);
+        assert_eq!(host.domain(), ClockDomain::HostMonotonic);
+        let t = host.now_ns();
+        assert!(host.spin_until_ns(t + 1_000) >= t + 1_000);
     }
 }

@@ -37,6 +37,15 @@ pub enum ServeError {
     /// The recorder could not be built or could not write its files.
     #[error(transparent)]
     Capture(#[from] looptime_capture::CaptureError),
+    /// A program's session refused a request (a rollout after the session
+    /// closed, or while the previous one runs).
+    #[error("session {}: {why}", session.display())]
+    Session {
+        /// The session directory.
+        session: PathBuf,
+        /// What was refused and what to do.
+        why: String,
+    },
 }
 
 /// Map an I/O error on `path` into [`ServeError::Io`].

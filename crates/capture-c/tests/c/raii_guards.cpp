@@ -22,6 +22,45 @@ static std::string slurp(const std::string &path) {
     return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+// A Session of two open-ended rollouts on an uncapped scheduler; its
+// destructor closes it, which completes it.
+static void session_closes_at_scope_exit(const std::string &runs) {
+    looptime_scheduler_config cfg = looptime_scheduler_config_default(1'000'000);
+    cfg.rtf = 0.0;
+    looptime::Scheduler sched(cfg);
+    CHECK(sched.clock() == LOOPTIME_CLOCK_SIMULATION);
+    looptime_program info{};
+    info.program = "raii_guards";
+    info.control_timing = true;
+    info.timing_max_cycles = 100;
+    info.scheduler = &cfg;
+    std::string dir;
+    {
+        looptime::Session session(runs.c_str(), info);
+        dir = session.dir();
+        for (int k = 0; k < 2; k++) {
+            looptime::Episode ep = session.rollout();
+            looptime::Builder b;
+            uint32_t step = b.stage("step");
+            b.ring(LOOPTIME_RING_HEAP).target_clock(sched.clock());
+            looptime::Recorder rec(b);
+            for (int i = 0; i < 10; i++) {
+                looptime_tick t = sched.wait(rec);
+                looptime::Cycle c(rec, 0, t);
+                looptime::Span s(rec, step);
+            }
+            rec.finish(ep.dir(), true);
+            ep.finish(&rec, &sched, true, 10);
+        }
+        // Open-ended: running until closed.
+        CHECK(slurp(dir + "/session.json").find("\"status\": \"running\"") != std::string::npos);
+    }
+    std::string s = slurp(dir + "/session.json");
+    CHECK(s.find("\"status\": \"complete\"") != std::string::npos);
+    CHECK(s.find("rollout-001") != std::string::npos);
+    CHECK(slurp(dir + "/rollout-001/manifest.json").find("\"clock\": \"simulation\"") != std::string::npos);
+}
+
 int main() {
     char tmp[] = "/tmp/looptime-raii-XXXXXX";
     CHECK(mkdtemp(tmp) != nullptr);
@@ -91,6 +130,8 @@ int main() {
         threw = e.code() == LOOPTIME_ERR_STATE;
     }
     CHECK(threw);
+
+    session_closes_at_scope_exit(std::string(tmp) + "/runs");
 
     if (failures) {
         std::fprintf(stderr, "raii_guards: %d check(s) failed\n", failures);

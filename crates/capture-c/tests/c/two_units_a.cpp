@@ -16,12 +16,13 @@ static_assert(offsetof(looptime_counts, dropped_cycles) == 16, "");
 static_assert(offsetof(looptime_counts, spans_dropped) == 24, "");
 static_assert(offsetof(looptime_counts, spans_outside_cycle) == 32, "");
 
-static_assert(sizeof(looptime_scheduler_config) == 40, "looptime_scheduler_config size");
+static_assert(sizeof(looptime_scheduler_config) == 48, "looptime_scheduler_config size");
 static_assert(offsetof(looptime_scheduler_config, period_ns) == 0, "");
 static_assert(offsetof(looptime_scheduler_config, spin_margin_ns) == 8, "");
 static_assert(offsetof(looptime_scheduler_config, policy) == 16, "");
 static_assert(offsetof(looptime_scheduler_config, max_dt_ns) == 24, "");
 static_assert(offsetof(looptime_scheduler_config, auto_margin) == 32, "");
+static_assert(offsetof(looptime_scheduler_config, rtf) == 40, "");
 
 static_assert(sizeof(looptime_tick) == 72, "looptime_tick size");
 static_assert(offsetof(looptime_tick, cycle) == 0, "");
@@ -36,7 +37,7 @@ static_assert(offsetof(looptime_tick, overdue) == 60, "");
 static_assert(offsetof(looptime_tick, dt_clamped) == 61, "");
 static_assert(offsetof(looptime_tick, spin_margin_ns) == 64, "");
 
-static_assert(sizeof(looptime_program) == 72, "looptime_program size");
+static_assert(sizeof(looptime_program) == 80, "looptime_program size");
 static_assert(offsetof(looptime_program, program) == 0, "");
 static_assert(offsetof(looptime_program, sources) == 8, "");
 static_assert(offsetof(looptime_program, n_sources) == 16, "");
@@ -46,6 +47,7 @@ static_assert(offsetof(looptime_program, scheduler) == 40, "");
 static_assert(offsetof(looptime_program, setting_keys) == 48, "");
 static_assert(offsetof(looptime_program, setting_values) == 56, "");
 static_assert(offsetof(looptime_program, n_settings) == 64, "");
+static_assert(offsetof(looptime_program, label) == 72, "");
 #endif
 
 uint32_t second_unit_stage_count();

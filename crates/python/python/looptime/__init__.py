@@ -18,7 +18,8 @@ reads them unchanged.
                 ...
     rec.finish(directory, status="complete")
 
-``Episode`` writes the episode directory in ``looptime serve``'s layout, and
+``Episode`` writes the episode directory in ``looptime serve``'s layout,
+``Session`` several rollouts in one session (as ``serve --episodes N``), and
 ``add_arguments`` gives a program the ``--control-timing`` flags. See
 docs/python.md.
 """
@@ -36,6 +37,7 @@ from ._looptime import (  # noqa: F401  (re-exported)
     FinishReport,
     Recorder,
     Scheduler,
+    Session,
     Tick,
     __version__,
     monotonic_ns,
@@ -48,11 +50,13 @@ __all__ = [
     "FinishReport",
     "Recorder",
     "Scheduler",
+    "Session",
     "Tick",
     "__version__",
     "add_arguments",
     "monotonic_ns",
     "open_episode",
+    "open_session",
     "thread_cpu_ns",
 ]
 
@@ -87,7 +91,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="N",
         help=f"ring capacity in cycles; the newest N are kept (default {DEFAULT_TIMING_MAX_CYCLES})",
     )
+    group.add_argument(
+        "--label",
+        metavar="NAME",
+        default=None,
+        help="name the session (recorded as config.run.label; reports show it, "
+        "and compare uses it as the side's name)",
+    )
     return parser
+
+
+def _program_and_sources(sources: Optional[Sequence[str]]) -> tuple[str, list[str]]:
+    program = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
+    if sources is None:
+        sources = [program] if os.path.isfile(program) else []
+    return program, [os.fspath(s) for s in sources]
+
+
+def open_session(
+    runs_dir: "os.PathLike[str] | str",
+    args: argparse.Namespace,
+    scheduler: Scheduler,
+    rollouts: int = 0,
+    settings: Optional[Mapping[str, Any]] = None,
+    sources: Optional[Sequence[str]] = None,
+) -> Session:
+    """Create a session for a program started with the flags of
+    ``add_arguments``: ``<runs_dir>/session-<UTC>`` with ``session.json``
+    (``rollouts`` planned, or 0 for as many as the program starts) and
+    ``<runs_dir>/latest-session``. Each ``session.rollout()`` then gives an
+    ``Episode`` (``rollout-000``, ``rollout-001``, ...). Use it in a ``with``
+    block, which closes it."""
+    program, srcs = _program_and_sources(sources)
+    return Session(
+        os.fspath(runs_dir),
+        program,
+        srcs,
+        bool(args.control_timing),
+        int(args.timing_max_cycles),
+        scheduler,
+        dict(settings or {}),
+        label=getattr(args, "label", None),
+        rollouts=int(rollouts),
+    )
 
 
 def open_episode(
@@ -103,15 +149,14 @@ def open_episode(
     ``run.control_timing`` and ``run.timing_max_cycles``, host facts, the
     scheduler, and the SHA-256 of each source file) and ``<runs_dir>/latest``.
     ``sources`` defaults to the main script."""
-    program = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
-    if sources is None:
-        sources = [program] if os.path.isfile(program) else []
+    program, srcs = _program_and_sources(sources)
     return Episode(
         os.fspath(runs_dir),
         program,
-        [os.fspath(s) for s in sources],
+        srcs,
         bool(args.control_timing),
         int(args.timing_max_cycles),
         scheduler,
         dict(settings or {}),
+        label=getattr(args, "label", None),
     )

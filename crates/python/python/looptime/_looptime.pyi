@@ -11,6 +11,7 @@ __all__ = [
     "Tick",
     "FinishReport",
     "Episode",
+    "Session",
     "monotonic_ns",
     "thread_cpu_ns",
     "__version__",
@@ -104,6 +105,9 @@ class Recorder:
         episode_dir: Optional[Union[str, PathLike[str]]] = None,
         metadata: Optional[Mapping[str, str]] = None,
         threads: Optional[Mapping[str, Mapping[str, object]]] = None,
+        # The clock of the release points (`Scheduler.clock`): "simulation"
+        # for a scheduler with rtf=0.
+        target_clock: Literal["host_monotonic", "simulation"] = "host_monotonic",
     ) -> "Recorder":
         """``threads={"camera_reader": {"stages": [...], ...}}`` declares
         background threads, each recorded on its own recorder and ring
@@ -180,11 +184,20 @@ class Scheduler:
         policy: Literal["rebase", "keep-phase"] = "rebase",
         max_dt_s: Optional[float] = None,
         release_gil_during_spin: bool = False,
+        # 1: paced in real time; 0: uncapped on the simulation clock (every
+        # wait returns at once); another value: paced at period_s / rtf.
+        rtf: float = 1.0,
     ) -> "Scheduler": ...
     def wait(self, recorder: Optional["Recorder"] = None) -> Tick: ...
     def rephase(self) -> None: ...
     @property
     def period_ns(self) -> int: ...
+    @property
+    def nominal_period_ns(self) -> int: ...
+    @property
+    def rtf(self) -> float: ...
+    @property
+    def clock(self) -> Literal["host_monotonic", "simulation"]: ...
     @property
     def spin_margin_ns(self) -> int: ...
     @property
@@ -213,6 +226,7 @@ class Episode:
         timing_max_cycles: int,
         scheduler: Scheduler,
         settings: Optional[Mapping[str, object]] = None,
+        label: Optional[str] = None,
     ) -> "Episode": ...
     @property
     def dir(self) -> str: ...
@@ -226,3 +240,26 @@ class Episode:
         complete: bool = True,
         planned_cycles: int = 0,
     ) -> None: ...
+
+@final
+class Session:
+    def __new__(
+        cls,
+        runs_dir: Union[str, PathLike[str]],
+        program: str,
+        sources: Sequence[Union[str, PathLike[str]]],
+        control_timing: bool,
+        timing_max_cycles: int,
+        scheduler: Scheduler,
+        settings: Optional[Mapping[str, object]] = None,
+        label: Optional[str] = None,
+        rollouts: int = 0,
+    ) -> "Session": ...
+    @property
+    def dir(self) -> str: ...
+    @property
+    def rollouts(self) -> int: ...
+    def rollout(self, settings: Optional[Mapping[str, object]] = None) -> Episode: ...
+    def close(self, why: Optional[str] = None) -> None: ...
+    def __enter__(self) -> "Session": ...
+    def __exit__(self, _ty: object = None, value: object = None, _tb: object = None) -> bool: ...

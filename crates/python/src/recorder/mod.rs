@@ -9,10 +9,10 @@
 //! are small ints, the nesting lives in fixed arrays.
 
 use looptime_capture::{
-    PhaseId, Recorder as RustRecorder, Registry, Release, SpanToken, StageId, ValueId, ValueKind,
-    MAX_SPAN_DEPTH,
+    ClockDomain, PhaseId, Recorder as RustRecorder, Registry, Release, SpanToken, StageId, ValueId,
+    ValueKind, MAX_SPAN_DEPTH,
 };
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt};
 use std::path::PathBuf;
@@ -74,6 +74,9 @@ pub struct Recorder {
     threads: Vec<(String, Py<Recorder>)>,
     /// For a background thread's recorder, its thread name.
     thread: Option<String>,
+    /// The clock of the release points it records (`target_clock=`);
+    /// `Scheduler.wait` refuses a recorder on another clock than its own.
+    pub(crate) target_clock: ClockDomain,
 }
 
 impl Recorder {
@@ -93,7 +96,8 @@ impl Recorder {
     #[new]
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
                         max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
-                        ring = "auto", episode_dir = None, metadata = None, threads = None))]
+                        ring = "auto", episode_dir = None, metadata = None, threads = None,
+                        target_clock = "host_monotonic"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -109,7 +113,17 @@ impl Recorder {
         episode_dir: Option<PathBuf>,
         metadata: Option<std::collections::BTreeMap<String, String>>,
         threads: Option<&Bound<'_, PyDict>>,
+        target_clock: &str,
     ) -> PyResult<Self> {
+        let target_clock = match target_clock {
+            "host_monotonic" => ClockDomain::HostMonotonic,
+            "simulation" => ClockDomain::Simulation,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "target_clock must be \"host_monotonic\" or \"simulation\" (the scheduler's `clock`), not {other:?}"
+                )))
+            }
+        };
         let spec = Spec {
             stages,
             phases,
@@ -122,11 +136,14 @@ impl Recorder {
             ring,
             episode_dir,
             metadata,
+            target_clock,
         };
         let (b, names) = spec.builder(py)?;
         let Some(threads) = threads.filter(|t| !t.is_empty()) else {
             let rec = b.build().map_err(capture_err)?;
-            return Ok(Recorder::assemble(py, rec, names, Vec::new(), None));
+            let mut r = Recorder::assemble(py, rec, names, Vec::new(), None);
+            r.target_clock = target_clock;
+            return Ok(r);
         };
         // Background threads: each its own builder and recorder, built with
         // the control thread's in one registry.
@@ -151,7 +168,9 @@ impl Recorder {
             let t = Recorder::assemble(py, trec, tn, Vec::new(), Some(tname.clone()));
             handles.push((tname, Py::new(py, t)?));
         }
-        Ok(Recorder::assemble(py, built.control, names, handles, None))
+        let mut r = Recorder::assemble(py, built.control, names, handles, None);
+        r.target_clock = target_clock;
+        Ok(r)
     }
 
     /// The recorder of background thread `name` (declared in `threads=`):

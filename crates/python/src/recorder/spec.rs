@@ -3,8 +3,8 @@
 //! naming and setting mistakes raise at set-up, never in the loop.
 
 use looptime_capture::{
-    CpuTimeMode, PhaseId, Recorder as RustRecorder, RecorderBuilder, RingStorage, SpanToken,
-    StageId, ValueId, ValueKind,
+    ClockDomain, CpuTimeMode, PhaseId, Recorder as RustRecorder, RecorderBuilder, RingStorage,
+    SpanToken, StageId, ValueId, ValueKind,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -67,6 +67,8 @@ pub(crate) struct Spec<'a, 'py> {
     pub(crate) ring: &'a str,
     pub(crate) episode_dir: Option<PathBuf>,
     pub(crate) metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// The clock of the release points' `target_ns`.
+    pub(crate) target_clock: ClockDomain,
 }
 
 /// The names a recorder resolves, registered on its builder.
@@ -150,6 +152,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             ring,
             episode_dir: None,
             metadata: None,
+            target_clock: ClockDomain::HostMonotonic,
         })
     }
 
@@ -167,6 +170,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             ring,
             episode_dir,
             metadata,
+            target_clock,
         } = self;
         // The builder refuses what no recorder can hold (its own ceilings,
         // and the memory budget); these refuse what no count can mean.
@@ -183,6 +187,7 @@ impl<'a, 'py> Spec<'a, 'py> {
         if let Some(ns) = nominal_period_ns {
             b.nominal_period_ns(ns);
         }
+        b.target_clock(target_clock);
         b.ring(match ring {
             "auto" => RingStorage::Auto,
             "heap" => RingStorage::Heap,
@@ -335,6 +340,7 @@ impl Recorder {
             finished: None,
             threads,
             thread,
+            target_clock: ClockDomain::HostMonotonic,
         }
     }
 }

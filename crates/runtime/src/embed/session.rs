@@ -1,0 +1,596 @@
+//! A program's session and its rollouts: [`HostSession`] writes the
+//! session directory and `session.json`, [`HostEpisode`] one rollout's
+//! directory and manifest, from creation to finish.
+//!
+//! The rollouts of a session share its record (`session.json` lists every
+//! one), so an episode holds the session's state behind a mutex: only the
+//! set-up and finish of a rollout take it, never the loop.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{hashed_config, program_config, schedule_clock, EpisodeEnd, ProgramFacts};
+use crate::episode::{
+    create_session_dir, file_name, manifest_files, remove_stale_temps, sha256, update_latest,
+    update_latest_session, utc_rfc3339, Counts, Manifest, ManifestStatus, ProgramRecord,
+    RecorderFacts, RolloutEntry, RolloutState, ScheduleFacts, SessionRecord, WriterProcess,
+    MANIFEST_SCHEMA_VERSION, SOURCE_HASH,
+};
+use crate::error::{io_err, ServeError};
+use crate::rt::{host_facts, HostFacts};
+
+/// What every rollout of a session shares.
+#[derive(Debug)]
+struct Shared {
+    runs: PathBuf,
+    session: PathBuf,
+    facts: ProgramFacts,
+    hashes: BTreeMap<String, String>,
+    host: HostFacts,
+    /// Rollouts planned; 0 for an open-ended session.
+    planned: u32,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    record: SessionRecord,
+    /// The rollout whose loop runs now, if any.
+    running: Option<usize>,
+    closed: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held left a record that is still
+        // consistent enough to write: take it rather than poison the rest.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A program's session: `<runs>/session-<UTC>` with its `session.json`,
+/// to which the program adds rollouts one after another
+/// ([`rollout`](Self::rollout)), as `serve --episodes N` does.
+#[derive(Debug, Clone)]
+pub struct HostSession {
+    shared: Arc<Shared>,
+}
+
+impl HostSession {
+    /// Create `<runs>/session-<UTC>`, write its `session.json` (status
+    /// `running`, `planned` rollouts not run yet; 0 for an open-ended
+    /// session whose rollouts are listed as they start) and point
+    /// `<runs>/latest-session` at it. Temporaries that dead processes left
+    /// under `runs` are removed first (each removal is in the returned
+    /// notes).
+    ///
+    /// # Errors
+    /// [`ServeError::Io`] or [`ServeError::Capture`] when a directory or
+    /// file cannot be written.
+    pub fn create(
+        runs: &Path,
+        facts: ProgramFacts,
+        planned: u32,
+    ) -> Result<(HostSession, Vec<String>), ServeError> {
+        std::fs::create_dir_all(runs).map_err(io_err(runs))?;
+        let mut notes = Vec::new();
+        remove_stale_temps(runs, &mut notes);
+        let notes = String::from_utf8_lossy(&notes)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let session = create_session_dir(runs)?;
+        update_latest_session(runs, &session)?;
+        let mut record = SessionRecord::new(&session, planned);
+        record.producer.clone_from(&facts.producer);
+        record.write(&session)?;
+        let hashes = facts
+            .sources
+            .iter()
+            .map(|p| {
+                let hash =
+                    std::fs::read(p).map_or_else(|e| format!("unreadable: {e}"), |b| sha256(&b));
+                (p.display().to_string(), hash)
+            })
+            .collect();
+        let shared = Shared {
+            runs: runs.to_path_buf(),
+            session,
+            facts,
+            hashes,
+            host: host_facts(),
+            planned,
+            state: Mutex::new(State {
+                record,
+                running: None,
+                closed: false,
+            }),
+        };
+        Ok((
+            HostSession {
+                shared: Arc::new(shared),
+            },
+            notes,
+        ))
+    }
+
+    /// The session directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.session
+    }
+
+    /// Rollouts started so far.
+    pub fn rollouts(&self) -> usize {
+        let st = self.shared.lock();
+        st.record
+            .rollouts
+            .iter()
+            .filter(|r| r.state != RolloutState::NotRun)
+            .count()
+    }
+
+    /// Start the next rollout: create `rollout-NNN`, write its `running`
+    /// manifest (with `extra` settings over the session's, under
+    /// `config.program`: a seed, say) and point `latest` at it.
+    ///
+    /// # Errors
+    /// [`ServeError::Session`] when the session is closed, every planned
+    /// rollout has started, or the previous rollout is not finished;
+    /// [`ServeError::Io`] or [`ServeError::Capture`] when a file cannot be
+    /// written.
+    pub fn rollout(
+        &self,
+        extra: BTreeMap<String, serde_json::Value>,
+    ) -> Result<HostEpisode, ServeError> {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        let refuse = |why: String| {
+            Err(ServeError::Session {
+                session: sh.session.clone(),
+                why,
+            })
+        };
+        if st.closed {
+            return refuse("the session is closed; open a new one".into());
+        }
+        if let Some(i) = st.running {
+            return refuse(format!(
+                "{} is still running; finish it before starting the next",
+                st.record.rollouts[i].rollout
+            ));
+        }
+        let index = st
+            .record
+            .rollouts
+            .iter()
+            .position(|r| r.state == RolloutState::NotRun);
+        let index = match index {
+            Some(i) => i,
+            None if sh.planned == 0 => {
+                let i = st.record.rollouts.len();
+                st.record.rollouts.push(RolloutEntry {
+                    rollout: format!("rollout-{i:03}"),
+                    state: RolloutState::NotRun,
+                });
+                i
+            }
+            None => {
+                return refuse(format!(
+                    "all {} planned rollouts have started; plan more when opening the session",
+                    sh.planned
+                ))
+            }
+        };
+        let name = st.record.rollouts[index].rollout.clone();
+        let dir = sh.session.join(&name);
+        std::fs::create_dir(&dir).map_err(io_err(&dir))?;
+        st.record.rollouts[index].state = RolloutState::Running;
+        st.record.write(&sh.session)?;
+        st.running = Some(index);
+        drop(st);
+        let ep = HostEpisode {
+            config: program_config(&sh.facts, &extra),
+            shared: Arc::clone(sh),
+            index,
+            name,
+            dir,
+            finished: false,
+        };
+        ep.write_manifest(ManifestStatus::Running, &EpisodeEnd::default())?;
+        update_latest(&sh.runs, &ep.dir)?;
+        Ok(ep)
+    }
+
+    /// Close the session: no rollout may start after. `session.json` says
+    /// `complete` when every started rollout completed and every planned
+    /// one ran; else `aborted`, with why in `stop` (`why`, when the program
+    /// gives a reason, such as an exception; else which rollouts did not
+    /// run or ended early). A rollout still running is left to its own
+    /// finish. Closing twice changes nothing.
+    ///
+    /// # Errors
+    /// [`ServeError::Capture`] when `session.json` cannot be written.
+    pub fn close(&self, why: Option<&str>) -> Result<(), ServeError> {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        if st.closed {
+            return Ok(());
+        }
+        st.closed = true;
+        let rec = &st.record;
+        let count = |s: RolloutState| rec.rollouts.iter().filter(|r| r.state == s).count();
+        let (aborted, not_run) = (count(RolloutState::Aborted), count(RolloutState::NotRun));
+        let started = rec.rollouts.len() - not_run;
+        let stop = match why {
+            Some(w) => Some(w.to_string()),
+            None if started == 0 => Some("the program recorded no rollout".to_string()),
+            None if aborted > 0 => Some(format!("{aborted} of {started} rollout(s) ended early")),
+            None if not_run > 0 => Some(format!(
+                "the program closed the session after {started} of {} planned rollouts",
+                rec.rollouts.len()
+            )),
+            None => None,
+        };
+        if st.running.is_none() || stop.is_some() {
+            st.record.status = if stop.is_some() {
+                "aborted"
+            } else {
+                "complete"
+            };
+        }
+        st.record.stop = stop;
+        st.record.write(&sh.session)
+    }
+}
+
+/// One rollout directory of a program's session, from creation to finish.
+#[derive(Debug)]
+pub struct HostEpisode {
+    shared: Arc<Shared>,
+    index: usize,
+    name: String,
+    dir: PathBuf,
+    config: serde_json::Value,
+    finished: bool,
+}
+
+impl HostEpisode {
+    /// A session of one rollout, started: create
+    /// `<runs>/session-<UTC>/rollout-000`, write `session.json` and a
+    /// `running` manifest, and point `<runs>/latest` at the rollout and
+    /// `<runs>/latest-session` at the session. Its [`finish`](Self::finish)
+    /// completes the session too.
+    ///
+    /// # Errors
+    /// As [`HostSession::create`] and [`HostSession::rollout`].
+    pub fn create(
+        runs: &Path,
+        facts: ProgramFacts,
+    ) -> Result<(HostEpisode, Vec<String>), ServeError> {
+        let (session, notes) = HostSession::create(runs, facts, 1)?;
+        let ep = session.rollout(BTreeMap::new())?;
+        Ok((ep, notes))
+    }
+
+    /// The rollout directory: where the recorder's `finish` writes.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The session directory.
+    pub fn session(&self) -> &Path {
+        &self.shared.session
+    }
+
+    /// Whether [`finish`](Self::finish) has run.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Rewrite the manifest with how the loop ended, mark the rollout
+    /// complete or aborted in `session.json`, and point `latest` at the
+    /// rollout again. An aborted rollout aborts the session; the last
+    /// planned rollout completing completes it. Call it after the
+    /// recorder's finish, so the manifest lists the evidence files.
+    ///
+    /// # Errors
+    /// [`ServeError::Capture`] when a file cannot be written.
+    pub fn finish(&mut self, end: &EpisodeEnd) -> Result<(), ServeError> {
+        let status = if end.complete {
+            ManifestStatus::Complete
+        } else {
+            ManifestStatus::Aborted
+        };
+        self.write_manifest(status, end)?;
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        st.running = None;
+        st.record.rollouts[self.index].state = if end.complete {
+            RolloutState::Complete
+        } else {
+            RolloutState::Aborted
+        };
+        if !end.complete {
+            st.record.status = "aborted";
+            st.record.stop = Some(format!(
+                "{}: the program stopped the loop early (a signal or an error)",
+                self.name
+            ));
+        } else if st.record.status == "running" {
+            // The last planned rollout, or the one left running at close.
+            let all_planned_done = sh.planned > 0
+                && st
+                    .record
+                    .rollouts
+                    .iter()
+                    .all(|r| r.state == RolloutState::Complete);
+            if all_planned_done || st.closed {
+                st.record.status = "complete";
+            }
+        }
+        st.record.write(&sh.session)?;
+        drop(st);
+        update_latest(&sh.runs, &self.dir)?;
+        self.finished = true;
+        Ok(())
+    }
+
+    fn write_manifest(&self, status: ManifestStatus, end: &EpisodeEnd) -> Result<(), ServeError> {
+        let sh = &self.shared;
+        let f = &sh.facts;
+        let (effective_period_ns, clock) = schedule_clock(f);
+        Manifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            producer: &f.producer,
+            created_utc: utc_rfc3339(),
+            session: file_name(&sh.session),
+            rollout: &self.name,
+            status,
+            writer: WriterProcess::while_running(status),
+            config_source: &format!("program {}", f.program),
+            config: &self.config,
+            config_hash: sha256(hashed_config(&self.config).to_string().as_bytes()),
+            source_hash: SOURCE_HASH,
+            program: Some(ProgramRecord {
+                path: &f.program,
+                source_hashes: &sh.hashes,
+            }),
+            host: &sh.host,
+            realtime: end.realtime.as_ref(),
+            cpu_dma_latency_held: None,
+            recorder: f.control_timing.then(|| RecorderFacts {
+                footprint_bytes: end.footprint_bytes.unwrap_or(0),
+                budget_bytes: 0,
+                ring_file: end.ring_file.as_ref().map(|p| p.display().to_string()),
+                ring_note: end.ring_note.clone(),
+            }),
+            schedule: ScheduleFacts {
+                nominal_period_ns: f.nominal_period_ns,
+                effective_period_ns,
+                spin_margin_ns: f.spin_margin_ns,
+                spin_margin_auto: f.spin_margin_auto,
+                overrun_policy: f.overrun_policy,
+                clock,
+            },
+            counts: Counts {
+                cycles: end.cycles,
+                planned_cycles: end.planned_cycles,
+                overruns: end.overruns,
+                skipped: end.skipped,
+                stats_dropped: 0,
+                events_dropped: 0,
+            },
+            files: manifest_files(&[], end.evidence),
+        }
+        .write(&self.dir)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::embed) fn facts(dir: &Path) -> ProgramFacts {
+        let src = dir.join("prog.py");
+        std::fs::write(&src, b"print('hi')\n").unwrap();
+        ProgramFacts {
+            producer: "looptime-test 0".into(),
+            program: src.display().to_string(),
+            sources: vec![src, dir.join("missing.py")],
+            control_timing: true,
+            timing_max_cycles: 500,
+            nominal_period_ns: 10_000_000,
+            spin_margin_ns: 200_000,
+            spin_margin_auto: false,
+            overrun_policy: "rebase",
+            rtf: 1.0,
+            label: None,
+            settings: BTreeMap::from([("duration_s".to_string(), serde_json::json!(2.5))]),
+        }
+    }
+
+    fn read(p: &Path) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    }
+
+    fn done(cycles: u64) -> EpisodeEnd {
+        EpisodeEnd {
+            complete: true,
+            cycles,
+            evidence: true,
+            ..EpisodeEnd::default()
+        }
+    }
+
+    #[test]
+    fn layout_running_then_aborted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = tmp.path().join("runs");
+        let (mut ep, _) = HostEpisode::create(&runs, facts(tmp.path())).unwrap();
+        assert_eq!(ep.dir().file_name().unwrap(), "rollout-000");
+        assert_eq!(
+            std::fs::canonicalize(runs.join("latest")).unwrap(),
+            std::fs::canonicalize(ep.dir()).unwrap()
+        );
+        assert_eq!(
+            std::fs::canonicalize(runs.join("latest-session")).unwrap(),
+            std::fs::canonicalize(ep.session()).unwrap()
+        );
+        let m = read(&ep.dir().join("manifest.json"));
+        assert_eq!(m["status"], "running");
+        assert_eq!(m["config"]["run"]["control_timing"], true);
+        assert_eq!(m["config"]["run"]["timing_max_cycles"], 500);
+        assert_eq!(m["config"]["program"]["duration_s"], 2.5);
+        assert_eq!(m["schedule"]["clock"], "host_monotonic");
+        // sha256 of "print('hi')\n", as `sha256sum` prints it.
+        let hashes = &m["program"]["source_hashes"];
+        let prog = tmp.path().join("prog.py").display().to_string();
+        assert_eq!(hashes[&prog], sha256(b"print('hi')\n"));
+        let missing = tmp.path().join("missing.py").display().to_string();
+        assert!(hashes[&missing]
+            .as_str()
+            .unwrap()
+            .starts_with("unreadable: "));
+        let s = read(&ep.session().join("session.json"));
+        assert_eq!(s["rollouts"][0]["state"], "running");
+        assert_eq!(s["producer"], "looptime-test 0");
+
+        ep.finish(&EpisodeEnd {
+            complete: false,
+            cycles: 7,
+            evidence: true,
+            ..EpisodeEnd::default()
+        })
+        .unwrap();
+        let m = read(&ep.dir().join("manifest.json"));
+        assert_eq!(m["status"], "aborted");
+        assert_eq!(m["counts"]["cycles"], 7);
+        assert_eq!(m["files"].as_array().unwrap().len(), 3);
+        let s = read(&ep.session().join("session.json"));
+        assert_eq!(s["rollouts"][0]["state"], "aborted");
+        assert_eq!(s["status"], "aborted");
+        assert!(ep.is_finished());
+    }
+
+    #[test]
+    fn one_rollout_completes_its_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut ep, _) = HostEpisode::create(&tmp.path().join("r"), facts(tmp.path())).unwrap();
+        ep.finish(&done(3)).unwrap();
+        let s = read(&ep.session().join("session.json"));
+        assert_eq!(s["status"], "complete");
+        assert!(s["stop"].is_null());
+    }
+
+    #[test]
+    fn a_planned_session_takes_its_rollouts_in_order_then_refuses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = tmp.path().join("runs");
+        let (session, _) = HostSession::create(&runs, facts(tmp.path()), 2).unwrap();
+        let s = read(&session.dir().join("session.json"));
+        assert_eq!(s["planned_rollouts"], 2);
+        assert_eq!(s["rollouts"][1]["state"], "not_run");
+
+        let mut a = session
+            .rollout(BTreeMap::from([("seed".into(), serde_json::json!(1))]))
+            .unwrap();
+        // One rollout at a time: the second waits for the first's finish.
+        let err = session.rollout(BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("rollout-000 is still running"), "{err}");
+        a.finish(&done(5)).unwrap();
+        assert_eq!(
+            read(&session.dir().join("session.json"))["status"],
+            "running"
+        );
+
+        let mut b = session
+            .rollout(BTreeMap::from([("seed".into(), serde_json::json!(2))]))
+            .unwrap();
+        assert_eq!(b.dir().file_name().unwrap(), "rollout-001");
+        assert_eq!(
+            std::fs::canonicalize(runs.join("latest")).unwrap(),
+            std::fs::canonicalize(b.dir()).unwrap()
+        );
+        let m = read(&b.dir().join("manifest.json"));
+        assert_eq!(m["rollout"], "rollout-001");
+        assert_eq!(m["config"]["program"]["seed"], 2);
+        b.finish(&done(5)).unwrap();
+        let s = read(&session.dir().join("session.json"));
+        assert_eq!(s["status"], "complete");
+        assert_eq!(s["rollouts"][1]["state"], "complete");
+
+        let err = session.rollout(BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("all 2 planned rollouts have started"), "{err}");
+        session.close(None).unwrap();
+        assert_eq!(
+            read(&session.dir().join("session.json"))["status"],
+            "complete"
+        );
+        assert_eq!(session.rollouts(), 2);
+    }
+
+    #[test]
+    fn an_open_ended_session_lists_rollouts_as_they_start_and_completes_on_close() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (session, _) =
+            HostSession::create(&tmp.path().join("runs"), facts(tmp.path()), 0).unwrap();
+        for _ in 0..3 {
+            session
+                .rollout(BTreeMap::new())
+                .unwrap()
+                .finish(&done(4))
+                .unwrap();
+        }
+        let s = read(&session.dir().join("session.json"));
+        assert_eq!(s["status"], "running", "open-ended: running until closed");
+        assert_eq!(s["rollouts"].as_array().unwrap().len(), 3);
+        session.close(None).unwrap();
+        let s = read(&session.dir().join("session.json"));
+        assert_eq!(s["status"], "complete");
+        let err = session.rollout(BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("closed"), "{err}");
+    }
+
+    #[test]
+    fn closing_short_of_the_plan_or_with_a_reason_aborts_and_says_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (session, _) =
+            HostSession::create(&tmp.path().join("runs"), facts(tmp.path()), 3).unwrap();
+        session
+            .rollout(BTreeMap::new())
+            .unwrap()
+            .finish(&done(2))
+            .unwrap();
+        session.close(None).unwrap();
+        let s = read(&session.dir().join("session.json"));
+        assert_eq!(s["status"], "aborted");
+        assert_eq!(
+            s["stop"],
+            "the program closed the session after 1 of 3 planned rollouts"
+        );
+        assert_eq!(s["rollouts"][2]["state"], "not_run");
+
+        let (other, _) =
+            HostSession::create(&tmp.path().join("runs2"), facts(tmp.path()), 0).unwrap();
+        other.close(Some("ValueError: bad gain")).unwrap();
+        let s = read(&other.dir().join("session.json"));
+        assert_eq!(
+            (s["status"].as_str(), s["stop"].as_str()),
+            (Some("aborted"), Some("ValueError: bad gain"))
+        );
+    }
+
+    #[test]
+    fn unwritable_runs_directory_is_an_error_naming_it() {
+        let err = HostEpisode::create(
+            Path::new("/proc/self/looptime-runs"),
+            facts(tempfile::tempdir().unwrap().path()),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("/proc/self/looptime-runs"),
+            "{err}"
+        );
+    }
+}
