@@ -147,3 +147,20 @@ fn a_comparison_recomputed_by_hand() {
     // And the shift is inside both: B is A moved by exactly 20 µs.
     assert!(m.ci_median_ns[0] <= 20_000 && 20_000 <= m.ci_median_ns[1]);
 }
+
+#[test]
+fn where_files_go_and_the_label_are_not_differences() {
+    // Two manifests that differ in the output locations, the label and one
+    // real setting: only the setting is a difference.
+    let m = |label: &str, runs: &str, integrator: &str| {
+        serde_json::json!({"config": {
+            "run": {"label": label, "runs_dir": runs, "timing_ring_dir": runs, "rtf": 1.0},
+            "program": {"integrator": integrator},
+        }})
+    };
+    let (a, b) = (m("a", "runs/a", "implicitfast"), m("b", "runs/b", "rk4"));
+    let d = super::manifest_differences(Some(&a), Some(&b));
+    let keys: Vec<&str> = d.iter().map(|x| x.key.as_str()).collect();
+    assert_eq!(keys, ["program.integrator"]);
+    assert!(super::manifest_differences(Some(&a), Some(&m("b", "x", "implicitfast"))).is_empty());
+}
