@@ -86,7 +86,7 @@ if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
             echo "missing ${need[*]} and no apt-get: install them, or the suites that need them fail" >&2
         fi
     fi
-    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags junitparser
+    python3 -m pip install -q --disable-pip-version-check maturin pytest mypy pandas polars pyarrow duckdb hdrhistogram pyspark mcap jsonschema rosbags junitparser -r examples/mujoco/requirements.txt
     # The MCAP project's TypeScript reader, pinned by tests/mcap-ts's lockfile.
     npm ci --prefix tests/mcap-ts --no-audit --no-fund --loglevel=error
 fi
@@ -132,6 +132,7 @@ python_tests() {
         bash tests/python_wheel.sh "$wheels"
 }
 suite "Python: the wheel (maturin build), the .pyi against the module (stubtest), pytest, and the wheel in a clean venv without Rust" python_tests
+suite "MuJoCo arm examples, Python and C++: paced, uncapped bit-identical, sessions, SIGINT, a reduced A/B" bash tests/mujoco_examples.sh
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-cli --bin looptime
