@@ -164,3 +164,25 @@ fn where_files_go_and_the_label_are_not_differences() {
     assert_eq!(keys, ["program.integrator"]);
     assert!(super::manifest_differences(Some(&a), Some(&m("b", "x", "implicitfast"))).is_empty());
 }
+
+#[test]
+fn the_noise_floor_follows_the_nominal_period() {
+    use super::noise_floors;
+    // A 18 µs median and a 50 µs p99 (the MuJoCo arm's `step`): 5 % and
+    // 25 % of them are 0.9 µs and 12.5 µs, below every period floor.
+    // 100 Hz: 0.2 % and 0.5 % of 10 ms = 20 µs and 50 µs (the fixed floors
+    // before the period was used, so 100 Hz verdicts are unchanged).
+    assert_eq!(
+        noise_floors(18_000, 50_000, Some(10_000_000)),
+        (20_000.0, 50_000.0)
+    );
+    assert_eq!(noise_floors(18_000, 50_000, None), (20_000.0, 50_000.0));
+    // 500 Hz: 0.2 % and 0.5 % of 2 ms = 4 µs and 10 µs, and the p99's
+    // 25 % (12.5 µs) is above its floor.
+    assert_eq!(
+        noise_floors(18_000, 50_000, Some(2_000_000)),
+        (4_000.0, 12_500.0)
+    );
+    // A large median sets its own floor: 5 % of 1 ms = 50 µs.
+    assert_eq!(noise_floors(1_000_000, 0, Some(2_000_000)).0, 50_000.0);
+}

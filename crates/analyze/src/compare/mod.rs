@@ -378,7 +378,10 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         })
         .collect();
     rates.sort_by_key(|r| (phase_rank(&r.phase), r.metric.clone()));
-    let multiplicity = judge(&mut metrics, &mut rates);
+    let nominal = a
+        .first()
+        .and_then(|x| crate::metrics::nominal_period(&x.evidence.header));
+    let multiplicity = judge(&mut metrics, &mut rates, nominal);
     let dirs = |side: &SideInput| {
         side.iter()
             .map(|a| a.evidence.dir.display().to_string())
@@ -445,10 +448,32 @@ fn within_side(label: &str, side: &SideInput) -> Vec<String> {
     out
 }
 
+/// The noise floors of a metric's median and p99 shifts, in ns: 5 % of A's
+/// median and 25 % of A's p99, but at least 0.2 % and 0.5 % of the nominal
+/// period (20 µs and 50 µs at 100 Hz, 4 µs and 10 µs at 500 Hz), or 20 µs
+/// and 50 µs when the evidence declares no period. The floor follows the
+/// loop's period, so a 1 kHz loop's 15 µs stage change is judged as a
+/// 100 Hz loop's 150 µs one is.
+pub(super) fn noise_floors(a_median_ns: i64, a_p99_ns: i64, nominal_ns: Option<u64>) -> (f64, f64) {
+    let (min_m, min_p) = match nominal_ns {
+        Some(n) => (0.002 * n as f64, 0.005 * n as f64),
+        None => (20_000.0, 50_000.0),
+    };
+    (
+        (0.05 * a_median_ns.unsigned_abs() as f64).max(min_m),
+        (0.25 * a_p99_ns.unsigned_abs() as f64).max(min_p),
+    )
+}
+
 /// Holm's adjustment over every test of the comparison (each metric's
 /// median and p99 tests and each rate's test), then each verdict from its
-/// adjusted p-values and noise floors.
-fn judge(metrics: &mut [MetricComparison], rates: &mut [RateComparison]) -> Multiplicity {
+/// adjusted p-values and noise floors (side A's nominal period sets their
+/// least value).
+fn judge(
+    metrics: &mut [MetricComparison],
+    rates: &mut [RateComparison],
+    nominal_ns: Option<u64>,
+) -> Multiplicity {
     let mut family: Vec<f64> = Vec::new();
     for m in metrics.iter() {
         family.push(m.p_median);
@@ -460,8 +485,7 @@ fn judge(metrics: &mut [MetricComparison], rates: &mut [RateComparison]) -> Mult
     for m in metrics.iter_mut() {
         m.p_median_holm = next.next().unwrap_or(1.0);
         m.p_p99_holm = m.p_p99.map(|_| next.next().unwrap_or(1.0));
-        let floor_m = (0.05 * m.a.median_ns.unsigned_abs() as f64).max(20_000.0);
-        let floor_p = (0.25 * m.a.p99_ns.unsigned_abs() as f64).max(50_000.0);
+        let (floor_m, floor_p) = noise_floors(m.a.median_ns, m.a.p99_ns, nominal_ns);
         let sm = shift(m.p_median_holm, m.diff_median_ns, floor_m);
         let sp = m.p_p99_holm.map(|p| shift(p, m.diff_p99_ns, floor_p));
         m.verdict_median = verdict(sm, 0);
