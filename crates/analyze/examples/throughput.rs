@@ -128,6 +128,8 @@ fn gen(dir: &Path, cycles: u64) {
             overdue: false,
             skipped: 0,
             spans_dropped: 0,
+            samples: Vec::new(),
+            samples_dropped: 0,
             values: BTreeMap::from([
                 (
                     "command_success_rate".to_string(),

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use crate::error::{CaptureError, Result};
 use crate::format::{
-    AttributeInfo, ClockDomain, CpuTimeMode, StageInfo, ValueInfo, ValueKind, CONTROL_THREAD,
-    MAX_VALUES,
+    AttributeInfo, ClockDomain, CpuTimeMode, SourceInfo, StageInfo, ValueInfo, ValueKind,
+    CONTROL_THREAD, MAX_VALUES,
 };
 use crate::ring::RingStorage;
-use crate::slot::{CycleSlot, SpanSlot};
+use crate::slot::{CycleSlot, SampleSlot, SpanSlot};
 
 /// Default number of cycles kept (`run.timing_max_cycles`).
 pub const DEFAULT_MAX_CYCLES: usize = 20_000;
@@ -25,19 +25,31 @@ pub const MAX_SPAN_DEPTH: usize = 16;
 pub const MAX_CYCLES_CEILING: usize = 50_000_000;
 /// Largest accepted span slot count per cycle.
 pub const MAX_SPANS_CEILING: usize = 1024;
+/// Default number of sample slots per cycle (data age).
+pub const DEFAULT_MAX_SAMPLES_PER_CYCLE: usize = 8;
+/// Largest accepted sample slot count per cycle.
+pub const MAX_SAMPLES_CEILING: usize = 256;
 
 pub(crate) const NAME_TABLE_MAX: usize = u16::MAX as usize - 1;
 
 /// Bytes the recorder preallocates for `max_cycles` cycles of
-/// `max_spans_per_cycle` span slots and `n_values` caller values: the cycle
-/// ring, the span slots and the value slots (what dominates; the name tables
-/// and the open-span stack are a few kilobytes). Saturates instead of
-/// overflowing, so an absurd request gives an absurd number, never a wrap.
-pub fn footprint_bytes(max_cycles: u64, max_spans_per_cycle: u64, n_values: u64) -> u64 {
+/// `max_spans_per_cycle` span slots, `max_samples_per_cycle` sample slots
+/// and `n_values` caller values: the cycle ring, the span, sample and value
+/// slots (what dominates; the name tables and the open-span stack are a few
+/// kilobytes). Saturates instead of overflowing, so an absurd request gives
+/// an absurd number, never a wrap.
+pub fn footprint_bytes(
+    max_cycles: u64,
+    max_spans_per_cycle: u64,
+    max_samples_per_cycle: u64,
+    n_values: u64,
+) -> u64 {
     let cycle = std::mem::size_of::<CycleSlot>() as u64;
     let span = std::mem::size_of::<SpanSlot>() as u64;
+    let sample = std::mem::size_of::<SampleSlot>() as u64;
     let per_cycle = cycle
         .saturating_add(span.saturating_mul(max_spans_per_cycle))
+        .saturating_add(sample.saturating_mul(max_samples_per_cycle))
         .saturating_add(8u64.saturating_mul(n_values));
     max_cycles.saturating_mul(per_cycle)
 }
@@ -57,6 +69,40 @@ pub struct AttrValue {
     pub(crate) key: u16,
     pub(crate) value: u16,
 }
+/// A registered data source (see [`RecorderBuilder::source`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SourceId(pub(crate) u16);
+
+impl SourceId {
+    /// Position in the header's source table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The clock a source's stamps are on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SourceClock {
+    /// The host's `CLOCK_MONOTONIC` (what
+    /// [`clock::monotonic_ns`](crate::clock::monotonic_ns) reads): stamps
+    /// are comparable with the recorder's times, so ages are computed.
+    #[default]
+    HostMonotonic,
+    /// Another clock, by the caller's name for it (a camera's own clock,
+    /// another host's): ages are not computed from it, and the analyzer
+    /// says why, until its stamps are mapped onto this host's clock.
+    Named(String),
+}
+
+/// How a source is declared.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// The age beyond which a use counts as stale (none: never stale).
+    pub max_age_ns: Option<u64>,
+    /// The clock its stamps are on.
+    pub clock: SourceClock,
+}
+
 /// A registered per-cycle caller value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ValueId {
@@ -148,6 +194,8 @@ impl Release {
 pub struct RecorderBuilder {
     pub(crate) max_cycles: usize,
     pub(crate) max_spans: usize,
+    pub(crate) max_samples: usize,
+    pub(crate) sources: Vec<SourceInfo>,
     pub(crate) cpu_mode: CpuTimeMode,
     pub(crate) measure_overhead: bool,
     pub(crate) nominal_period_ns: Option<u64>,
@@ -177,6 +225,8 @@ impl RecorderBuilder {
         Self {
             max_cycles: DEFAULT_MAX_CYCLES,
             max_spans: DEFAULT_MAX_SPANS_PER_CYCLE,
+            max_samples: DEFAULT_MAX_SAMPLES_PER_CYCLE,
+            sources: Vec::new(),
             cpu_mode: CpuTimeMode::Cycle,
             measure_overhead: true,
             nominal_period_ns: None,
@@ -257,6 +307,24 @@ impl RecorderBuilder {
         self
     }
 
+    /// Sample slots per cycle (1 to [`MAX_SAMPLES_CEILING`], default
+    /// [`DEFAULT_MAX_SAMPLES_PER_CYCLE`]). A recorder without sources
+    /// takes none: the slots cost memory only once a source is declared.
+    pub fn max_samples_per_cycle(&mut self, n: usize) -> &mut Self {
+        self.max_samples = n;
+        self
+    }
+
+    /// The sample slots per cycle [`build`](Self::build) will take: 0
+    /// without a declared source.
+    pub(crate) fn sample_slots(&self) -> usize {
+        if self.sources.is_empty() {
+            0
+        } else {
+            self.max_samples
+        }
+    }
+
     /// Where to read the thread's CPU clock (default
     /// [`CpuTimeMode::Cycle`]): per span (for the stages registered with
     /// CPU time), per cycle, or not at all.
@@ -296,6 +364,7 @@ impl RecorderBuilder {
         footprint_bytes(
             self.max_cycles as u64,
             self.max_spans as u64,
+            self.sample_slots() as u64,
             self.values.len() as u64,
         )
     }
@@ -420,5 +489,37 @@ impl RecorderBuilder {
             index: (self.values.len() - 1) as u8,
             kind,
         })
+    }
+
+    /// Declare a data source whose samples cycles use: a camera, a robot
+    /// state stream, a policy's output. A cycle then records which sample
+    /// it used with [`Recorder::sample`](crate::Recorder::sample), and a
+    /// producer thread what it published with
+    /// [`Recorder::produced`](crate::Recorder::produced); the analyzer
+    /// reports each source's age at use.
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] for an empty or duplicate name, an
+    /// empty clock name, or a full table.
+    pub fn source(&mut self, name: &str, spec: SourceSpec) -> Result<SourceId> {
+        let taken = self.sources.iter().any(|s| s.name == name);
+        Self::check_name("source", name, taken, self.sources.len())?;
+        let clock = match spec.clock {
+            SourceClock::HostMonotonic => ClockDomain::HostMonotonic.as_str().to_string(),
+            SourceClock::Named(n) if n.is_empty() || n == ClockDomain::HostMonotonic.as_str() => {
+                return Err(CaptureError::Registration {
+                    table: "source",
+                    name: name.to_string(),
+                    reason: "a named clock needs a name other than host_monotonic (use SourceClock::HostMonotonic)",
+                })
+            }
+            SourceClock::Named(n) => n,
+        };
+        self.sources.push(SourceInfo {
+            name: name.to_string(),
+            clock,
+            max_age_ns: spec.max_age_ns,
+        });
+        Ok(SourceId((self.sources.len() - 1) as u16))
     }
 }

@@ -198,6 +198,8 @@ mod tests {
             overdue: false,
             skipped: 0,
             spans_dropped: 0,
+            samples: Vec::new(),
+            samples_dropped: 0,
             spans: Vec::new(),
             values: Default::default(),
         }

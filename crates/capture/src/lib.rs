@@ -60,13 +60,15 @@ mod writer;
 pub use error::{error_chain, CaptureError, ErrorClass, Result};
 pub use format::{
     thread_files, CaptureStatus, ClockDomain, CpuTimeMode, CycleRecord, EvidenceReader, Header,
-    HeaderNotes, Recovery, SpanRecord, Summary, ThreadFiles, ThreadInfo, ValueKind, WallClock,
-    WallClockAnchor, CONTROL_THREAD, CYCLES_FILE, MAX_HEADER_BYTES, SCHEMA_VERSION, SUMMARY_FILE,
+    HeaderNotes, Recovery, SampleRecord, SourceInfo, SpanRecord, Summary, ThreadFiles, ThreadInfo,
+    ValueKind, WallClock, WallClockAnchor, CONTROL_THREAD, CYCLES_FILE, MAX_HEADER_BYTES,
+    SCHEMA_VERSION, SUMMARY_FILE,
 };
 pub use recorder::{
-    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SpanGuard,
-    SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE,
-    MAX_ATTRS_PER_SPAN, MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SPANS_CEILING,
+    footprint_bytes, AttrKey, AttrValue, PhaseId, Recorder, RecorderBuilder, Release, SourceClock,
+    SourceId, SourceSpec, SpanGuard, SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES,
+    DEFAULT_MAX_SAMPLES_PER_CYCLE, DEFAULT_MAX_SPANS_PER_CYCLE, MAX_ATTRS_PER_SPAN,
+    MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SAMPLES_CEILING, MAX_SPANS_CEILING,
     MAX_SPAN_DEPTH, MAX_VALUES,
 };
 pub use registry::{Recorders, Registry};

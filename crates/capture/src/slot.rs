@@ -40,6 +40,8 @@ pub(crate) struct CycleSlot {
     pub(crate) phase: u16,
     pub(crate) n_spans: u16,
     pub(crate) values_set: u16,
+    pub(crate) n_samples: u16,
+    pub(crate) samples_dropped: u16,
     pub(crate) overdue: u8,
     pub(crate) has_target: u8,
     pub(crate) has_wait: u8,
@@ -47,7 +49,21 @@ pub(crate) struct CycleSlot {
     pub(crate) has_cpu: u8,
     pub(crate) has_margin: u8,
     pub(crate) has_spin: u8,
-    _pad: [u8; 3],
+    _pad: [u8; 7],
+}
+
+/// One sample slot (data age): which sample of which source a cycle used or
+/// published, its stamp (ns on its source's clock) and when the recorder
+/// was told (raw ticks). `repr(C)`, plain integers, as [`CycleSlot`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SampleSlot {
+    pub(crate) seq: u64,
+    pub(crate) stamp: u64,
+    pub(crate) at: u64,
+    pub(crate) source: u16,
+    pub(crate) produced: u8,
+    _pad: [u8; 5],
 }
 
 /// One span slot; `repr(C)`, plain integers, as [`CycleSlot`].
@@ -74,16 +90,23 @@ pub(crate) struct SpanSlot {
 pub(crate) struct RawCycle<'a> {
     slot: &'a CycleSlot,
     spans: &'a [SpanSlot],
+    samples: &'a [SampleSlot],
     values: &'a [u64],
     open: bool,
 }
 
 impl<'a> RawCycle<'a> {
     /// A cycle that is not open (as read back from a ring).
-    pub(crate) fn new(slot: &'a CycleSlot, spans: &'a [SpanSlot], values: &'a [u64]) -> Self {
+    pub(crate) fn new(
+        slot: &'a CycleSlot,
+        spans: &'a [SpanSlot],
+        samples: &'a [SampleSlot],
+        values: &'a [u64],
+    ) -> Self {
         RawCycle {
             slot,
             spans,
+            samples,
             values,
             open: false,
         }
@@ -94,12 +117,14 @@ impl<'a> RawCycle<'a> {
     pub(crate) fn live(
         slot: &'a CycleSlot,
         spans: &'a [SpanSlot],
+        samples: &'a [SampleSlot],
         values: &'a [u64],
         open: bool,
     ) -> Self {
         RawCycle {
             slot,
             spans,
+            samples,
             values,
             open,
         }
@@ -124,7 +149,7 @@ impl<'a> RawCycle<'a> {
 
     /// The record written for this cycle, with names from `header`.
     pub(crate) fn to_record(&self, header: &Header, map: &TscMap) -> crate::format::CycleRecord {
-        use crate::format::{CycleRecord, CycleTag, SpanRecord};
+        use crate::format::{CycleRecord, CycleTag, SampleRecord, SpanRecord};
         let spec = header;
         let c = self.slot;
         let ended = c.ended != 0 && !self.open;
@@ -198,6 +223,22 @@ impl<'a> RawCycle<'a> {
             spans_dropped: c.spans_dropped,
             values,
             spans,
+            samples: self
+                .samples
+                .iter()
+                .map(|x| SampleRecord {
+                    source: spec
+                        .sources
+                        .get(x.source as usize)
+                        .map(|s| s.name.clone())
+                        .unwrap_or_default(),
+                    seq: x.seq,
+                    stamp_ns: x.stamp,
+                    at_ns: map.to_ns(x.at),
+                    produced: x.produced != 0,
+                })
+                .collect(),
+            samples_dropped: c.samples_dropped as u32,
         }
     }
 }

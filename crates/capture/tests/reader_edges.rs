@@ -93,10 +93,16 @@ fn absurd_ring_in_the_child() {
 #[test]
 fn footprint_grows_with_each_capacity() {
     let f = looptime_capture::footprint_bytes;
-    assert!(f(2, 16, 6) == 2 * f(1, 16, 6));
-    assert!(f(1, 17, 6) > f(1, 16, 6));
-    assert!(f(1, 16, 7) == f(1, 16, 6) + 8);
-    assert_eq!(f(u64::MAX, 1024, 16), u64::MAX, "saturates, never wraps");
+    assert!(f(2, 16, 8, 6) == 2 * f(1, 16, 8, 6));
+    assert!(f(1, 17, 8, 6) > f(1, 16, 8, 6));
+    // A sample slot is 32 bytes (seq, stamp, time of use, source).
+    assert!(f(1, 16, 9, 6) == f(1, 16, 8, 6) + 32);
+    assert!(f(1, 16, 8, 7) == f(1, 16, 8, 6) + 8);
+    assert_eq!(
+        f(u64::MAX, 1024, 256, 16),
+        u64::MAX,
+        "saturates, never wraps"
+    );
 }
 
 #[test]

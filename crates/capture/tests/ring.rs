@@ -14,7 +14,8 @@ use looptime_capture::{
 
 /// The recorder every test here uses: phases `warmup`/`running`, stages
 /// `outer` and `inner` (nested), one integer value `seq` set to the cycle
-/// index, targets at `index × 10 ms`.
+/// index, targets at `index × 10 ms`, and a source `camera` whose sample
+/// `i` (stamped `i × 1000`) cycle `i` uses.
 fn builder(dir: &Path, capacity: usize, episode: Option<&Path>) -> RecorderBuilder {
     let mut b = RecorderBuilder::new();
     b.max_cycles(capacity)
@@ -32,6 +33,7 @@ struct Ids {
     outer: looptime_capture::StageId,
     inner: looptime_capture::StageId,
     seq: looptime_capture::ValueId,
+    camera: looptime_capture::SourceId,
 }
 
 fn register(b: &mut RecorderBuilder) -> Ids {
@@ -41,6 +43,9 @@ fn register(b: &mut RecorderBuilder) -> Ids {
         outer: b.stage("outer").unwrap(),
         inner: b.stage_with_cpu_time("inner", false).unwrap(),
         seq: b.value("seq", ValueKind::Int, "count").unwrap(),
+        camera: b
+            .source("camera", looptime_capture::SourceSpec::default())
+            .unwrap(),
     }
 }
 
@@ -52,6 +57,7 @@ fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
     let phase = if i < 5 { ids.warmup } else { ids.running };
     rec.begin_cycle(phase, Release::at(i * 10_000_000));
     rec.set_int(ids.seq, i as i64);
+    rec.sample(ids.camera, i, i * 1000);
     {
         let mut o = rec.span(ids.outer);
         let _i = o.span(ids.inner);
@@ -219,7 +225,21 @@ fn a_killed_writer_leaves_a_ring_that_recovers_every_complete_cycle() {
             .map(|s| (s.stage.as_str(), s.parent, s.depth))
             .collect();
         assert_eq!(shape, [("outer", None, 0), ("inner", Some(0), 1)]);
+        // The sample each finished cycle used is back, with its moment of
+        // use inside the cycle.
+        assert_eq!(c.samples.len(), 1);
+        let x = &c.samples[0];
+        assert_eq!(
+            (x.source.as_str(), x.seq, x.stamp_ns, x.produced),
+            ("camera", i, i * 1000, false)
+        );
+        assert!(
+            c.start_ns <= x.at_ns && x.at_ns <= c.end_ns.unwrap(),
+            "{x:?}"
+        );
     }
+    assert_eq!(header.sources.len(), 1);
+    assert_eq!(header.capacity.max_samples_per_cycle, 8);
     // Both are Options: require the value, so that None == None cannot pass.
     let end = cycles[49].end_ns.expect("cycle 49 ended");
     assert_eq!(r.last_complete_end_ns, Some(end));

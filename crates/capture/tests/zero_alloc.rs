@@ -1,6 +1,7 @@
 //! Proves the hot-path claim: once built, the recorder performs no heap
 //! allocation, reallocation or free, across ring wraparound, span overflow,
-//! depth overflow, attributes, caller values and the wait marks.
+//! depth overflow, attributes, caller values, the wait marks and the data
+//! age samples (used, produced, beyond the cycle's slots, outside a cycle).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -113,6 +114,7 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
     let mut b = RecorderBuilder::new();
     b.max_cycles(CAPACITY)
         .max_spans_per_cycle(4)
+        .max_samples_per_cycle(2)
         .cpu_time_mode(mode)
         .ring(storage);
     let warmup = b.phase("warmup").unwrap();
@@ -123,6 +125,9 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
     let inline = b.attr_value(mode, "inline").unwrap();
     let seq = b.value("robot_seq", ValueKind::Int, "count").unwrap();
     let rate = b.value("success_rate", ValueKind::Float, "ratio").unwrap();
+    let camera = b
+        .source("camera", looptime_capture::SourceSpec::default())
+        .unwrap();
     let mut rec = b.build().unwrap();
     assert_eq!(rec.ring_path().is_some(), shm, "{:?}", rec.ring_note());
 
@@ -144,6 +149,10 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
         );
         rec.set_int(seq, i as i64);
         rec.set_float(rate, 0.99);
+        // Three samples into 2 slots: the third is dropped.
+        rec.sample(camera, i, i * 1_000);
+        rec.produced(camera, i + 1, i * 1_000 + 500);
+        rec.sample(camera, i, i * 1_000);
         {
             let mut o = rec.span(outer);
             o.set(inline);
@@ -164,9 +173,12 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
             let _s = rec.span(outer);
         }
         rec.end_cycle();
-        // A span outside any cycle is counted, not stored.
+        // A span or a sample outside any cycle is counted, not stored.
         if i % 10_000 == 0 {
-            let _s = rec.span(outer);
+            {
+                let _s = rec.span(outer);
+            }
+            rec.sample(camera, i, 0);
         }
     }
     counting(false);
@@ -182,6 +194,8 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
     // Each cycle opens 6 spans into 4 slots: 2 dropped per cycle.
     assert_eq!(rec.spans_dropped(), 2 * CYCLES);
     assert_eq!(rec.spans_outside_cycle(), CYCLES / 10_000);
+    assert_eq!(rec.samples_dropped(), CYCLES);
+    assert_eq!(rec.samples_outside_cycle(), CYCLES / 10_000);
     faults
 }
 

@@ -239,6 +239,51 @@ pub struct Capacity {
     pub max_attrs_per_span: u32,
     /// Deepest span nesting stored.
     pub max_span_depth: u32,
+    /// Most samples stored per cycle (schema 2, added with data age; absent,
+    /// read as 0, in older files); extra ones are counted in the cycle's
+    /// `samples_dropped`.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub max_samples_per_cycle: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A declared data source (schema 2, added with data age): a camera, a
+/// robot state stream, a policy output. Cycles record which sample of it
+/// they used ([`SampleRecord`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// The source's name, unique among the recorder's sources.
+    pub name: String,
+    /// The clock its stamps are on: `host_monotonic` (comparable with the
+    /// recorder's times, so ages are computed), or a name of the caller's
+    /// (another host, a device clock: ages are not computed, and the
+    /// analyzer says why).
+    pub clock: String,
+    /// The age beyond which a use counts as stale, when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ns: Option<u64>,
+}
+
+/// One sample a cycle used (or, `produced`, published): which sample of
+/// which source, its stamp, and when the cycle touched it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    /// The source's name (one of `Header::sources`).
+    pub source: String,
+    /// The sample's sequence number, as the producer counts it.
+    pub seq: u64,
+    /// The sample's stamp on its source's clock: its capture time, or for a
+    /// polled state its request time.
+    pub stamp_ns: u64,
+    /// When the recorder was told (host monotonic): the moment of use, or
+    /// of publication when `produced`.
+    pub at_ns: u64,
+    /// True when this thread published the sample rather than used it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub produced: bool,
 }
 
 /// Where a recorder reads the thread's CPU clock
@@ -440,6 +485,10 @@ pub struct Header {
     /// absent in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_clock: Option<WallClock>,
+    /// Declared data sources, in id order (schema 2, added with data age;
+    /// absent in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceInfo>,
 }
 
 impl Header {
@@ -516,6 +565,13 @@ pub struct CycleRecord {
     /// Stored spans, in the order they were opened.
     #[serde(default)]
     pub spans: Vec<SpanRecord>,
+    /// Samples the cycle used or published, in call order (schema 2, added
+    /// with data age; absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<SampleRecord>,
+    /// Samples beyond the cycle's slots, counted and not stored.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub samples_dropped: u32,
 }
 
 /// One stored span.

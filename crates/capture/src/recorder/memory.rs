@@ -9,20 +9,21 @@ use std::path::{Path, PathBuf};
 use crate::error::{CaptureError, Result};
 use crate::format::{ClockAnchor, CpuTimeMode, Overhead, StageInfo};
 use crate::ring::{try_boxed, Layout, LiveRef, RingFile, RingStorage, Slab, DEFAULT_RING_DIR};
-use crate::slot::{take_anchor, take_wall_anchor, CycleSlot, SpanSlot, NO_SPAN};
+use crate::slot::{take_anchor, take_wall_anchor, CycleSlot, SampleSlot, SpanSlot, NO_SPAN};
 
 pub use crate::format::MAX_METADATA_ENTRIES;
 use crate::sys;
 
 pub use crate::builder::{
-    PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_SPANS_CEILING,
-    MAX_SPAN_DEPTH,
+    PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING,
+    MAX_SPANS_CEILING, MAX_SPAN_DEPTH,
 };
 
 /// The recorder's buffers, on the heap or in a ring file.
 struct Storage {
     cycles: Slab<CycleSlot>,
     spans: Slab<SpanSlot>,
+    samples: Slab<SampleSlot>,
     values: Slab<u64>,
     live: LiveRef,
     ring: Option<RingFile>,
@@ -55,10 +56,15 @@ impl Storage {
         // The largest buffer first: a refusal then costs nothing.
         let spans = try_boxed("span slots", spec.max_cycles.saturating_mul(spec.max_spans))?;
         let cycles = try_boxed("cycle ring", spec.max_cycles)?;
+        let samples = try_boxed(
+            "sample slots",
+            spec.max_cycles.saturating_mul(spec.sample_slots()),
+        )?;
         let values = try_boxed("value slots", spec.max_cycles * spec.values.len())?;
         Ok(Storage {
             cycles,
             spans,
+            samples,
             values,
             live: LiveRef::heap(),
             ring: None,
@@ -77,6 +83,7 @@ impl Storage {
         let layout = Layout::new(
             spec.max_cycles,
             spec.max_spans,
+            spec.sample_slots(),
             spec.values.len(),
             meta.len(),
         )
@@ -88,6 +95,7 @@ impl Storage {
         Ok(Storage {
             cycles: parts.cycles,
             spans: parts.spans,
+            samples: parts.samples,
             values: parts.values,
             live: parts.live,
             ring: Some(parts.file),
@@ -127,6 +135,13 @@ impl RecorderBuilder {
                 expected: "1 to 1024 spans",
             });
         }
+        if self.max_samples == 0 || self.max_samples > MAX_SAMPLES_CEILING {
+            return Err(CaptureError::InvalidOption {
+                option: "max_samples_per_cycle",
+                value: self.max_samples as u64,
+                expected: "1 to 256 samples",
+            });
+        }
         let mut spec = self.clone();
         if spec.phases.is_empty() {
             spec.phases.push("running".to_string());
@@ -157,11 +172,15 @@ impl Recorder {
             enabled: true,
             cycles: storage.cycles,
             spans: storage.spans,
+            samples: storage.samples,
             values: storage.values,
             live: storage.live,
             stage_cpu,
             cycle_cpu,
             max_spans: spec.max_spans,
+            max_samples: spec.sample_slots(),
+            samples_dropped: 0,
+            samples_outside_cycle: 0,
             clock,
             spec,
             overhead,
@@ -202,11 +221,15 @@ impl Recorder {
             wall_start: None,
             cycles: Slab::from_box(Box::new([])),
             spans: Slab::from_box(Box::new([])),
+            samples: Slab::from_box(Box::new([])),
             values: Slab::from_box(Box::new([])),
             live: LiveRef::disabled(),
             stage_cpu: Box::new([]),
             cycle_cpu: false,
             max_spans: 0,
+            max_samples: 0,
+            samples_dropped: 0,
+            samples_outside_cycle: 0,
             spec,
             head: 0,
             len: 0,

@@ -28,7 +28,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use crate::format::{ClockAnchor, Overhead, ValueKind};
 use crate::ring::{LiveRef, RingFile, Slab};
-use crate::slot::{CycleSlot, SpanSlot, NO_SPAN};
+use crate::slot::{CycleSlot, SampleSlot, SpanSlot, NO_SPAN};
 
 pub use crate::format::{MAX_METADATA_ENTRIES, MAX_VALUES};
 use crate::sys;
@@ -36,8 +36,9 @@ use crate::sys;
 pub use crate::slot::MAX_ATTRS_PER_SPAN;
 
 pub use crate::builder::{
-    footprint_bytes, AttrKey, AttrValue, PhaseId, RecorderBuilder, Release, StageId, ValueId,
-    DEFAULT_MAX_CYCLES, DEFAULT_MAX_SPANS_PER_CYCLE, MAX_CYCLES_CEILING, MAX_SPANS_CEILING,
+    footprint_bytes, AttrKey, AttrValue, PhaseId, RecorderBuilder, Release, SourceClock, SourceId,
+    SourceSpec, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SAMPLES_PER_CYCLE,
+    DEFAULT_MAX_SPANS_PER_CYCLE, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING, MAX_SPANS_CEILING,
     MAX_SPAN_DEPTH,
 };
 
@@ -57,6 +58,7 @@ pub struct Recorder {
     wall_start: Option<crate::format::WallClockAnchor>,
     cycles: Slab<CycleSlot>,
     spans: Slab<SpanSlot>,
+    samples: Slab<SampleSlot>,
     values: Slab<u64>,
     live: LiveRef,
     stage_cpu: Box<[bool]>,
@@ -64,6 +66,10 @@ pub struct Recorder {
     /// and end.
     cycle_cpu: bool,
     max_spans: usize,
+    /// Sample slots per cycle (0 without a declared source).
+    max_samples: usize,
+    samples_dropped: u64,
+    samples_outside_cycle: u64,
     head: usize,
     len: usize,
     total: u64,
@@ -163,6 +169,8 @@ impl Recorder {
         c.phase = phase.0;
         c.n_spans = 0;
         c.spans_dropped = 0;
+        c.n_samples = 0;
+        c.samples_dropped = 0;
         c.skipped = release.skipped;
         c.overdue = release.overdue as u8;
         c.has_target = release.target_ns.is_some() as u8;
@@ -227,6 +235,70 @@ impl Recorder {
         self.in_cycle = false;
         self.implicit_open = false;
         self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Record that this cycle used sample `seq` of `source`, stamped
+    /// `stamp_ns` on the source's clock (for a host-monotonic source, a
+    /// [`clock::monotonic_ns`](crate::clock::monotonic_ns) reading). Pass the
+    /// sample's capture time, or for a polled state the time it was
+    /// *requested*, so that a late reply cannot make an old state look
+    /// fresh. The moment of use is read here (one TSC read, as a span's
+    /// start): record the use where the cycle takes the sample, so its age
+    /// is measured from then, not from the cycle's start.
+    ///
+    /// Outside a cycle the call is counted (`samples_outside_cycle`) and not
+    /// stored; beyond the cycle's sample slots it is counted in the cycle's
+    /// `samples_dropped`. No allocation, lock or system call.
+    #[inline]
+    pub fn sample(&mut self, source: SourceId, seq: u64, stamp_ns: u64) {
+        self.put_sample(source, seq, stamp_ns, false);
+    }
+
+    /// Record that this thread published sample `seq` of `source`, stamped
+    /// `stamp_ns` (a producer thread's recorder: a camera reader, a policy
+    /// worker). The analyzer then reports each sample's wait from
+    /// production to first use, and samples never used. As
+    /// [`sample`](Self::sample) otherwise.
+    #[inline]
+    pub fn produced(&mut self, source: SourceId, seq: u64, stamp_ns: u64) {
+        self.put_sample(source, seq, stamp_ns, true);
+    }
+
+    #[inline]
+    fn put_sample(&mut self, source: SourceId, seq: u64, stamp_ns: u64, produced: bool) {
+        if !self.enabled {
+            return;
+        }
+        if !self.in_cycle {
+            self.samples_outside_cycle += 1;
+            return;
+        }
+        let at = self.clock.raw();
+        let c = &mut self.cycles[self.cur];
+        let n = c.n_samples as usize;
+        if n >= self.max_samples || source.index() >= self.spec.sources.len() {
+            c.samples_dropped = c.samples_dropped.saturating_add(1);
+            self.samples_dropped += 1;
+            return;
+        }
+        c.n_samples += 1;
+        let x = &mut self.samples[self.cur * self.max_samples + n];
+        x.seq = seq;
+        x.stamp = stamp_ns;
+        x.at = at;
+        x.source = source.0;
+        x.produced = produced as u8;
+    }
+
+    /// Samples not stored: beyond a cycle's slots, or of an undeclared
+    /// source.
+    pub fn samples_dropped(&self) -> u64 {
+        self.samples_dropped
+    }
+
+    /// Samples recorded outside any cycle (counted, not stored).
+    pub fn samples_outside_cycle(&self) -> u64 {
+        self.samples_outside_cycle
     }
 
     /// Open a span of `stage`; it closes when the guard drops. Nest spans by

@@ -217,6 +217,8 @@ impl Recorder {
                 &self.cycles[slot],
                 &self.spans[slot * self.max_spans
                     ..slot * self.max_spans + self.cycles[slot].n_spans as usize],
+                &self.samples[slot * self.max_samples
+                    ..slot * self.max_samples + self.cycles[slot].n_samples as usize],
                 &self.values[slot * n_values..(slot + 1) * n_values],
                 self.in_cycle && slot == self.cur,
             )
@@ -248,6 +250,7 @@ pub(crate) fn header_of(
             max_spans_per_cycle: spec.max_spans as u32,
             max_attrs_per_span: MAX_ATTRS_PER_SPAN as u32,
             max_span_depth: MAX_SPAN_DEPTH as u32,
+            max_samples_per_cycle: spec.sample_slots() as u32,
         },
         nominal_period_ns: spec.nominal_period_ns,
         thread_cpu_time: spec.cpu_mode != CpuTimeMode::Off,
@@ -272,6 +275,7 @@ pub(crate) fn header_of(
         threads: spec.threads.clone(),
         implicit_cycles: spec.implicit_cycles,
         wall_clock: None,
+        sources: spec.sources.clone(),
     }
 }
 

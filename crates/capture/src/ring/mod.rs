@@ -16,6 +16,7 @@
 //! | meta region | JSON [`RingMeta`]: the evidence header (names, capacities, clocks) and the episode directory; guarded by a sequence number |
 //! | cycle ring | `capacity` fixed-size cycle records |
 //! | span slots | `capacity × max_spans` span records |
+//! | sample slots | `capacity × max_samples` sample records (version 3: data age; 0 without a declared source) |
 //! | value slots | `capacity × n_values` 8-byte values |
 //!
 //! # Torn and in-progress records
@@ -64,7 +65,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CaptureError, Result};
 use crate::format::{ClockAnchor, Header, WallClockAnchor};
-use crate::slot::{CycleSlot, SpanSlot};
+use crate::slot::{CycleSlot, SampleSlot, SpanSlot};
 
 mod heap;
 mod reader;
@@ -78,8 +79,9 @@ pub(crate) use shm::RingFile;
 
 /// The first eight bytes of every ring file.
 pub const RING_MAGIC: [u8; 8] = *b"LOOPTRNG";
-/// Version of the ring file layout this build writes and reads.
-pub const RING_LAYOUT_VERSION: u32 = 2;
+/// Version of the ring file layout this build writes and reads (3: the
+/// sample slots of data age).
+pub const RING_LAYOUT_VERSION: u32 = 3;
 /// Where ring files go unless configured: a tmpfs, so the loop never
 /// causes disk I/O.
 pub const DEFAULT_RING_DIR: &str = "/dev/shm";
@@ -297,6 +299,10 @@ struct Fixed {
     spans_offset: u64,
     values_offset: u64,
     file_bytes: u64,
+    sample_slot_bytes: u32,
+    _pad: u32,
+    max_samples: u64,
+    samples_offset: u64,
 }
 
 /// What the meta region holds, as JSON.
@@ -314,11 +320,13 @@ pub struct RingMeta {
 pub(crate) struct Layout {
     pub(crate) capacity: usize,
     pub(crate) max_spans: usize,
+    pub(crate) max_samples: usize,
     pub(crate) n_values: usize,
     meta_offset: usize,
     meta_capacity: usize,
     cycles_offset: usize,
     spans_offset: usize,
+    samples_offset: usize,
     values_offset: usize,
     pub(crate) file_bytes: usize,
 }
@@ -331,6 +339,7 @@ impl Layout {
     pub(crate) fn new(
         capacity: usize,
         max_spans: usize,
+        max_samples: usize,
         n_values: usize,
         meta_len: usize,
     ) -> Option<Layout> {
@@ -342,17 +351,23 @@ impl Layout {
         let spans_bytes = capacity
             .checked_mul(max_spans)?
             .checked_mul(size_of::<SpanSlot>())?;
-        let values_offset = align_up(spans_offset.checked_add(spans_bytes)?, 64)?;
+        let samples_offset = align_up(spans_offset.checked_add(spans_bytes)?, 64)?;
+        let samples_bytes = capacity
+            .checked_mul(max_samples)?
+            .checked_mul(size_of::<SampleSlot>())?;
+        let values_offset = align_up(samples_offset.checked_add(samples_bytes)?, 64)?;
         let values_bytes = capacity.checked_mul(n_values)?.checked_mul(8)?;
         let file_bytes = align_up(values_offset.checked_add(values_bytes)?, PAGE)?;
         Some(Layout {
             capacity,
             max_spans,
+            max_samples,
             n_values,
             meta_offset,
             meta_capacity,
             cycles_offset,
             spans_offset,
+            samples_offset,
             values_offset,
             file_bytes,
         })

@@ -11,7 +11,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use super::*;
 use crate::error::Result;
 use crate::format::{ClockAnchor, CycleRecord, Header};
-use crate::slot::{CycleSlot, RawCycle, SpanSlot, TscMap};
+use crate::slot::{CycleSlot, RawCycle, SampleSlot, SpanSlot, TscMap};
 
 /// A ring file opened read-only by another process: `looptime watch` and
 /// [`recover`]. The mapping is `PROT_READ`, so the reader cannot write to
@@ -108,6 +108,7 @@ impl RingReader {
         }
         if f.cycle_slot_bytes as usize != size_of::<CycleSlot>()
             || f.span_slot_bytes as usize != size_of::<SpanSlot>()
+            || f.sample_slot_bytes as usize != size_of::<SampleSlot>()
         {
             return Err(bad_ring(
                 p,
@@ -117,12 +118,14 @@ impl RingReader {
         let layout = Layout::new(
             f.capacity as usize,
             f.max_spans as usize,
+            f.max_samples as usize,
             f.n_values as usize,
             (f.meta_capacity as usize).saturating_sub(META_SLACK),
         );
         let fits = layout.is_some_and(|l| {
             l.cycles_offset as u64 == f.cycles_offset
                 && l.spans_offset as u64 == f.spans_offset
+                && l.samples_offset as u64 == f.samples_offset
                 && l.values_offset as u64 == f.values_offset
                 && l.file_bytes as u64 == f.file_bytes
                 && l.file_bytes <= self.len
@@ -280,15 +283,16 @@ impl RingReader {
             values_dropped: 0,
         };
         let mut spans = Vec::with_capacity(self.fixed.max_spans as usize);
+        let mut samples = Vec::with_capacity(self.fixed.max_samples as usize);
         let mut values = vec![0u64; self.fixed.n_values as usize];
         for k in lo..total {
-            match self.read_slot(k, &mut spans, &mut values) {
+            match self.read_slot(k, &mut spans, &mut samples, &mut values) {
                 SlotRead::Complete(slot) => {
-                    if !slot_consistent(&slot, &spans, &out.header) {
+                    if !slot_consistent(&slot, &spans, &samples, &out.header) {
                         out.damaged += 1;
                         continue;
                     }
-                    let raw = RawCycle::new(&slot, &spans, &values);
+                    let raw = RawCycle::new(&slot, &spans, &samples, &values);
                     out.values_dropped += raw.nonfinite_values(&out.header);
                     out.cycles.push(raw.to_record(&out.header, &map));
                 }
@@ -299,7 +303,13 @@ impl RingReader {
         Ok(out)
     }
 
-    fn read_slot(&self, k: u64, spans: &mut Vec<SpanSlot>, values: &mut [u64]) -> SlotRead {
+    fn read_slot(
+        &self,
+        k: u64,
+        spans: &mut Vec<SpanSlot>,
+        samples: &mut Vec<SampleSlot>,
+        values: &mut [u64],
+    ) -> SlotRead {
         let f = &self.fixed;
         let slot_i = (k % f.capacity) as usize;
         let want = 2 * k + 2;
@@ -331,6 +341,15 @@ impl RingReader {
             spans.clear();
             for i in 0..n {
                 spans.push(read_plain(sptr.add(i)));
+            }
+            let n = (slot.n_samples as usize).min(f.max_samples as usize);
+            let xptr = base
+                .add(f.samples_offset as usize)
+                .cast::<SampleSlot>()
+                .add(slot_i * f.max_samples as usize);
+            samples.clear();
+            for i in 0..n {
+                samples.push(read_plain(xptr.add(i)));
             }
             let nv = f.n_values as usize;
             let vptr = base
@@ -372,9 +391,18 @@ unsafe fn read_plain<T>(src: *const T) -> T {
     unsafe { out.assume_init() }
 }
 
-fn slot_consistent(slot: &CycleSlot, spans: &[SpanSlot], header: &Header) -> bool {
+fn slot_consistent(
+    slot: &CycleSlot,
+    spans: &[SpanSlot],
+    samples: &[SampleSlot],
+    header: &Header,
+) -> bool {
     (slot.phase as usize) < header.phases.len()
         && slot.n_spans as usize == spans.len()
+        && slot.n_samples as usize == samples.len()
+        && samples
+            .iter()
+            .all(|x| (x.source as usize) < header.sources.len())
         && spans.iter().enumerate().all(|(i, s)| {
             (s.stage as usize) < header.stages.len()
                 && (s.parent == u16::MAX || (s.parent as usize) < i)

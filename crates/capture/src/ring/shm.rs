@@ -15,7 +15,7 @@ use super::heap::Slab;
 use super::*;
 use crate::error::{CaptureError, Result};
 use crate::format::ClockAnchor;
-use crate::slot::{CycleSlot, SpanSlot};
+use crate::slot::{CycleSlot, SampleSlot, SpanSlot};
 
 /// The recorder's view of its ring file: the mapping, its path, and whether
 /// it was locked. Unmapped on drop, and the file removed unless the thread
@@ -41,6 +41,7 @@ pub(crate) struct RingParts {
     pub(crate) file: RingFile,
     pub(crate) cycles: Slab<CycleSlot>,
     pub(crate) spans: Slab<SpanSlot>,
+    pub(crate) samples: Slab<SampleSlot>,
     pub(crate) values: Slab<u64>,
     pub(crate) live: LiveRef,
 }
@@ -144,6 +145,10 @@ impl RingFile {
             spans_offset: l.spans_offset as u64,
             values_offset: l.values_offset as u64,
             file_bytes: l.file_bytes as u64,
+            sample_slot_bytes: size_of::<SampleSlot>() as u32,
+            _pad: 0,
+            max_samples: l.max_samples as u64,
+            samples_offset: l.samples_offset as u64,
         };
         let base = self.base.as_ptr();
         // SAFETY: the header page is ours and large enough for `Fixed`.
@@ -154,12 +159,16 @@ impl RingFile {
         self.write_meta(meta);
         // SAFETY: each region lies inside the mapping (Layout::new) and is
         // aligned for its type; zero bytes are valid slots of each type.
-        let (cycles, spans, values) = unsafe {
+        let (cycles, spans, samples, values) = unsafe {
             (
                 Slab::mapped(base.add(l.cycles_offset) as *mut CycleSlot, l.capacity),
                 Slab::mapped(
                     base.add(l.spans_offset) as *mut SpanSlot,
                     l.capacity * l.max_spans,
+                ),
+                Slab::mapped(
+                    base.add(l.samples_offset) as *mut SampleSlot,
+                    l.capacity * l.max_samples,
                 ),
                 Slab::mapped(
                     base.add(l.values_offset) as *mut u64,
@@ -175,6 +184,7 @@ impl RingFile {
             file: self,
             cycles,
             spans,
+            samples,
             values,
             live,
         }

@@ -522,6 +522,7 @@ impl Config {
         looptime_capture::footprint_bytes(
             self.run.timing_max_cycles,
             self.run.timing_max_spans_per_cycle as u64,
+            looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE as u64,
             SIM_VALUE_COUNT,
         )
     }
@@ -539,7 +540,12 @@ impl Config {
         } else {
             2
         };
-        n * looptime_capture::footprint_bytes(self.run.timing_max_cycles, THREAD_SPANS_PER_CYCLE, 0)
+        n * looptime_capture::footprint_bytes(
+            self.run.timing_max_cycles,
+            THREAD_SPANS_PER_CYCLE,
+            looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE as u64,
+            0,
+        )
     }
 
     /// The loop's nominal period (1 / `run.rate_hz`), in ns.
