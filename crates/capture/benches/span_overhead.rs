@@ -18,6 +18,9 @@
 //!   most 20 times a second; here without pause: the worst case).
 //! * `interleaved` (printed after the criterion cases): (g) against (b) in
 //!   alternating chunks, which cancels the machine's drift.
+//! * `samples` (printed after them): a data-age sample
+//!   (`Recorder::sample`) against a wall-only span (b), both on the heap
+//!   ring, in alternating chunks of 256 (a cycle's sample slots).
 //!
 //! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
 //! written by `bench/span_ratios.py` into docs/performance.md form.
@@ -345,11 +348,68 @@ fn threads() {
     );
 }
 
+/// A data-age sample against a wall-only span: alternating chunks of
+/// `N` of each (a cycle holds at most 256 samples, so each chunk is one
+/// cycle of either), medians of the per-operation cost and their ratio,
+/// printed and written to `target/criterion/span/samples.json`.
+fn samples() {
+    const ROUNDS: usize = 4001;
+    const N: usize = 256;
+    let mut b = RecorderBuilder::new();
+    b.max_cycles(64)
+        .max_spans_per_cycle(N)
+        .max_samples_per_cycle(N)
+        .measure_overhead(false)
+        .ring(RingStorage::Heap);
+    let stage = b.stage_with_cpu_time("stage", false).unwrap();
+    let source = b
+        .source("camera", looptime_capture::SourceSpec::default())
+        .unwrap();
+    let mut rec = b.build().unwrap();
+    let phase = rec.default_phase();
+    let mut per_op = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    for round in 0..ROUNDS {
+        for k in [round % 2, 1 - round % 2] {
+            rec.end_cycle();
+            rec.begin_cycle(phase, Release::NONE);
+            let t0 = Instant::now();
+            if k == 0 {
+                for _ in 0..N {
+                    let _s = rec.span(stage);
+                }
+            } else {
+                for i in 0..N as u64 {
+                    rec.sample(source, black_box(i), black_box(i));
+                }
+            }
+            per_op[k].push(t0.elapsed().as_nanos() as f64 / N as f64);
+        }
+    }
+    assert_eq!(rec.spans_dropped() + rec.samples_dropped(), 0);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let span = median(&mut per_op[0]);
+    let sample = median(&mut per_op[1]);
+    println!(
+        "span/samples: wall-only span {span:.2} ns, sample {sample:.2} ns, ratio {:.3} ({ROUNDS} alternating chunks of {N} each)",
+        sample / span
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/span");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(
+        dir.join("samples.json"),
+        format!("{{\"span_ns\": {span}, \"sample_ns\": {sample}, \"rounds\": {ROUNDS}}}\n"),
+    );
+}
+
 criterion_group!(benches, spans);
 
 fn main() {
     benches();
     interleaved();
     threads();
+    samples();
     Criterion::default().configure_from_args().final_summary();
 }
