@@ -92,6 +92,9 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[path = "cli/cpu.rs"]
 mod cpu;
+/// Data age on a hand-built episode with known ages.
+#[path = "cli/data_age.rs"]
+mod data_age;
 #[path = "cli/export_mcap.rs"]
 mod export_mcap;
 #[path = "cli/fleet.rs"]

@@ -179,6 +179,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
         spans: empty_spans()?,
         groups: Vec::new(),
         commands: Vec::new(),
+        samples: Vec::new(),
         skipped_lines: 0,
         skipped_examples: Vec::new(),
         truncated_last_line: false,
@@ -527,6 +528,12 @@ fn append(
         let r = new_rows[*row as usize];
         if r != u32::MAX {
             ev.commands.push((r, *start));
+        }
+    }
+    for x in &piece.samples {
+        let r = new_rows[x.row as usize];
+        if r != u32::MAX {
+            ev.samples.push(SampleRow { row: r, ..*x });
         }
     }
     for g in std::mem::take(&mut piece.groups) {

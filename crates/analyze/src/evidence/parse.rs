@@ -5,7 +5,9 @@
 
 use looptime_capture::{CycleRecord, Header, ValueKind};
 
-use super::{mix, Cell, CycleRow, GroupDecode, ABSURD_DURATION_NS, MAX_ATTRS, ROOT_PATH_KEY};
+use super::{
+    mix, Cell, CycleRow, GroupDecode, SampleRow, ABSURD_DURATION_NS, MAX_ATTRS, ROOT_PATH_KEY,
+};
 
 /// Identity hasher for keys that are already well mixed.
 #[derive(Default, Clone, Copy)]
@@ -110,6 +112,8 @@ pub(super) struct Piece {
     pub(super) path_keys: Vec<u64>,
     /// (row in this piece's cycles, start).
     pub(super) commands: Vec<(u32, i64)>,
+    /// Samples, `row` in this piece's cycles.
+    pub(super) samples: Vec<SampleRow>,
     /// (line, message) of bad lines, in order.
     pub(super) bad: Vec<(u64, String)>,
 }
@@ -357,13 +361,15 @@ fn convert_inner(
         ));
     }
     let values = value_cells(t, rec)?;
-    let span_start = p.key.len() as u32;
     let row = p.cycles.len() as u32;
+    let samples = sample_rows(t, rec, row)?;
+    let span_start = p.key.len() as u32;
     p.path_keys.clear();
     for i in 0..rec.spans.len() {
         convert_span(t, rec, i, phase, row, p)?;
     }
     p.values.extend_from_slice(&values[..t.header.values.len()]);
+    p.samples.extend(samples);
     p.cycles.push(CycleRow {
         line,
         cycle: rec.cycle,
@@ -379,11 +385,53 @@ fn convert_inner(
         overdue: rec.overdue,
         skipped: rec.skipped,
         spans_dropped: rec.spans_dropped,
+        samples_dropped: rec.samples_dropped,
         n_spans: rec.spans.len() as u32,
         span_row: 0,
         span_start,
     });
     Ok(())
+}
+
+/// The cycle's data-age samples, checked against the header: each names a
+/// declared source, there are no more than the declared slots, and each
+/// time fits an i64.
+fn sample_rows(
+    t: &Tables,
+    rec: &CycleRecord,
+    row: u32,
+) -> std::result::Result<Vec<SampleRow>, String> {
+    let h = &t.header;
+    let slots = h.capacity.max_samples_per_cycle as usize;
+    if rec.samples.len() > slots {
+        return Err(format!(
+            "the cycle holds {} samples but the header's capacity.max_samples_per_cycle is {slots}: the recorder stores at most that many and counts the rest in samples_dropped",
+            rec.samples.len()
+        ));
+    }
+    rec.samples
+        .iter()
+        .map(|x| {
+            let source = h
+                .sources
+                .iter()
+                .position(|s| s.name == x.source)
+                .ok_or_else(|| {
+                    format!(
+                        "sample of source `{}` is not declared in the header's sources",
+                        x.source
+                    )
+                })?;
+            Ok(SampleRow {
+                row,
+                source: source as u16,
+                seq: x.seq,
+                stamp_ns: ns("samples.stamp_ns", x.stamp_ns)?,
+                at_ns: ns("samples.at_ns", x.at_ns)?,
+                produced: x.produced,
+            })
+        })
+        .collect()
 }
 
 /// A serde error restated with the field path and the column (capture's

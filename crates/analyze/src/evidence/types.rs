@@ -66,6 +66,8 @@ pub struct CycleRow {
     pub skipped: u32,
     /// Spans dropped in this cycle.
     pub spans_dropped: u32,
+    /// Data-age samples beyond this cycle's slots (counted, not stored).
+    pub samples_dropped: u32,
     /// Spans stored in this cycle.
     pub n_spans: u32,
     /// Row of this cycle's first span in [`Evidence::spans`]; its spans are
@@ -73,6 +75,23 @@ pub struct CycleRow {
     pub span_row: u64,
     /// First of this cycle's rows in its piece's span columns (internal).
     pub(crate) span_start: u32,
+}
+
+/// One data-age sample a cycle used or published (schema 2), in file order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRow {
+    /// Row of its cycle in [`Evidence::cycles`].
+    pub row: u32,
+    /// Index into `Header::sources`.
+    pub source: u16,
+    /// The producer's sequence number.
+    pub seq: u64,
+    /// Its stamp on its source's clock.
+    pub stamp_ns: i64,
+    /// When the cycle used it (or published it), host monotonic.
+    pub at_ns: i64,
+    /// Published by this thread rather than used.
+    pub produced: bool,
 }
 
 /// A 64-bit mix (SplitMix64 finaliser) used to build path and group keys.
@@ -132,6 +151,8 @@ pub struct Evidence {
     pub groups: Vec<GroupDecode>,
     /// Command-stage spans: (row in `cycles`, span start).
     pub commands: Vec<(u32, i64)>,
+    /// Data-age samples, in file order (schema 2; empty without sources).
+    pub samples: Vec<SampleRow>,
     /// Lines skipped in lenient mode.
     pub skipped_lines: u64,
     /// The first skipped lines and why.

@@ -23,6 +23,7 @@
 
 pub mod capture;
 pub mod columns;
+pub mod data_age;
 pub mod diagnosis;
 pub mod rates;
 pub mod report;
@@ -113,6 +114,7 @@ pub fn compute(
         values: values::value_reports(ev, &cc.segment),
         threads,
         overlap,
+        data_age: data_age::data_age(ev),
         pace,
         late_cycles,
         crosscheck: CrossCheck {

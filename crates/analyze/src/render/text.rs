@@ -27,7 +27,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn ms(ns: f64) -> String {
+pub(crate) fn ms(ns: f64) -> String {
     super::fixed(ns / 1e6, 3)
 }
 fn us(ns: f64) -> String {
@@ -63,7 +63,7 @@ pub(crate) fn value_number(x: Number) -> String {
     }
 }
 
-fn dist_row(out: &mut String, label: &str, d: &Option<Dist>, unit: fn(f64) -> String) {
+pub(crate) fn dist_row(out: &mut String, label: &str, d: &Option<Dist>, unit: fn(f64) -> String) {
     match d {
         None => {
             let _ = writeln!(out, "  {label:<22} -");
@@ -94,6 +94,7 @@ pub fn render(r: &Report) -> String {
     spin(&mut o, r);
     stages(&mut o, r);
     values(&mut o, r);
+    super::age_text::data_age(&mut o, r);
     threads(&mut o, r);
     verdicts(&mut o, r);
     o

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod age;
 mod cards;
+pub use age::*;
 pub use cards::*;
 
 /// What the loop's schedule was meant to be, as far as the files tell.
@@ -512,6 +514,9 @@ pub struct Report {
     /// Overlap of each control stage with each background thread's work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlap: Vec<OverlapReport>,
+    /// Data age per declared source (schema 2; absent without sources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_age: Option<DataAgeReport>,
     /// The schedule the run was judged against.
     pub pace: Pace,
     /// Per-cycle attribution of the judged phase's late cycles.

@@ -1,0 +1,207 @@
+//! Data age on a hand-built episode whose every figure is derived by hand
+//! below: ages at use and at command, staleness, reuse, skipped sequence
+//! numbers, a sequence reset, a stamp after its use, a source on another
+//! clock, publication (rate, wait to first use, never used) and samples
+//! dropped beyond a cycle's slots.
+
+use super::*;
+use serde_json::json;
+
+const MS: u64 = 1_000_000;
+const P: u64 = 10 * MS;
+const T0: u64 = 1_000_000_000_000;
+
+/// The v1 serve fixture's header with three sources: `camera` on the host
+/// clock (stale beyond 30 ms), `state` on the robot's own clock.
+fn header() -> String {
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let mut h: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["capacity"]["max_samples_per_cycle"] = json!(4);
+    h["sources"] = json!([
+        {"name": "camera", "clock": "host_monotonic", "max_age_ns": 30 * MS},
+        {"name": "state", "clock": "robot_controller"}
+    ]);
+    h.to_string()
+}
+
+/// Cycle `i` (running, start `T0 + i·P`, 5 ms of work) with its samples
+/// and, unless `i` is 5, a `robot_send_command` span starting 3 ms in.
+fn cycle(i: u64, samples: Value, dropped: u32) -> String {
+    let start = T0 + i * P;
+    let mut spans = vec![];
+    if i != 5 {
+        spans.push(
+            json!({"stage": "robot_send_command", "parent": null, "depth": 0,
+            "start_ns": start + 3 * MS, "wall_ns": 100_000, "cpu_ns": null,
+            "closed_by_cycle_end": false, "attrs": {}}),
+        );
+    }
+    let mut c = json!({"type": "cycle", "cycle": i, "phase": "running", "start_ns": start,
+        "end_ns": start + 5 * MS, "target_ns": start, "sleep_start_ns": start - 5 * MS,
+        "wake_ns": start, "overdue": false, "skipped": 0, "spans_dropped": 0, "values": {},
+        "spans": spans, "samples": samples});
+    if dropped > 0 {
+        c["samples_dropped"] = json!(dropped);
+    }
+    c.to_string()
+}
+
+fn used(source: &str, seq: u64, stamp: u64, at: u64) -> Value {
+    json!({"source": source, "seq": seq, "stamp_ns": stamp, "at_ns": at})
+}
+
+fn published(seq: u64, at: u64) -> Value {
+    json!({"source": "camera", "seq": seq, "stamp_ns": at, "at_ns": at, "produced": true})
+}
+
+#[test]
+fn every_data_age_figure_matches_the_hand_derived_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // Camera uses at 1 ms into each cycle (seq, stamp):
+    //   0: (1, T0 − 5 ms)           age  6 ms
+    //   1: (1, T0 − 5 ms)           age 16 ms, the same seq: reused
+    //   2: (3, T0 + 2P − 35 ms)     age 36 ms > 30 ms: stale; seq 2 skipped
+    //   3: (4, T0 + 3P + 2 ms)      stamped 1 ms after its use: left out
+    //   4: (2, T0 + 4P − 1 ms)      age  2 ms; 2 < 4: a sequence reset
+    //   5: (5, T0 + 5P − 10 ms)     age 11 ms; seqs 3 and 4 skipped
+    // Ages sorted: 2, 6, 11, 16, 36 ms. Nearest rank: p50 = 3rd = 11,
+    // p90 = p99 = 5th = 36; mean 71 / 5 = 14.2 ms; 1 stale of 5 = 0.2.
+    // At command (3 ms into cycles 0-4; cycle 5 has no command span, 3
+    // has no age): 0: 8, 1: 18, 2: 38, 4: 4 ms. Sorted 4, 8, 18, 38:
+    // p50 = 2nd = 8 ms, max 38.
+    // Publication of camera in cycles 0, 1, 2, 5 at 0.5 ms in, seqs 1, 2, 3, 6:
+    // 4 in 50 ms: 3 / 0.05 s = 60 Hz. Waits to first use: seq 1 0.5 ms,
+    // seq 2 used in cycle 4: 30.5 ms, seq 3 0.5 ms; seq 6 is published
+    // before the last use (cycle 5 at 1 ms) and never used.
+    let cam = [
+        (1, T0 - 5 * MS),
+        (1, T0 - 5 * MS),
+        (3, T0 + 2 * P - 35 * MS),
+        (4, T0 + 3 * P + 2 * MS),
+        (2, T0 + 4 * P - MS),
+        (5, T0 + 5 * P - 10 * MS),
+    ];
+    let mut lines = vec![header()];
+    for (i, &(seq, stamp)) in cam.iter().enumerate() {
+        let i = i as u64;
+        let start = T0 + i * P;
+        let mut samples = vec![];
+        if [0, 1, 2, 5].contains(&i) {
+            let seq = [1, 2, 3, 0, 0, 6][i as usize];
+            samples.push(published(seq, start + MS / 2));
+        }
+        samples.push(used("camera", seq, stamp, start + MS));
+        // The robot's state on its own clock: seqs 1..6, never comparable.
+        samples.push(used("state", i + 1, 77, start + 2 * MS));
+        lines.push(cycle(i, Value::from(samples), if i == 5 { 2 } else { 0 }));
+    }
+    std::fs::write(
+        dir.path().join("control_timing.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+
+    let r = analyze_json(dir.path(), &[]);
+    let d = &r["data_age"];
+    assert_eq!(d["samples_dropped"], 2);
+    let cam = &d["sources"][0];
+    assert_eq!(cam["source"], "camera");
+    assert!(cam["not_comparable"].is_null());
+    let p = &cam["phases"][0];
+    assert_eq!(p["phase"], "running");
+    assert_eq!(
+        (
+            &p["uses"],
+            &p["reused"],
+            &p["skipped"],
+            &p["seq_resets"],
+            &p["stamped_in_future"]
+        ),
+        (&json!(6), &json!(1), &json!(3), &json!(1), &json!(1))
+    );
+    let a = &p["age_at_use"];
+    assert_eq!(
+        [
+            &a["count"],
+            &a["min_ns"],
+            &a["p50_ns"],
+            &a["p90_ns"],
+            &a["p99_ns"],
+            &a["max_ns"]
+        ],
+        [
+            &json!(5),
+            &json!(2 * MS),
+            &json!(11 * MS),
+            &json!(36 * MS),
+            &json!(36 * MS),
+            &json!(36 * MS)
+        ]
+    );
+    assert_eq!(a["mean_ns"], 14_200_000.0);
+    assert_eq!((&p["stale"], &p["stale_share"]), (&json!(1), &json!(0.2)));
+    let c = &p["age_at_command"];
+    assert_eq!(
+        [&c["count"], &c["p50_ns"], &c["max_ns"]],
+        [&json!(4), &json!(8 * MS), &json!(38 * MS)]
+    );
+    let pr = &cam["production"];
+    assert_eq!(
+        (&pr["produced"], &pr["never_used"], &pr["rate_hz"]),
+        (&json!(4), &json!(1), &json!(60.0))
+    );
+    let w = &pr["wait_to_first_use"];
+    assert_eq!(
+        [&w["count"], &w["p50_ns"], &w["max_ns"]],
+        [&json!(3), &json!(MS / 2), &json!(3 * P + MS / 2)]
+    );
+
+    let state = &d["sources"][1];
+    assert!(state["not_comparable"]
+        .as_str()
+        .unwrap()
+        .contains("robot_controller"));
+    let p = &state["phases"][0];
+    assert_eq!(
+        (&p["uses"], &p["skipped"], &p["reused"]),
+        (&json!(6), &json!(0), &json!(0))
+    );
+    assert!(p["age_at_use"].is_null() && p["stale"].is_null());
+    assert!(state["production"].is_null());
+
+    // The text report says the same.
+    let text = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    for needle in [
+        "data age:",
+        "camera (clock host_monotonic, stale beyond 30.000 ms)",
+        "running: 6 uses, 1 reused, 3 skipped, 1 sequence resets, 1 stale (20.00 %), 1 stamped after their use (left out)",
+        "ages not comparable: its stamps are on the clock `robot_controller`",
+        "published by control: 4 samples at 60.00 Hz",
+        "2 sample(s) beyond a cycle's slots",
+    ] {
+        assert!(text.stdout.contains(needle), "missing {needle:?} in:\n{}", text.stdout);
+    }
+}
+
+#[test]
+fn a_sample_of_an_undeclared_source_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        header(),
+        cycle(0, json!([used("lidar", 1, T0, T0 + MS)]), 0),
+    ];
+    std::fs::write(
+        dir.path().join("control_timing.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let r = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("control_timing.jsonl:2:")
+            && r.stderr.contains("source `lidar` is not declared"),
+        "{}",
+        r.stderr
+    );
+}
