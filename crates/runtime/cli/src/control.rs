@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::path::Path;
 
 use looptime_capture::{
-    ClockDomain, PhaseId, Recorder, RecorderBuilder, Registry, RingStorage, StageId, ValueId,
-    ValueKind,
+    ClockDomain, PhaseId, Recorder, RecorderBuilder, Registry, RingStorage, SourceId, SourceSpec,
+    StageId, ValueId, ValueKind,
 };
 
 use crate::config::{CameraMode, Config, RingKind};
-use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot, ThreadRecorder};
+use crate::sim::{self, Mailbox, PolicyQueues, Rng, SimRobot, StateLink, ThreadRecorder};
 use looptime_runtime::clock::LoopClock;
 use looptime_runtime::error::ServeError;
 use looptime_runtime::rt::{self, RealtimeObtained, RealtimeRequest};
@@ -38,9 +38,12 @@ pub(crate) struct Ids {
     robot_seq: ValueId,
     robot_ms: ValueId,
     success: ValueId,
-    camera_age: ValueId,
-    camera_stale: ValueId,
     dt: ValueId,
+    /// Data-age sources: the camera frame, the robot's state, the
+    /// policy's action.
+    frame: SourceId,
+    state: SourceId,
+    action: SourceId,
 }
 
 /// The background threads' recorders of one episode (absent when the
@@ -141,9 +144,16 @@ fn control_builder(
         robot_seq: b.value("robot_state_seq", ValueKind::Int, "count")?,
         robot_ms: b.value("robot_time_ms", ValueKind::Int, "ms")?,
         success: b.value("command_success_rate", ValueKind::Float, "ratio")?,
-        camera_age: b.value("camera_frame_age_us", ValueKind::Int, "us")?,
-        camera_stale: b.value("camera_frame_stale", ValueKind::Int, "bool")?,
         dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
+        frame: b.source(
+            "camera",
+            SourceSpec {
+                max_age_ns: Some((cfg.stages.camera_read.max_age_ms * 1e6) as u64),
+                ..SourceSpec::default()
+            },
+        )?,
+        state: b.source("robot_state", SourceSpec::default())?,
+        action: b.source("policy", SourceSpec::default())?,
     };
     debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
     Ok((b, ids))
@@ -151,13 +161,15 @@ fn control_builder(
 
 /// A background thread's builder: `work` (and `publish`) as stages, the
 /// control thread's capacity in cycles, [`THREAD_SPANS_PER_CYCLE`] slots.
+#[allow(clippy::type_complexity)]
 fn thread_builder(
     cfg: &Config,
     storage: &RingStorage,
     work: &str,
     publish: Option<&str>,
     implicit: bool,
-) -> Result<(RecorderBuilder, StageId, Option<StageId>), ServeError> {
+    source: Option<&str>,
+) -> Result<(RecorderBuilder, StageId, Option<StageId>, Option<SourceId>), ServeError> {
     let mut b = RecorderBuilder::new();
     b.max_cycles(cfg.run.timing_max_cycles as usize)
         .max_spans_per_cycle(THREAD_SPANS_PER_CYCLE as usize)
@@ -170,7 +182,10 @@ fn thread_builder(
     }
     let w = b.stage(work)?;
     let p = publish.map(|name| b.stage(name)).transpose()?;
-    Ok((b, w, p))
+    let s = source
+        .map(|name| b.source(name, SourceSpec::default()))
+        .transpose()?;
+    Ok((b, w, p, s))
 }
 
 fn build_all(
@@ -182,7 +197,7 @@ fn build_all(
     let (mut control, ids) = control_builder(cfg, domain, episode)?;
     control.ring(storage.clone());
     let mut reg = Registry::new(control);
-    let mut plan: Vec<(&str, StageId, Option<StageId>)> = Vec::new();
+    let mut plan: Vec<(&str, StageId, Option<StageId>, Option<SourceId>)> = Vec::new();
     if cfg.run.timing_threads {
         let mut threads = vec![
             (
@@ -190,8 +205,9 @@ fn build_all(
                 "viewer_receive",
                 Some("viewer_publish"),
                 false,
+                None,
             ),
-            ("policy_worker", "policy_infer", None, true),
+            ("policy_worker", "policy_infer", None, true, Some("policy")),
         ];
         if cfg.stages.camera_read.mode == CameraMode::Background {
             threads.insert(
@@ -201,19 +217,25 @@ fn build_all(
                     "camera_grab",
                     Some("camera_publish"),
                     false,
+                    Some("camera"),
                 ),
             );
         }
-        for (name, work, publish, implicit) in threads {
-            let (b, w, p) = thread_builder(cfg, &storage, work, publish, implicit)?;
+        for (name, work, publish, implicit, source) in threads {
+            let (b, w, p, s) = thread_builder(cfg, &storage, work, publish, implicit, source)?;
             reg.thread(name, b)?;
-            plan.push((name, w, p));
+            plan.push((name, w, p, s));
         }
     }
     let mut set = reg.build()?;
     let mut threads = ThreadRecorders::default();
-    for ((name, work, publish), rec) in plan.into_iter().zip(set.threads.drain(..)) {
-        let t = Some(ThreadRecorder { rec, work, publish });
+    for ((name, work, publish, source), rec) in plan.into_iter().zip(set.threads.drain(..)) {
+        let t = Some(ThreadRecorder {
+            rec,
+            work,
+            publish,
+            source,
+        });
         match name {
             "camera_reader" => threads.camera = t,
             "viewer_transport" => threads.viewer = t,
@@ -375,8 +397,9 @@ struct Work<'a> {
     st: &'a crate::config::StagesSection,
     rng: Rng,
     robot: SimRobot,
+    link: StateLink,
     last_frame: (u64, u64),
-    max_age_ns: u64,
+    last_action: Option<(u64, u64)>,
 }
 
 impl Work<'_> {
@@ -392,11 +415,15 @@ impl Work<'_> {
         dt_ns: u64,
     ) {
         let st = self.st;
-        let age_ns = {
+        // Ask for the robot's state now; its reply comes later (data age).
+        self.link.request(looptime_capture::clock::monotonic_ns());
+        {
             let mut s = rec.span(ids.camera);
             s.set(ids.mode);
             match st.camera_read.mode {
                 CameraMode::Inline => {
+                    // The frame is stamped as it is read: its age at use
+                    // is the time to the sample call below.
                     sim::spend(&st.camera_read.cost, &mut self.rng);
                     self.last_frame = (
                         self.last_frame.0 + 1,
@@ -404,18 +431,19 @@ impl Work<'_> {
                     );
                 }
                 CameraMode::Background => {
-                    // Snapshot access and freshness check only.
+                    // Snapshot access only: the frame is as old as the
+                    // reader's last capture.
                     if let Some(frame) = sh.camera.read() {
                         self.last_frame = frame;
                     }
                 }
             }
-            looptime_capture::clock::monotonic_ns().saturating_sub(self.last_frame.1)
-        };
+            if self.last_frame.0 > 0 {
+                s.sample(ids.frame, self.last_frame.0, self.last_frame.1);
+            }
+        }
         // What the controller is handed: the measured, bounded dt.
         rec.set_float(ids.dt, dt_ns as f64 / 1e3);
-        rec.set_int(ids.camera_age, (age_ns / 1000) as i64);
-        rec.set_int(ids.camera_stale, (age_ns > self.max_age_ns) as i64);
         {
             let _s = rec.span(ids.viewer);
             let _ = sh.viewer.read();
@@ -423,9 +451,17 @@ impl Work<'_> {
         }
         if !paused {
             {
-                let _s = rec.span(ids.policy);
-                let _ = sh.policy.observations.push(i);
-                let _ = sh.policy.actions.pop();
+                let mut s = rec.span(ids.policy);
+                let now = looptime_capture::clock::monotonic_ns();
+                let _ = sh.policy.observations.push((i, now));
+                // A new action when the worker answered; else the last one
+                // again (a reuse).
+                if let Some(a) = sh.policy.actions.pop() {
+                    self.last_action = Some(a);
+                }
+                if let Some((obs, taken)) = self.last_action {
+                    s.sample(ids.action, obs, taken);
+                }
             }
             {
                 let _s = rec.span(ids.decode);
@@ -433,6 +469,13 @@ impl Work<'_> {
             }
             {
                 let mut ex = rec.span(ids.executor);
+                // The newest robot state that has arrived, stamped at its
+                // request.
+                if let Some((seq, requested)) =
+                    self.link.latest(looptime_capture::clock::monotonic_ns())
+                {
+                    ex.sample(ids.state, seq, requested);
+                }
                 sim::spend(&st.executor.cost, &mut self.rng);
                 let _send = ex.span(ids.send);
                 sim::spend(&st.robot_send_command.cost, &mut self.rng);
@@ -459,8 +502,13 @@ impl<'a> Work<'a> {
                 st.robot_send_command.acceptance_rate,
                 cfg.run.seed,
             ),
+            link: StateLink::new(
+                st.robot_send_command.reply_delay_us,
+                st.robot_send_command.reply_jitter_us,
+                cfg.run.seed ^ 0x57A7E,
+            ),
             last_frame: (0, 0),
-            max_age_ns: (st.camera_read.max_age_ms * 1e6) as u64,
+            last_action: None,
         }
     }
 }

@@ -172,13 +172,22 @@ pub struct ThreadRecorder {
     pub work: StageId,
     /// Its hand-over (`camera_publish`, `viewer_publish`), when it has one.
     pub publish: Option<StageId>,
+    /// The data source it publishes (`camera`, `policy`), recorded with
+    /// `produced` at each hand-over.
+    pub source: Option<looptime_capture::SourceId>,
 }
 
 impl ThreadRecorder {
     /// One iteration of a thread's poll loop as a cycle: `work` in a span,
     /// then `publish` in a span (skipped without a stage). Implicit-cycle
     /// recorders (the policy worker) get a cycle from the work span itself.
-    fn iteration<W: FnOnce(), P: FnOnce()>(this: &mut Option<Self>, work: W, publish: P) {
+    /// `publish` returns the `(seq, stamp)` of the sample it handed over,
+    /// recorded as produced when the thread has a source.
+    fn iteration<W: FnOnce(), P: FnOnce() -> Option<(u64, u64)>>(
+        this: &mut Option<Self>,
+        work: W,
+        publish: P,
+    ) {
         let Some(t) = this else {
             work();
             publish();
@@ -189,16 +198,31 @@ impl ThreadRecorder {
             let p = t.rec.default_phase();
             t.rec.begin_cycle(p, Release::NONE);
         }
+        let source = t.source;
+        let mut publish = Some(publish);
         {
-            let _s = t.rec.span(t.work);
+            let mut s = t.rec.span(t.work);
             work();
-        }
-        match t.publish {
-            Some(stage) => {
-                let _s = t.rec.span(stage);
-                publish();
+            if !explicit {
+                // An implicit cycle ends with its work span: hand over
+                // inside it, so the publication is in the cycle.
+                if let (Some(src), Some(Some((seq, stamp)))) = (source, publish.take().map(|f| f()))
+                {
+                    s.produced(src, seq, stamp);
+                }
             }
-            None => publish(),
+        }
+        if let Some(f) = publish {
+            let out = match t.publish {
+                Some(stage) => {
+                    let _s = t.rec.span(stage);
+                    f()
+                }
+                None => f(),
+            };
+            if let (Some(src), Some((seq, stamp))) = (source, out) {
+                t.rec.produced(src, seq, stamp);
+            }
         }
         if explicit {
             t.rec.end_cycle();
@@ -233,7 +257,9 @@ pub fn spawn_camera_reader(
                 },
                 || {
                     seq += 1;
-                    mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+                    let captured = looptime_capture::clock::monotonic_ns();
+                    mailbox.publish(seq, captured);
+                    Some((seq, captured))
                 },
             );
             next += period;
@@ -270,6 +296,7 @@ pub fn spawn_viewer_transport(
                 || {
                     seq += 1;
                     mailbox.publish(seq, looptime_capture::clock::monotonic_ns());
+                    None
                 },
             );
             std::thread::sleep(std::time::Duration::from_millis(33));
@@ -281,10 +308,11 @@ pub fn spawn_viewer_transport(
 /// The policy worker's bounded queues.
 #[derive(Debug)]
 pub struct PolicyQueues {
-    /// Observations from the control thread (cycle index).
-    pub observations: ArrayQueue<u64>,
-    /// Actions from the worker (the observation they answer).
-    pub actions: ArrayQueue<u64>,
+    /// Observations from the control thread: (cycle index, when taken).
+    pub observations: ArrayQueue<(u64, u64)>,
+    /// Actions from the worker: the observation they answer, and its time
+    /// (an action is as old as the observation it was computed from).
+    pub actions: ArrayQueue<(u64, u64)>,
 }
 
 /// Start the policy worker: pops observations, spends `worker_cost`, pushes
@@ -317,6 +345,7 @@ pub fn spawn_policy_worker(
                     },
                     || {
                         q.actions.force_push(obs);
+                        Some(obs)
                     },
                 ),
                 None => std::thread::sleep(std::time::Duration::from_micros(200)),
@@ -325,6 +354,57 @@ pub fn spawn_policy_worker(
         rec
     })?;
     Ok((queues, worker))
+}
+
+/// The robot's state link, as the control loop sees it: it requests the
+/// state once a cycle, each reply arrives `delay ± jitter` later, and a
+/// cycle uses the newest state whose reply has arrived. A state's stamp is
+/// its *request* time, so a late reply cannot make an old state look fresh.
+/// Fixed storage: the last [`StateLink::PENDING`] requests.
+#[derive(Debug)]
+pub struct StateLink {
+    pending: [(u64, u64, u64); StateLink::PENDING],
+    next: u64,
+    newest: Option<(u64, u64)>,
+    delay_ns: f64,
+    jitter_ns: f64,
+    rng: Rng,
+}
+
+impl StateLink {
+    /// Requests kept in flight; an older one is forgotten (its reply lost).
+    pub const PENDING: usize = 8;
+
+    /// A link whose replies take `delay_us ± jitter_us`.
+    pub fn new(delay_us: f64, jitter_us: f64, seed: u64) -> Self {
+        StateLink {
+            pending: [(0, 0, u64::MAX); Self::PENDING],
+            next: 1,
+            newest: None,
+            delay_ns: delay_us * 1e3,
+            jitter_ns: jitter_us * 1e3,
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// Request the state at `now_ns` (host monotonic).
+    pub fn request(&mut self, now_ns: u64) {
+        let d = (self.delay_ns + (self.rng.unit() * 2.0 - 1.0) * self.jitter_ns).max(0.0);
+        let slot = (self.next as usize) % Self::PENDING;
+        self.pending[slot] = (self.next, now_ns, now_ns + d as u64);
+        self.next += 1;
+    }
+
+    /// The newest state whose reply has arrived by `now_ns`: `(seq,
+    /// request time)`, or `None` before the first reply.
+    pub fn latest(&mut self, now_ns: u64) -> Option<(u64, u64)> {
+        for &(seq, req, arrive) in &self.pending {
+            if arrive <= now_ns && self.newest.is_none_or(|(s, _)| seq > s) {
+                self.newest = Some((seq, req));
+            }
+        }
+        self.newest
+    }
 }
 
 /// The simulated robot: its own millisecond counter (it booted before the

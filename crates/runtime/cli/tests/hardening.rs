@@ -102,9 +102,9 @@ fn a_recorder_over_the_budget_is_refused_by_key_and_bytes_before_any_directory()
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     // The footprint is cycles x (cycle slot + 16 span slots + 8 sample
-    // slots + 6 values), which capture computes; the message must carry
+    // slots + 4 values), which capture computes; the message must carry
     // that exact number.
-    let bytes = looptime_capture::footprint_bytes(50_000_000, 16, 8, 6);
+    let bytes = looptime_capture::footprint_bytes(50_000_000, 16, 8, 4);
     for needle in [
         "run.timing_max_cycles",
         "run.timing_max_spans_per_cycle",
@@ -180,7 +180,7 @@ fn the_footprint_is_printed_at_start_and_recorded_in_the_manifest() {
         tmp.path().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let bytes = looptime_capture::footprint_bytes(20_000, 16, 8, 6);
+    let bytes = looptime_capture::footprint_bytes(20_000, 16, 8, 4);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.contains(&format!("= {bytes} bytes")),

@@ -18,6 +18,17 @@ fn looptime() -> Command {
     Command::new(env!("CARGO_BIN_EXE_looptime"))
 }
 
+/// The analyzer binary, built beside this one by `cargo test --workspace`.
+fn analyzer() -> PathBuf {
+    let a = Path::new(env!("CARGO_BIN_EXE_looptime")).with_file_name("analyze_control_timing");
+    assert!(
+        a.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds the analyzer too",
+        a.display()
+    );
+    a
+}
+
 /// Serve-running tests take this lock: recordings never compete for the
 /// two cores of a CI machine (timing is what they record).
 static SERVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -99,6 +110,10 @@ fn out_of_range_values_are_rejected_by_key() {
             "stages.executor.cost.jitter_us",
         ),
         ("[run]\ntiming_max_cycles = 0\n", "run.timing_max_cycles"),
+        (
+            "[stages.robot_send_command]\nreply_delay_us = 100.0\nreply_jitter_us = 200.0\n",
+            "stages.robot_send_command.reply_jitter_us",
+        ),
     ];
     for (text, key) in cases {
         let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();
@@ -881,4 +896,82 @@ fn a_labelled_session_is_named_in_reports_and_comparisons() {
         .unwrap();
     let text = String::from_utf8_lossy(&c.stdout);
     assert!(text.contains("  A: inline-camera ("), "{text}");
+}
+
+/// The age at use of `source` in the running phase, from the analyzer's
+/// JSON report of `episode`: (uses, p50 ns).
+fn age_at_use(episode: &Path, source: &str) -> (u64, i64) {
+    let out = std::process::Command::new(analyzer())
+        .args(["--episode", episode.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = r["data_age"]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == source)
+        .unwrap_or_else(|| panic!("no source {source}"))
+        .clone();
+    let p = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "running")
+        .unwrap()
+        .clone();
+    (
+        p["uses"].as_u64().unwrap(),
+        p["age_at_use"]["p50_ns"].as_i64().unwrap(),
+    )
+}
+
+#[test]
+fn a_background_camera_reader_hands_the_loop_older_frames_than_an_inline_read() {
+    // The trade docs/runtime.md describes: the background reader makes
+    // camera_read cheap, and its frames older. An inline frame is stamped
+    // as it is read, so its age at use is the few µs to the sample call; a
+    // background frame is as old as the reader's last capture (60 Hz: up
+    // to 16.7 ms). Both serve runs on the same host, uncapped (simulation
+    // clock) for 1 s of 100 Hz; the frames' ages are host time.
+    let _g = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut ages = Vec::new();
+    for config in ["default", "camera_background"] {
+        let runs = tmp.path().join(config);
+        let cfg = repo_root().join(format!("configs/{config}.toml"));
+        serve(
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "--control-timing",
+                "--rtf",
+                "0",
+                "--duration",
+                "1",
+                "--warmup",
+                "0",
+            ],
+            &runs,
+        );
+        let (uses, p50) = age_at_use(&latest(&runs), "camera");
+        // One frame a running cycle; a cycle that runs before the
+        // background reader's first frame has none to use.
+        assert!((90..=100).contains(&uses), "{config}: {uses} uses");
+        ages.push(p50);
+    }
+    let (inline, background) = (ages[0], ages[1]);
+    assert!(
+        inline < 1_000_000,
+        "an inline frame is used as it is read: {inline} ns"
+    );
+    assert!(
+        background > inline,
+        "background frames must be older: inline {inline} ns, background {background} ns"
+    );
 }

@@ -17,7 +17,7 @@ use looptime_runtime::scheduler::{OverrunPolicy, SchedulerConfig, DEFAULT_SPIN_M
 /// Caller values the simulated runtime registers (the control loop's
 /// `build_recorder`); here because the recorder's footprint, which the
 /// config bounds, depends on it.
-pub const SIM_VALUE_COUNT: u64 = 6;
+pub const SIM_VALUE_COUNT: u64 = 4;
 
 /// Span slots per cycle of a background thread (it records two spans);
 /// here for the same reason.
@@ -418,6 +418,12 @@ pub struct RobotSection {
     pub cost: Cost,
     /// Probability the robot accepts a command.
     pub acceptance_rate: f64,
+    /// Mean delay between the control loop's request of the robot's state
+    /// and the reply (µs): a cycle uses the newest state whose reply has
+    /// arrived, stamped at its request (data age).
+    pub reply_delay_us: f64,
+    /// Uniform jitter of that delay, ± µs.
+    pub reply_jitter_us: f64,
 }
 
 impl Default for RobotSection {
@@ -425,6 +431,8 @@ impl Default for RobotSection {
         Self {
             cost: Cost::busy(150.0, 30.0),
             acceptance_rate: 0.999,
+            reply_delay_us: 800.0,
+            reply_jitter_us: 400.0,
         }
     }
 }
@@ -530,22 +538,27 @@ impl Config {
     /// Bytes the background threads' recorders preallocate (0 without
     /// `run.timing_threads`): the viewer transport, the policy worker and,
     /// in background camera mode, the camera reader, each with
-    /// `run.timing_max_cycles` cycles of 4 span slots.
+    /// `run.timing_max_cycles` cycles of 4 span slots; the policy worker
+    /// and the camera reader publish a data-age source, so they also take
+    /// the default 8 sample slots a cycle.
     pub fn thread_recorders_footprint_bytes(&self) -> u64 {
         if !self.run.timing_threads {
             return 0;
         }
-        let n = if self.stages.camera_read.mode == CameraMode::Background {
-            3
-        } else {
-            2
+        let with = |samples: usize| {
+            looptime_capture::footprint_bytes(
+                self.run.timing_max_cycles,
+                THREAD_SPANS_PER_CYCLE,
+                samples as u64,
+                0,
+            )
         };
-        n * looptime_capture::footprint_bytes(
-            self.run.timing_max_cycles,
-            THREAD_SPANS_PER_CYCLE,
-            looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE as u64,
-            0,
-        )
+        let publishers = if self.stages.camera_read.mode == CameraMode::Background {
+            2
+        } else {
+            1
+        };
+        with(0) + publishers * with(looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE)
     }
 
     /// The loop's nominal period (1 / `run.rate_hz`), in ns.

@@ -181,6 +181,20 @@ impl Config {
             1.0,
             "0 to 1",
         )?;
+        range(
+            "stages.robot_send_command.reply_delay_us",
+            s.robot_send_command.reply_delay_us,
+            0.0,
+            1e6,
+            "0 to 1,000,000 µs",
+        )?;
+        range(
+            "stages.robot_send_command.reply_jitter_us",
+            s.robot_send_command.reply_jitter_us,
+            0.0,
+            s.robot_send_command.reply_delay_us,
+            "0 to reply_delay_us",
+        )?;
         check_cost("stages.recording.cost", &s.recording.cost)
     }
 }
