@@ -524,18 +524,7 @@ fn append(
     for (line, msg) in bad {
         reject(ev, line, msg)?;
     }
-    for (row, start) in &piece.commands {
-        let r = new_rows[*row as usize];
-        if r != u32::MAX {
-            ev.commands.push((r, *start));
-        }
-    }
-    for x in &piece.samples {
-        let r = new_rows[x.row as usize];
-        if r != u32::MAX {
-            ev.samples.push(SampleRow { row: r, ..*x });
-        }
-    }
+    remap_rows(ev, &piece, &new_rows);
     for g in std::mem::take(&mut piece.groups) {
         if seen_groups.insert(g.key) {
             ev.groups.push(g);
@@ -553,4 +542,21 @@ fn append(
         ev.spans.vstack_mut_owned(df)?;
     }
     Ok(())
+}
+
+/// The piece's command spans and samples, with their rows renumbered into
+/// `ev.cycles` (`new_rows`; `u32::MAX` for a rejected cycle, whose rows go).
+fn remap_rows(ev: &mut Evidence, piece: &Piece, new_rows: &[u32]) {
+    for (row, start) in &piece.commands {
+        let r = new_rows[*row as usize];
+        if r != u32::MAX {
+            ev.commands.push((r, *start));
+        }
+    }
+    for x in &piece.samples {
+        let r = new_rows[x.row as usize];
+        if r != u32::MAX {
+            ev.samples.push(SampleRow { row: r, ..*x });
+        }
+    }
 }
