@@ -68,7 +68,13 @@ impl Analysis {
     /// the analysis is made): the states change, no figure does.
     pub fn judge(&mut self, t: &metrics::Thresholds) {
         let r = &mut self.report;
-        r.summary = metrics::summary::cards(&r.phases, r.pace, r.late_cycles.as_ref(), t);
+        r.summary = metrics::summary::cards(
+            &r.phases,
+            r.pace,
+            r.late_cycles.as_ref(),
+            r.data_age.as_ref(),
+            t,
+        );
         r.thresholds = *t;
     }
 

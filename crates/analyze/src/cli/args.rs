@@ -139,6 +139,13 @@ pub struct JudgeArgs {
     /// Overruns in at most this % of the cycles warn, more fail [default: 0.1].
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub warn_overruns_within: Option<f64>,
+    /// Stale data-age uses (older than their source's limit) in at most this
+    /// % of a source's uses pass [default: 0.1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_stale_within: Option<f64>,
+    /// Stale uses in at most this % warn, more fail [default: 1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_stale_within: Option<f64>,
 }
 
 impl JudgeArgs {
@@ -166,9 +173,20 @@ impl JudgeArgs {
             self.warn_overruns_within,
             t.overruns_warn_pct,
         )?;
+        t.stale_pass_pct = pct(
+            "pass-stale-within",
+            self.pass_stale_within,
+            t.stale_pass_pct,
+        )?;
+        t.stale_warn_pct = pct(
+            "warn-stale-within",
+            self.warn_stale_within,
+            t.stale_warn_pct,
+        )?;
         for (what, pass, warn) in [
             ("rate", t.rate_pass_pct, t.rate_warn_pct),
             ("p99", t.p99_pass_pct, t.p99_warn_pct),
+            ("stale", t.stale_pass_pct, t.stale_warn_pct),
         ] {
             if warn < pass {
                 return Err(UsageError(format!(

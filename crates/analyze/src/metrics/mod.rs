@@ -96,7 +96,14 @@ pub fn compute(
     let capture = capture::capture_report(ev);
     let absent = capture::schedule_absent_reason(h);
     let thresholds = Thresholds::default();
-    let summary = summary::cards(&phases, pace, late_cycles.as_ref(), &thresholds);
+    let age = data_age::data_age(ev);
+    let summary = summary::cards(
+        &phases,
+        pace,
+        late_cycles.as_ref(),
+        age.as_ref(),
+        &thresholds,
+    );
     let report = Report {
         format: REPORT_FORMAT.to_string(),
         episode: ev.dir.display().to_string(),
@@ -114,7 +121,7 @@ pub fn compute(
         values: values::value_reports(ev, &cc.segment),
         threads,
         overlap,
-        data_age: data_age::data_age(ev),
+        data_age: age,
         pace,
         late_cycles,
         crosscheck: CrossCheck {

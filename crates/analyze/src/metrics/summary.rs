@@ -6,7 +6,8 @@
 //! types are the report's (`metrics::report`), as every other figure's.
 
 use super::report::{
-    CardCheck, CardDiagnosis, CardState, Lateness, Pace, PhaseCard, PhaseReport, Thresholds,
+    CardCheck, CardDiagnosis, CardState, DataAgeReport, Lateness, Pace, PhaseCard, PhaseReport,
+    Thresholds,
 };
 use super::table::r4;
 
@@ -38,17 +39,41 @@ fn count(n: u64, one: &str) -> String {
 }
 
 /// The cards of `phases`, judged against `pace` by `t`; the judged phase's
-/// card carries the diagnosis of `late`.
+/// card carries the diagnosis of `late`. With data age, each phase whose
+/// uses of a source with a staleness limit have ages gets a `stale_uses`
+/// check.
 pub fn cards(
     phases: &[PhaseReport],
     pace: Pace,
     late: Option<&Lateness>,
+    age: Option<&DataAgeReport>,
     t: &Thresholds,
 ) -> Vec<PhaseCard> {
-    phases.iter().map(|p| card(p, pace, late, t)).collect()
+    phases
+        .iter()
+        .map(|p| card(p, pace, late, stale_pct(age, &p.phase), t))
+        .collect()
 }
 
-fn card(p: &PhaseReport, pace: Pace, late: Option<&Lateness>, t: &Thresholds) -> PhaseCard {
+/// The largest stale share (in %) among the sources with a staleness limit
+/// and ages in `phase`, rounded to 10⁻⁴.
+fn stale_pct(age: Option<&DataAgeReport>, phase: &str) -> Option<f64> {
+    age?.sources
+        .iter()
+        .flat_map(|s| &s.phases)
+        .filter(|p| p.phase == phase)
+        .filter_map(|p| p.stale_share)
+        .map(|s| r4(s * 100.0))
+        .reduce(f64::max)
+}
+
+fn card(
+    p: &PhaseReport,
+    pace: Pace,
+    late: Option<&Lateness>,
+    stale: Option<f64>,
+    t: &Thresholds,
+) -> PhaseCard {
     let effective = match pace {
         Pace::Paced { effective_ns, .. } => Some(effective_ns),
         _ => None,
@@ -85,6 +110,15 @@ fn card(p: &PhaseReport, pace: Pace, late: Option<&Lateness>, t: &Thresholds) ->
                 CardState::Fail
             },
             value: p.overruns as f64,
+        });
+    }
+    // Staleness is judged beside the rate, never alone: an unpaced phase
+    // stays not judged.
+    if let (Some(pct), Some(_)) = (stale, effective) {
+        checks.push(CardCheck {
+            check: "stale_uses".into(),
+            state: state_of(pct, t.stale_pass_pct, t.stale_warn_pct),
+            value: pct,
         });
     }
     // One phase is judged (the diagnosis's: the one with the most
@@ -188,8 +222,11 @@ fn words(
         (None, Some(l)) => format!("; not judged: the {} phase is", l.phase),
         (None, None) => "; not judged: no pace to judge against".to_string(),
     };
+    let stale = check("stale_uses").map_or(String::new(), |c| {
+        format!(", {:.2} % stale data-age uses", c.value)
+    });
     format!(
-        "{}: {} — {rate}{p99}, {}, {} skipped{diag}",
+        "{}: {} — {rate}{p99}, {}, {} skipped{stale}{diag}",
         p.phase,
         state.word(),
         count(p.overruns, "overrun"),
@@ -290,7 +327,13 @@ mod tests {
             ),
         ];
         for (hz, p99, overruns, want) in cases {
-            let c = &cards(&[phase("running", hz, p99, overruns)], PACED, None, &t)[0];
+            let c = &cards(
+                &[phase("running", hz, p99, overruns)],
+                PACED,
+                None,
+                None,
+                &t,
+            )[0];
             let got = [
                 state(c, "rate"),
                 state(c, "p99_period"),
@@ -300,14 +343,26 @@ mod tests {
             assert_eq!(c.state, want[0]);
         }
         // The card is the worst of its checks: one failing check fails it.
-        let c = &cards(&[phase("running", 100.0, 10_000_000, 5)], PACED, None, &t)[0];
+        let c = &cards(
+            &[phase("running", 100.0, 10_000_000, 5)],
+            PACED,
+            None,
+            None,
+            &t,
+        )[0];
         assert_eq!(
             (state(c, "rate"), state(c, "overruns"), c.state),
             (CardState::Pass, CardState::Fail, CardState::Fail)
         );
         // The values: (99.6 − 100) / 100 × 100 = −0.4; (10.9 − 10) / 10 ×
         // 100 = +9.
-        let c = &cards(&[phase("running", 99.6, 10_900_000, 0)], PACED, None, &t)[0];
+        let c = &cards(
+            &[phase("running", 99.6, 10_900_000, 0)],
+            PACED,
+            None,
+            None,
+            &t,
+        )[0];
         assert_eq!(c.checks[0].value, -0.4);
         assert_eq!(c.checks[1].value, 9.0);
         assert_eq!(c.effective_hz, Some(100.0));
@@ -322,8 +377,8 @@ mod tests {
             ..Thresholds::default()
         };
         let p = [phase("running", 97.0, 10_000_000, 2)];
-        let strict = &cards(&p, PACED, None, &Thresholds::default())[0];
-        let relaxed = &cards(&p, PACED, None, &loose)[0];
+        let strict = &cards(&p, PACED, None, None, &Thresholds::default())[0];
+        let relaxed = &cards(&p, PACED, None, None, &loose)[0];
         assert_eq!(strict.state, CardState::Fail);
         assert_eq!(relaxed.state, CardState::Pass);
         assert_eq!(strict.loop_hz, relaxed.loop_hz);
@@ -337,7 +392,7 @@ mod tests {
             phase("running", 100.0, 10_000_000, 40),
         ];
         for pace in [Pace::Uncapped, Pace::Unknown] {
-            for c in cards(&p, pace, None, &Thresholds::default()) {
+            for c in cards(&p, pace, None, None, &Thresholds::default()) {
                 assert_eq!(c.state, CardState::NotJudged);
                 assert!(c.checks.is_empty());
                 assert!(c.words.contains("NOT JUDGED"), "{}", c.words);
@@ -345,7 +400,7 @@ mod tests {
         }
         // The work made 40 cycles late, executor dominating.
         let l = late("running", 40, 35, 5);
-        let c = cards(&p, PACED, Some(&l), &Thresholds::default());
+        let c = cards(&p, PACED, Some(&l), None, &Thresholds::default());
         assert!(c[0].diagnosis.is_none());
         // The warmup card keeps its checks but is not judged: grey, never a
         // red FAIL beside "not judged".
@@ -371,6 +426,7 @@ mod tests {
             &p,
             PACED,
             Some(&late("running", 40, 5, 35)),
+            None,
             &Thresholds::default(),
         );
         let d = c[1].diagnosis.as_ref().unwrap();
@@ -382,6 +438,7 @@ mod tests {
             &p,
             PACED,
             Some(&late("running", 0, 0, 0)),
+            None,
             &Thresholds::default(),
         );
         assert_eq!(c[1].diagnosis.as_ref().unwrap().verdict, "on rate");
@@ -400,6 +457,7 @@ mod tests {
             &ok,
             PACED,
             Some(&late("running", 1, 0, 1)),
+            None,
             &Thresholds::default(),
         );
         assert_eq!(c[0].state, CardState::Pass);
@@ -410,5 +468,55 @@ mod tests {
             "{}",
             c[0].words
         );
+    }
+
+    #[test]
+    fn the_worst_stale_share_of_a_phase_is_a_check_with_its_own_thresholds() {
+        use crate::metrics::report::{SourceAge, SourcePhase};
+        let src = |name: &str, share: Option<f64>| SourceAge {
+            source: name.into(),
+            clock: "host_monotonic".into(),
+            max_age_ns: share.map(|_| 50_000_000),
+            not_comparable: None,
+            phases: vec![SourcePhase {
+                phase: "running".into(),
+                uses: 1000,
+                age_at_use: None,
+                age_at_command: None,
+                stale: share.map(|s| (s * 1000.0) as u64),
+                stale_share: share,
+                stamped_in_future: 0,
+                reused: 0,
+                skipped: 0,
+                seq_resets: 0,
+            }],
+            production: None,
+        };
+        // Camera 0.5 % stale, state without a limit: the check is 0.5 %,
+        // over the 0.1 % pass and within the 1 % warn threshold.
+        let age = DataAgeReport {
+            samples_dropped: 0,
+            sources: vec![src("camera", Some(0.005)), src("state", None)],
+        };
+        let p = [phase("running", 100.0, 10_000_000, 0)];
+        let c = &cards(&p, PACED, None, Some(&age), &Thresholds::default())[0];
+        let check = c.checks.iter().find(|c| c.check == "stale_uses").unwrap();
+        assert_eq!((check.value, check.state), (0.5, CardState::Warn));
+        assert_eq!(c.state, CardState::Warn);
+        assert!(
+            c.words.contains("0.50 % stale data-age uses"),
+            "{}",
+            c.words
+        );
+        let loose = Thresholds {
+            stale_pass_pct: 1.0,
+            stale_warn_pct: 2.0,
+            ..Thresholds::default()
+        };
+        let c = &cards(&p, PACED, None, Some(&age), &loose)[0];
+        assert_eq!(c.state, CardState::Pass);
+        // Without data age, no such check.
+        let c = &cards(&p, PACED, None, None, &Thresholds::default())[0];
+        assert!(c.checks.iter().all(|c| c.check != "stale_uses"));
     }
 }

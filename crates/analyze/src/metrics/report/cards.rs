@@ -47,6 +47,21 @@ pub struct Thresholds {
     pub overruns_pass: u64,
     /// …overruns in at most this % of the phase's cycles warn; more fail.
     pub overruns_warn_pct: f64,
+    /// Stale uses of a data-age source (age over its `max_age_ns`) in at
+    /// most this % of its uses pass…
+    #[serde(default = "default_stale_pass")]
+    pub stale_pass_pct: f64,
+    /// …in at most this % warn; more fail.
+    #[serde(default = "default_stale_warn")]
+    pub stale_warn_pct: f64,
+}
+
+fn default_stale_pass() -> f64 {
+    Thresholds::default().stale_pass_pct
+}
+
+fn default_stale_warn() -> f64 {
+    Thresholds::default().stale_warn_pct
 }
 
 impl Default for Thresholds {
@@ -58,6 +73,8 @@ impl Default for Thresholds {
             p99_warn_pct: 25.0,
             overruns_pass: 0,
             overruns_warn_pct: 0.1,
+            stale_pass_pct: 0.1,
+            stale_warn_pct: 1.0,
         }
     }
 }
@@ -65,13 +82,14 @@ impl Default for Thresholds {
 /// One judged figure of a card.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CardCheck {
-    /// `rate`, `p99_period` or `overruns`.
+    /// `rate`, `p99_period`, `overruns` or `stale_uses`.
     pub check: String,
     /// Its state.
     pub state: CardState,
     /// The figure judged: the loop rate's and the p99 period's distance
-    /// from the effective rate and period, in % (signed), or the overrun
-    /// count.
+    /// from the effective rate and period, in % (signed), the overrun
+    /// count, or the largest stale share of the phase's data-age sources,
+    /// in %.
     pub value: f64,
 }
 
