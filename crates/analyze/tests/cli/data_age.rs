@@ -172,6 +172,21 @@ fn every_data_age_figure_matches_the_hand_derived_answer() {
     // The text report says the same.
     let text = analyze(&["--episode", dir.path().to_str().unwrap()]);
     assert_eq!(text.code, 0, "{}", text.stderr);
+    // The HTML report plots the host-clock source's ages; the foreign
+    // clock's get no plot (they have no ages).
+    let html = dir.path().join("html");
+    let h = analyze(&[
+        "--episode",
+        dir.path().to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let svg = std::fs::read_to_string(html.join("age_camera.svg")).unwrap();
+    assert!(svg.contains("stale beyond 30.000 ms"), "the limit is drawn");
+    assert!(!html.join("age_state.svg").exists());
+    let page = std::fs::read_to_string(html.join("report.html")).unwrap();
+    assert!(page.contains("Data age: camera"));
     for needle in [
         "data age:",
         "camera (clock host_monotonic, stale beyond 30.000 ms)",

@@ -617,6 +617,7 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
             }),
         )?);
     }
+    out.extend(age::age_plots(a, png_dir)?);
     if !report.stages.is_empty() {
         out.push(render(
             "stage_breakdown",
@@ -634,6 +635,7 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
     Ok(out)
 }
 
+mod age;
 mod compare;
 
 pub use compare::compare_plots;
