@@ -2,7 +2,6 @@
 //! [`Report`](crate::metrics::Report) or a
 //! [`Comparison`](crate::compare::Comparison); none computes a metric.
 
-mod age_text;
 pub mod compare_text;
 pub mod fleet_text;
 pub mod gate;
