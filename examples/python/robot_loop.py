@@ -60,15 +60,24 @@ class Controller:
 
 def camera_reader(cam: "looptime.Recorder", stop: threading.Event, frames: list, seed: int) -> None:
     """A background thread recorded on its own recorder: grab a frame (a
-    30 Hz camera: it waits), then decode it (it works, holding the GIL)."""
+    30 Hz camera: it waits), stamp it as captured, decode it (it works,
+    holding the GIL), then publish it: ``frames`` holds the count and the
+    newest frame's ``(seq, capture stamp)``, which the loop uses (data
+    age)."""
     rng = random.Random(seed)
     grab, decode = cam.stage_id("grab"), cam.stage_id("decode")
+    camera = cam.source_id("camera")
+    seq = 0
     while not stop.is_set():
         with cam.cycle("running"):
             with cam.span(grab):
                 stop.wait(1 / 30)
+                captured = looptime.monotonic_ns()
             with cam.span(decode):
                 busy_us(rng.uniform(1500, 2500))
+            seq += 1
+            cam.produced(camera, seq, captured)
+        frames[1] = (seq, captured)  # one reference swap: atomic under the GIL
         frames[0] += 1
 
 
@@ -116,6 +125,9 @@ def main(argv: list[str]) -> int:
         phases=["warmup", "running"],
         attributes={"mode": ["inline", "background"]},
         values={"camera_frame": ("int", "count"), "dt_measured_us": ("float", "us")},
+        # Data age: the loop records which camera frame it used (stamped at
+        # capture by the reader thread); older than 100 ms is stale.
+        sources={"camera": {"max_age_s": 0.1}},
         max_cycles=args.timing_max_cycles if args.control_timing else 1,
         max_spans_per_cycle=16 if args.control_timing else 1,
         nominal_period_ns=int(round(period_s * 1e9)),
@@ -127,6 +139,7 @@ def main(argv: list[str]) -> int:
         threads={
             "camera_reader": {
                 "stages": ["grab", "decode"],
+                "sources": {"camera": {}},
                 "max_cycles": 2000 if args.control_timing else 1,
                 "ring": "auto" if args.control_timing else "heap",
             }
@@ -144,6 +157,7 @@ def main(argv: list[str]) -> int:
     warmup, running = rec.phase_id("warmup"), rec.phase_id("running")
     camera, viewer, policy, decode, executor, send, recording = (rec.stage_id(s) for s in STAGES)
     frame_id, dt_id = rec.value_id("camera_frame"), rec.value_id("dt_measured_us")
+    camera_src = rec.source_id("camera")
 
     rng = random.Random(args.seed)
     controller = Controller()
@@ -151,7 +165,7 @@ def main(argv: list[str]) -> int:
     ticks = [0]
     helper = threading.Thread(target=maintenance, args=(halt, ticks), name="maintenance", daemon=True)
     helper.start()
-    frames = [0]
+    frames = [0, None]
     reader = None
     if args.control_timing:
         reader = threading.Thread(
@@ -176,6 +190,9 @@ def main(argv: list[str]) -> int:
                 busy_us(rng.uniform(150, 350))
                 if cycle % 3:
                     frame += 1  # a 66 Hz camera behind a 100 Hz loop
+                newest = frames[1]
+                if newest is not None:
+                    rec.sample(camera_src, newest[0], newest[1])
             with rec.span(viewer):
                 busy_us(rng.uniform(20, 60))
             with rec.span(policy):

@@ -36,6 +36,7 @@ def small_recorder(**kw):
         phases=["warmup", "running"],
         attributes={"mode": ["inline", "background"], "camera": ["left", "right"]},
         values={"frame": ("int", "count"), "rate": ("float", "Hz")},
+        sources={"camera": {"max_age_s": 0.05}},
         ring="heap",
     )
     args.update(kw)

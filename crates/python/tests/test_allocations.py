@@ -27,10 +27,12 @@ def _recording_loop(rec, sched, ids, extra=None):
     """A cycle the way a loop writes it: `with` blocks, ids and a name."""
     running, sense, decode, act = rec.phase_id("running"), rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")
     frame, rate = rec.value_id("frame"), rec.value_id("rate")
+    camera = rec.source_id("camera")
     right = (rec.attr_id("camera", "right"),)  # attrs= on the id path
     for i in ids:
         tick = sched.wait(rec)
         with rec.cycle(running, tick):
+            rec.sample(camera, i, i)  # data age on the id path
             with rec.span(sense, mode="inline"):
                 with rec.span(decode, attrs=right):
                     pass
@@ -48,10 +50,12 @@ def _explicit_loop(rec, sched, ids):
     """The same cycle with begin/end calls instead of `with` blocks."""
     running, sense, decode, act = rec.phase_id("running"), rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")
     frame, rate = rec.value_id("frame"), rec.value_id("rate")
+    camera = rec.source_id("camera")
     right = (rec.attr_id("camera", "right"),)
     for i in ids:
         tick = sched.wait(rec)
         rec.begin_cycle(running, tick)
+        rec.sample(camera, i, i)
         s = rec.begin_span(sense, mode="inline")
         d = rec.begin_span(decode, attrs=right)
         rec.end_span(d)

@@ -9,12 +9,12 @@
 //! are small ints, the nesting lives in fixed arrays.
 
 use looptime_capture::{
-    ClockDomain, PhaseId, Recorder as RustRecorder, Registry, Release, SpanToken, StageId, ValueId,
-    ValueKind, MAX_SPAN_DEPTH,
+    ClockDomain, PhaseId, Recorder as RustRecorder, Registry, Release, SourceId, SpanToken,
+    StageId, ValueId, ValueKind, MAX_SPAN_DEPTH,
 };
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
 use std::path::PathBuf;
 
 mod attrs;
@@ -54,6 +54,8 @@ pub struct Recorder {
     stages: Vec<Named<StageId>>,
     phases: Vec<Named<PhaseId>>,
     values: Vec<Named<ValueId>>,
+    /// Declared data sources (data age), in id order.
+    sources: Vec<Named<SourceId>>,
     /// Every attribute key with its values, in declaration order: key id =
     /// position, value id = position among its key's values.
     attrs: Vec<AttrKeyNamed>,
@@ -83,6 +85,34 @@ impl Recorder {
     /// Ok while the recorder has not finished; recording after finish is a
     /// `RuntimeError`, never a silent no-op.
     #[inline]
+    /// `sample` / `produced`'s arguments checked: a declared source (name
+    /// or id), a sequence number and a stamp that are non-negative ints
+    /// (not bools), on a recorder not yet finished. Nothing is recorded
+    /// when one is wrong.
+    fn sample_args(
+        &self,
+        source: &Bound<'_, PyAny>,
+        seq: &Bound<'_, PyAny>,
+        stamp_ns: &Bound<'_, PyAny>,
+    ) -> PyResult<(SourceId, u64, u64)> {
+        self.live()?;
+        let s = resolve(&self.sources, source, "source")?;
+        let whole = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<u64> {
+            if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+                return Err(PyTypeError::new_err(format!(
+                    "{what} must be an int, not {}",
+                    v.get_type()
+                        .name()
+                        .map_or_else(|_| "?".into(), |n| n.to_string())
+                )));
+            }
+            v.extract::<u64>().map_err(|_| {
+                PyValueError::new_err(format!("{what} must be from 0 to 2**64 - 1, not {v}"))
+            })
+        };
+        Ok((s, whole(seq, "seq")?, whole(stamp_ns, "stamp_ns")?))
+    }
+
     pub(crate) fn live(&self) -> PyResult<()> {
         match &self.finished {
             None => Ok(()),
@@ -97,7 +127,7 @@ impl Recorder {
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
                         max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None, threads = None,
-                        target_clock = "host_monotonic"))]
+                        target_clock = "host_monotonic", sources = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -114,6 +144,7 @@ impl Recorder {
         metadata: Option<std::collections::BTreeMap<String, String>>,
         threads: Option<&Bound<'_, PyDict>>,
         target_clock: &str,
+        sources: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let target_clock = match target_clock {
             "host_monotonic" => ClockDomain::HostMonotonic,
@@ -129,6 +160,7 @@ impl Recorder {
             phases,
             attributes: attributes.cloned(),
             values: values.cloned(),
+            sources: sources.cloned(),
             max_cycles: max_cycles.cloned(),
             max_spans_per_cycle: max_spans_per_cycle.cloned(),
             thread_cpu: cpu_mode(thread_cpu, "thread_cpu")?,
@@ -211,6 +243,40 @@ impl Recorder {
     }
 
     /// The id of caller value `name`.
+    fn source_id(&self, name: &Bound<'_, PyAny>) -> PyResult<usize> {
+        resolve(&self.sources, name, "source").map(|s| s.index())
+    }
+
+    /// Record that this cycle used sample `seq` of `source` (its name or
+    /// id), stamped `stamp_ns` on the source's clock (for a host-monotonic
+    /// source, a `looptime.monotonic_ns()` reading): its capture time, or
+    /// for a polled state its request time. The moment of use is read now.
+    /// Allocation-free with an id; a sample outside a cycle is counted and
+    /// not stored.
+    fn sample(
+        &mut self,
+        source: &Bound<'_, PyAny>,
+        seq: &Bound<'_, PyAny>,
+        stamp_ns: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (s, q, t) = self.sample_args(source, seq, stamp_ns)?;
+        self.rec.sample(s, q, t);
+        Ok(())
+    }
+
+    /// Record that this thread published sample `seq` of `source`, stamped
+    /// `stamp_ns` (a producer thread's recorder), as `sample` otherwise.
+    fn produced(
+        &mut self,
+        source: &Bound<'_, PyAny>,
+        seq: &Bound<'_, PyAny>,
+        stamp_ns: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (s, q, t) = self.sample_args(source, seq, stamp_ns)?;
+        self.rec.produced(s, q, t);
+        Ok(())
+    }
+
     fn value_id(&self, name: &Bound<'_, PyAny>) -> PyResult<usize> {
         let id = resolve(&self.values, name, "value")?;
         Ok(self.values.iter().position(|n| n.id == id).unwrap_or(0))
@@ -466,6 +532,18 @@ impl Recorder {
     fn spans_dropped(&self) -> u64 {
         self.rec.spans_dropped()
     }
+    /// Samples that did not fit their cycle's slots.
+    #[getter]
+    fn samples_dropped(&self) -> u64 {
+        self.rec.samples_dropped()
+    }
+
+    /// Samples recorded outside any cycle (counted, not stored).
+    #[getter]
+    fn samples_outside_cycle(&self) -> u64 {
+        self.rec.samples_outside_cycle()
+    }
+
     /// Spans opened outside any cycle.
     #[getter]
     fn spans_outside_cycle(&self) -> u64 {

@@ -4,7 +4,7 @@
 
 use looptime_capture::{
     ClockDomain, CpuTimeMode, PhaseId, Recorder as RustRecorder, RecorderBuilder, RingStorage,
-    SpanToken, StageId, ValueId, ValueKind,
+    SourceClock, SourceId, SourceSpec, SpanToken, StageId, ValueId, ValueKind,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -60,6 +60,7 @@ pub(crate) struct Spec<'a, 'py> {
     pub(crate) phases: Option<Vec<String>>,
     pub(crate) attributes: Option<Bound<'py, PyDict>>,
     pub(crate) values: Option<Bound<'py, PyDict>>,
+    pub(crate) sources: Option<Bound<'py, PyDict>>,
     pub(crate) max_cycles: Option<Bound<'py, PyAny>>,
     pub(crate) max_spans_per_cycle: Option<Bound<'py, PyAny>>,
     pub(crate) thread_cpu: CpuTimeMode,
@@ -77,6 +78,7 @@ pub(crate) struct Names {
     pub(crate) phases: Vec<Named<PhaseId>>,
     pub(crate) values: Vec<Named<ValueId>>,
     pub(crate) attrs: Vec<AttrKeyNamed>,
+    pub(crate) sources: Vec<Named<SourceId>>,
 }
 
 /// The settings a background thread's entry in `threads=` may carry.
@@ -85,6 +87,7 @@ pub(crate) const THREAD_KEYS: &[&str] = &[
     "phases",
     "attributes",
     "values",
+    "sources",
     "max_cycles",
     "max_spans_per_cycle",
     "thread_cpu",
@@ -145,6 +148,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             phases,
             attributes: dict("attributes")?,
             values: dict("values")?,
+            sources: dict("sources")?,
             max_cycles: get("max_cycles")?,
             max_spans_per_cycle: get("max_spans_per_cycle")?,
             thread_cpu,
@@ -163,6 +167,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             phases,
             attributes,
             values,
+            sources,
             max_cycles,
             max_spans_per_cycle,
             thread_cpu,
@@ -226,6 +231,10 @@ impl<'a, 'py> Spec<'a, 'py> {
             Some(values) => register_values(&mut b, &values, &name)?,
             None => Vec::new(),
         };
+        let srcs = match sources {
+            Some(sources) => register_sources(&mut b, &sources, &name)?,
+            None => Vec::new(),
+        };
         Ok((
             b,
             Names {
@@ -233,6 +242,7 @@ impl<'a, 'py> Spec<'a, 'py> {
                 phases: ph,
                 values: vals,
                 attrs: attr_keys,
+                sources: srcs,
             },
         ))
     }
@@ -266,6 +276,65 @@ fn register_attributes(
         });
     }
     Ok(attr_keys)
+}
+
+/// Each `sources={name: {"max_age_s": s, "clock": name}}` entry registered
+/// on `b`, in order (both settings optional: no limit, `host_monotonic`).
+fn register_sources(
+    b: &mut RecorderBuilder,
+    sources: &Bound<'_, PyDict>,
+    name: &dyn Fn(&str) -> Py<PyString>,
+) -> PyResult<Vec<Named<SourceId>>> {
+    let mut out = Vec::new();
+    for (k, spec) in sources.iter() {
+        let sname: String = k.extract().map_err(|_| {
+            PyTypeError::new_err("sources maps a source name (str) to its settings (a dict)")
+        })?;
+        let spec = spec.cast_into::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "sources[{sname:?}] must be a dict, e.g. {{\"max_age_s\": 0.05, \"clock\": \"host_monotonic\"}}"
+            ))
+        })?;
+        let mut s = SourceSpec::default();
+        for (key, v) in spec.iter() {
+            let key: String = key.extract()?;
+            match key.as_str() {
+                "max_age_s" if v.is_none() => {}
+                "max_age_s" => {
+                    let secs: f64 = v
+                        .extract()
+                        .ok()
+                        .filter(|x: &f64| x.is_finite() && *x > 0.0 && !v.is_instance_of::<PyBool>())
+                        .ok_or_else(|| {
+                            PyValueError::new_err(format!(
+                                "sources[{sname:?}][\"max_age_s\"] must be a positive number of seconds, not {v}"
+                            ))
+                        })?;
+                    s.max_age_ns = Some((secs * 1e9).round() as u64);
+                }
+                "clock" => {
+                    let c: String = v.extract().map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "sources[{sname:?}][\"clock\"] must be a clock name (str)"
+                        ))
+                    })?;
+                    if c != ClockDomain::HostMonotonic.as_str() {
+                        s.clock = SourceClock::Named(c);
+                    }
+                }
+                other => {
+                    return Err(PyTypeError::new_err(format!(
+                        "sources[{sname:?}]: unknown setting {other:?}; a source takes max_age_s and clock"
+                    )))
+                }
+            }
+        }
+        out.push(Named {
+            name: name(&sname),
+            id: b.source(&sname, s).map_err(capture_err)?,
+        });
+    }
+    Ok(out)
 }
 
 /// Each `values={name: (kind, unit)}` entry registered on `b`, in order.
@@ -316,6 +385,7 @@ impl Recorder {
             mut phases,
             values,
             attrs,
+            sources,
         } = names;
         if phases.is_empty() {
             phases.push(Named {
@@ -328,6 +398,7 @@ impl Recorder {
             stages,
             phases,
             values,
+            sources,
             mode_key: attrs
                 .iter()
                 .position(|k| k.name.to_str(py).is_ok_and(|n| n == "mode")),
