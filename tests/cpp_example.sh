@@ -40,6 +40,11 @@ assert th["thread"] == "camera_reader" and th["file"] == "control_timing.camera_
 assert {st["path"] for st in th["stages"]} == {"grab", "decode"}, th["stages"]
 assert all(st["count"] > 0 for st in th["stages"]), th["stages"]
 assert any(o["thread"] == "camera_reader" and o["spans"] > 0 for o in r["overlap"]), r["overlap"]
+# Data age: the loop used the reader's frames, which the reader published.
+(cam,) = r["data_age"]["sources"]
+assert cam["source"] == "camera" and cam["not_comparable"] is None, cam
+assert sum(p["uses"] for p in cam["phases"]) > 200, cam["phases"]  # all but the first few cycles
+assert cam["production"]["threads"] == ["camera_reader"] and cam["production"]["produced"] > 30, cam["production"]
 m = json.load(open(ep / "manifest.json"))
 assert m["status"] == "complete" and m["producer"].startswith("looptime-c ")
 assert m["config"]["run"]["control_timing"] is True

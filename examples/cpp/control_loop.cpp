@@ -31,6 +31,13 @@ std::atomic<bool> stop_requested{false};
 
 void on_signal(int) { stop_requested.store(true); }
 
+// CLOCK_MONOTONIC in ns: the clock a host-monotonic source's stamps are on.
+uint64_t monotonic_ns() {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
 struct Options {
     bool control_timing = false;
     uint64_t timing_max_cycles = 20000;
@@ -176,6 +183,9 @@ int main(int argc, char **argv) {
         const uint32_t send = b.stage("robot_send_command");
         const uint32_t frame_id = b.int_value("camera_frame", "count");
         const uint32_t dt_us = b.float_value("dt_measured_us", "us");
+        // Data age: the loop records which camera frame it used, stamped
+        // at capture by the reader thread; older than 100 ms is stale.
+        const uint32_t camera_src = b.source("camera", 100'000'000);
         if (!opt.control_timing) {
             b.max_cycles(1).max_spans_per_cycle(1).ring(LOOPTIME_RING_HEAP);
         }
@@ -183,6 +193,7 @@ int main(int argc, char **argv) {
         looptime::Builder cam_b;
         const uint32_t grab = cam_b.stage("grab");
         const uint32_t cam_decode = cam_b.stage("decode");
+        const uint32_t cam_src = cam_b.source("camera");
         cam_b.max_cycles(opt.control_timing ? 2000 : 1);
         if (!opt.control_timing) {
             cam_b.ring(LOOPTIME_RING_HEAP);
@@ -199,21 +210,37 @@ int main(int argc, char **argv) {
                     episode.dir(), opt.rate_hz, opt.duration_s, opt.warmup_s, opt.control_timing ? "on" : "off",
                     static_cast<unsigned long long>(slack));
 
-        // A 30 Hz camera: wait for a frame (grab), then decode it.
+        // A 30 Hz camera: wait for a frame (grab), stamp it, decode it,
+        // publish it. The newest frame's (seq, capture stamp) sits in one of
+        // four slots, `latest` naming it: the loop reads it without a lock
+        // (the reader would have to publish four frames during one read to
+        // overwrite it).
         std::atomic<bool> reader_stop{false};
+        std::atomic<uint64_t> latest{0};
+        uint64_t slots[4][2] = {};
         std::thread reader;
         if (opt.control_timing) {
-            reader = std::thread([&cam, &reader_stop, grab, cam_decode] {
+            reader = std::thread([&cam, &reader_stop, &latest, &slots, grab, cam_decode, cam_src] {
                 Rng r;
+                uint64_t seq = 0;
                 while (!reader_stop.load(std::memory_order_relaxed)) {
                     looptime::Cycle c(cam, 0);
+                    uint64_t captured;
                     {
                         looptime::Span s(cam, grab);
                         const timespec frame{0, 33'000'000};
                         nanosleep(&frame, nullptr);
+                        captured = monotonic_ns();
                     }
-                    looptime::Span s(cam, cam_decode);
-                    busy_us(r.jitter(1500, 1000));
+                    {
+                        looptime::Span s(cam, cam_decode);
+                        busy_us(r.jitter(1500, 1000));
+                    }
+                    seq++;
+                    cam.produced(cam_src, seq, captured);
+                    slots[seq % 4][0] = seq;
+                    slots[seq % 4][1] = captured;
+                    latest.store(seq, std::memory_order_release);
                 }
             });
         }
@@ -234,6 +261,10 @@ int main(int argc, char **argv) {
                 looptime::Span s(rec, camera);
                 busy_us(rng.jitter(400, 300));
                 frame += (cycle % 3 != 0);  // a 66 Hz camera behind a 100 Hz loop
+                const uint64_t newest = latest.load(std::memory_order_acquire);
+                if (newest != 0) {
+                    rec.sample(camera_src, slots[newest % 4][0], slots[newest % 4][1]);
+                }
             }
             {
                 looptime::Span s(rec, viewer);

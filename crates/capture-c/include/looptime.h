@@ -479,6 +479,32 @@ int32_t looptime_builder_value(looptime_builder *b,
                                uint32_t *id);
 
 /**
+ * Declare a data source whose samples cycles use (data age): its id (0,
+ * 1, ... in registration order) is written to `*id`. `max_age_ns` is the
+ * age beyond which a use counts as stale (0: no limit); `clock` names the
+ * clock of its stamps: NULL or `"host_monotonic"` for this host's
+ * `CLOCK_MONOTONIC` (ages are computed), another name for another clock
+ * (a device's, another host's: the analyzer computes no age from it).
+ *
+ * # Safety
+ * As `looptime_builder_stage`; `clock` is NULL or a NUL-terminated string.
+ */
+int32_t looptime_builder_source(looptime_builder *b,
+                                const char *name,
+                                uint64_t max_age_ns,
+                                const char *clock,
+                                uint32_t *id);
+
+/**
+ * Sample slots per cycle (data age; default 8, 1 to 256). Taken only
+ * when a source is declared.
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_max_samples_per_cycle(looptime_builder *b, uint32_t samples);
+
+/**
  * Register a span attribute key (`mode`, `camera`, ...); its id (0, 1, ...
  * in registration order) is written to `*key`. Its values are registered
  * with `looptime_builder_attr_value`; spans carry them through
@@ -719,6 +745,30 @@ int32_t looptime_span_end(looptime_recorder *r, uint64_t span);
  * `r` is NULL or a live recorder.
  */
 int32_t looptime_span_attr(looptime_recorder *r, uint64_t span, uint32_t key, uint32_t value);
+
+/**
+ * Record that the open cycle used sample `seq` of `source` (an id from
+ * `looptime_builder_source`), stamped `stamp_ns` on the source's clock
+ * (for a host-monotonic source, a `CLOCK_MONOTONIC` reading): its capture
+ * time, or for a polled state its request time. The moment of use is read
+ * now (one TSC read). Outside a cycle the sample is counted, not stored;
+ * beyond the cycle's slots it is counted in the cycle's `samples_dropped`.
+ * `LOOPTIME_ERR_UNKNOWN_ID` for an unregistered source.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder.
+ */
+int32_t looptime_sample(looptime_recorder *r, uint32_t source, uint64_t seq, uint64_t stamp_ns);
+
+/**
+ * Record that this thread published sample `seq` of `source`, stamped
+ * `stamp_ns` (a producer thread's recorder: a camera reader), as
+ * `looptime_sample` otherwise.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder.
+ */
+int32_t looptime_produced(looptime_recorder *r, uint32_t source, uint64_t seq, uint64_t stamp_ns);
 
 /**
  * Set an integer caller value for the open cycle.

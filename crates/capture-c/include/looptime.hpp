@@ -93,6 +93,14 @@ public:
     }
     Builder &max_cycles(uint64_t n) { check(looptime_builder_max_cycles(b_, n)); return *this; }
     Builder &max_spans_per_cycle(uint32_t n) { check(looptime_builder_max_spans_per_cycle(b_, n)); return *this; }
+    Builder &max_samples_per_cycle(uint32_t n) { check(looptime_builder_max_samples_per_cycle(b_, n)); return *this; }
+    /// Declare a data source (data age): stale beyond `max_age_ns` (0: no
+    /// limit), stamps on `clock` (nullptr: this host's CLOCK_MONOTONIC).
+    uint32_t source(const char *name, uint64_t max_age_ns = 0, const char *clock = nullptr) {
+        uint32_t id = 0;
+        check(looptime_builder_source(b_, name, max_age_ns, clock, &id));
+        return id;
+    }
     Builder &thread_cpu(bool on) { check(looptime_builder_thread_cpu(b_, on)); return *this; }
     /// LOOPTIME_CPU_CYCLE (default), LOOPTIME_CPU_SPANS or LOOPTIME_CPU_OFF.
     Builder &cpu_mode(uint32_t mode) { check(looptime_builder_cpu_mode(b_, mode)); return *this; }
@@ -144,6 +152,14 @@ public:
 
     int set(uint32_t value, int64_t v) noexcept { return looptime_set_int(r_, value, v); }
     int set(uint32_t value, double v) noexcept { return looptime_set_float(r_, value, v); }
+    /// The open cycle used sample `seq` of `source`, stamped `stamp_ns`.
+    int sample(uint32_t source, uint64_t seq, uint64_t stamp_ns) noexcept {
+        return looptime_sample(r_, source, seq, stamp_ns);
+    }
+    /// This thread published sample `seq` of `source`, stamped `stamp_ns`.
+    int produced(uint32_t source, uint64_t seq, uint64_t stamp_ns) noexcept {
+        return looptime_produced(r_, source, seq, stamp_ns);
+    }
 
     looptime_counts counts() const {
         looptime_counts c{};

@@ -20,6 +20,8 @@ pub struct Builder {
     pub(crate) stages: Vec<StageId>,
     pub(crate) phases: Vec<PhaseId>,
     pub(crate) values: Vec<ValueId>,
+    /// Data-age sources, in registration order.
+    pub(crate) sources: Vec<looptime_capture::SourceId>,
     /// Per attribute key (in registration order): its key and its values.
     pub(crate) attrs: Vec<(AttrKey, Vec<AttrValue>)>,
     /// Background threads declared with `looptime_builder_thread`: each a
@@ -39,6 +41,7 @@ pub extern "C" fn looptime_builder_new() -> *mut Builder {
             stages: Vec::new(),
             phases: Vec::new(),
             values: Vec::new(),
+            sources: Vec::new(),
             attrs: Vec::new(),
             threads: Vec::new(),
         }));
@@ -335,6 +338,77 @@ pub unsafe extern "C" fn looptime_builder_value(
         // SAFETY: the caller's contract.
         unsafe { put(id, b.values.len() as u32, "id") }?;
         b.values.push(v);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Declare a data source whose samples cycles use (data age): its id (0,
+/// 1, ... in registration order) is written to `*id`. `max_age_ns` is the
+/// age beyond which a use counts as stale (0: no limit); `clock` names the
+/// clock of its stamps: NULL or `"host_monotonic"` for this host's
+/// `CLOCK_MONOTONIC` (ages are computed), another name for another clock
+/// (a device's, another host's: the analyzer computes no age from it).
+///
+/// # Safety
+/// As `looptime_builder_stage`; `clock` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_source(
+    b: *mut Builder,
+    name: *const c_char,
+    max_age_ns: u64,
+    clock: *const c_char,
+    id: *mut u32,
+) -> i32 {
+    guard("looptime_builder_source", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "source name") }?;
+        let clock = if clock.is_null() {
+            looptime_capture::SourceClock::HostMonotonic
+        } else {
+            // SAFETY: the caller's contract.
+            match unsafe { text(clock, "clock") }? {
+                "host_monotonic" => looptime_capture::SourceClock::HostMonotonic,
+                other => looptime_capture::SourceClock::Named(other.to_string()),
+            }
+        };
+        if id.is_null() {
+            return Err(null_error("id pointer"));
+        }
+        let spec = looptime_capture::SourceSpec {
+            max_age_ns: (max_age_ns > 0).then_some(max_age_ns),
+            clock,
+        };
+        let s = b.b.source(name, spec).map_err(capture_fail)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(id, b.sources.len() as u32, "id") }?;
+        b.sources.push(s);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Sample slots per cycle (data age; default 8, 1 to 256). Taken only
+/// when a source is declared.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_max_samples_per_cycle(
+    b: *mut Builder,
+    samples: u32,
+) -> i32 {
+    guard("looptime_builder_max_samples_per_cycle", || {
+        if samples == 0 || samples as usize > looptime_capture::MAX_SAMPLES_CEILING {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("max_samples_per_cycle must be 1 to 256, not {samples}"),
+            ));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { handle(b, "builder") }?
+            .b
+            .max_samples_per_cycle(samples as usize);
         Ok(LOOPTIME_OK)
     })
 }

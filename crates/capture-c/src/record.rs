@@ -224,6 +224,67 @@ pub(crate) unsafe fn value_of<'a>(
     Ok((h, v))
 }
 
+/// Record that the open cycle used sample `seq` of `source` (an id from
+/// `looptime_builder_source`), stamped `stamp_ns` on the source's clock
+/// (for a host-monotonic source, a `CLOCK_MONOTONIC` reading): its capture
+/// time, or for a polled state its request time. The moment of use is read
+/// now (one TSC read). Outside a cycle the sample is counted, not stored;
+/// beyond the cycle's slots it is counted in the cycle's `samples_dropped`.
+/// `LOOPTIME_ERR_UNKNOWN_ID` for an unregistered source.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_sample(
+    r: *mut CRecorder,
+    source: u32,
+    seq: u64,
+    stamp_ns: u64,
+) -> i32 {
+    guard("looptime_sample", || {
+        // SAFETY: the caller's contract.
+        let (h, id) = unsafe { source_of(r, source) }?;
+        h.rec.sample(id, seq, stamp_ns);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Record that this thread published sample `seq` of `source`, stamped
+/// `stamp_ns` (a producer thread's recorder: a camera reader), as
+/// `looptime_sample` otherwise.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_produced(
+    r: *mut CRecorder,
+    source: u32,
+    seq: u64,
+    stamp_ns: u64,
+) -> i32 {
+    guard("looptime_produced", || {
+        // SAFETY: the caller's contract.
+        let (h, id) = unsafe { source_of(r, source) }?;
+        h.rec.produced(id, seq, stamp_ns);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// # Safety
+/// `r` is NULL or a live recorder.
+unsafe fn source_of<'a>(
+    r: *mut CRecorder,
+    source: u32,
+) -> Result<(&'a mut CRecorder, looptime_capture::SourceId), Fail> {
+    // SAFETY: the caller's contract.
+    let h = unsafe { live(r) }?;
+    let s = *h
+        .sources
+        .get(source as usize)
+        .ok_or_else(|| unknown_id("source", source, h.sources.len()))?;
+    Ok((h, s))
+}
+
 /// Set an integer caller value for the open cycle.
 ///
 /// # Safety

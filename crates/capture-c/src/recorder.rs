@@ -19,6 +19,8 @@ pub struct CRecorder {
     pub(crate) stages: Box<[StageId]>,
     pub(crate) phases: Box<[PhaseId]>,
     pub(crate) values: Box<[ValueId]>,
+    /// Data-age sources (ids as the builder gave them).
+    pub(crate) sources: Box<[looptime_capture::SourceId]>,
     /// Per attribute key, its values (ids as the builder gave them).
     pub(crate) attrs: Box<[Box<[AttrValue]>]>,
     /// Background threads' recorders, owned here (from `Box::into_raw`,
@@ -123,6 +125,7 @@ impl CRecorder {
             stages: b.stages.clone().into(),
             phases: phases.into(),
             values: b.values.clone().into(),
+            sources: b.sources.clone().into(),
             attrs: b.attrs.iter().map(|(_, v)| v.clone().into()).collect(),
             threads: Vec::new(),
             is_thread: false,

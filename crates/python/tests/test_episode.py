@@ -70,6 +70,10 @@ def test_the_analyzer_reads_the_example_episode(tmp_path):
     assert {s["stage"] for s in r["stages"]} == {
         "camera_read", "viewer_control", "policy", "adapter_decode", "executor", "robot_send_command", "recording",
     }
+    # Data age: the loop used the reader's frames, which the reader published.
+    (cam,) = r["data_age"]["sources"]
+    assert cam["source"] == "camera" and sum(p["uses"] for p in cam["phases"]) > 100, cam
+    assert cam["production"]["threads"] == ["camera_reader"] and cam["production"]["produced"] > 20
     m = json.loads((ep / "manifest.json").read_text())
     assert m["status"] == "complete" and m["counts"]["cycles"] == 150
     assert m["program"]["source_hashes"][str(EXAMPLE)].startswith("sha256:")

@@ -52,6 +52,9 @@ static void bad_settings(void) {
     CHECK(looptime_builder_value(b, "v", LOOPTIME_VALUE_INT, "", &id) == LOOPTIME_OK && id == 0);
     CHECK_ERR(looptime_builder_stage(b, "\xff\xfe", &id), LOOPTIME_ERR_INVALID, "not UTF-8");
     CHECK_ERR(looptime_builder_value(b, "v", 7, "", &id), LOOPTIME_ERR_INVALID, "value kind 7");
+    CHECK_ERR(looptime_builder_source(b, NULL, 0, NULL, &id), LOOPTIME_ERR_NULL, "source name is NULL");
+    CHECK_ERR(looptime_builder_source(b, "cam", 0, "", &id), LOOPTIME_ERR_INVALID, "named clock");
+    CHECK_ERR(looptime_builder_max_samples_per_cycle(b, 0), LOOPTIME_ERR_INVALID, "1 to 256");
     CHECK_ERR(looptime_builder_ring(b, 9), LOOPTIME_ERR_INVALID, "ring storage 9");
     CHECK_ERR(looptime_builder_cpu_mode(b, 7), LOOPTIME_ERR_INVALID, "CPU-time mode 7");
     /* A duplicate stage name is refused by the recorder's builder. */

@@ -62,7 +62,7 @@ int main(void) {
     looptime_builder *b;
     looptime_recorder *r = NULL;
     looptime_counts counts;
-    uint32_t sense, decode, act, running, frame, rate, mode, inline_, grab;
+    uint32_t sense, decode, act, running, frame, rate, mode, inline_, grab, camera, cam_src;
     looptime_builder *cam_b;
     looptime_recorder *cam = NULL;
     uint64_t i;
@@ -86,6 +86,9 @@ int main(void) {
     CHECK(looptime_builder_value(b, "rate", LOOPTIME_VALUE_FLOAT, "Hz", &rate) == LOOPTIME_OK);
     CHECK(looptime_builder_attr_key(b, "mode", &mode) == LOOPTIME_OK);
     CHECK(looptime_builder_attr_value(b, mode, "inline", &inline_) == LOOPTIME_OK);
+    /* Data age: 2 sample slots a cycle; the loop records 3 (one dropped). */
+    CHECK(looptime_builder_source(b, "camera", 50000000, NULL, &camera) == LOOPTIME_OK);
+    CHECK(looptime_builder_max_samples_per_cycle(b, 2) == LOOPTIME_OK);
     /* A background thread's recorder, recorded in the same loop (as its
      * thread would): it allocates nothing after the build either. */
     cam_b = looptime_builder_new();
@@ -94,6 +97,7 @@ int main(void) {
      * cycle), the thread's per span: both allocate nothing. */
     CHECK(looptime_builder_cpu_mode(cam_b, LOOPTIME_CPU_SPANS) == LOOPTIME_OK);
     CHECK(looptime_builder_stage(cam_b, "grab", &grab) == LOOPTIME_OK);
+    CHECK(looptime_builder_source(cam_b, "camera", 0, "host_monotonic", &cam_src) == LOOPTIME_OK);
     CHECK(looptime_builder_thread(b, "camera", cam_b) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
     CHECK(looptime_recorder_thread(r, "camera", &cam) == LOOPTIME_OK);
@@ -117,10 +121,14 @@ int main(void) {
         looptime_span_end(r, s4);
         looptime_set_int(r, frame, (int64_t)i);
         looptime_set_float(r, rate, 100.0);
+        looptime_sample(r, camera, i, 1000 + i);
+        looptime_sample(r, camera, i, 1000 + i);
+        looptime_sample(r, camera, i, 1000 + i); /* the third: dropped, counted */
         looptime_cycle_end(r);
         looptime_cycle_begin(cam, 0, LOOPTIME_NO_TARGET, false, 0);
         looptime_span_begin(cam, grab, &s5);
         looptime_span_end(cam, s5);
+        looptime_produced(cam, cam_src, i, 1000 + i);
         looptime_cycle_end(cam);
     }
     counting = 0;
@@ -141,6 +149,8 @@ int main(void) {
     CHECK(looptime_recorder_finish(r, dir, true) == LOOPTIME_OK);
     CHECK(count_lines(dir, "control_timing.jsonl") == 1001);
     CHECK(count_lines(dir, "control_timing.camera.jsonl") == 1001);
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"samples_dropped\":1"));
+    CHECK(file_contains(dir, "control_timing.camera.jsonl", "\"produced\":true"));
     looptime_recorder_free(r);
     looptime_builder_free(cam_b);
 
