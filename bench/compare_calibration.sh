@@ -8,6 +8,11 @@
 #     adapter_decode stage costs SHIFT_US more (mean_us 300 -> 300 + SHIFT_US).
 #     Pass: adapter_decode's stage_wall "worse", and no other stage's
 #     stage_wall or stage_cpu "worse".
+#   * PAIRS camera pairs (data age): a default session (inline camera)
+#     against one with the background camera reader. Pass: the camera's
+#     age at use "worse" (the background reader's frames are older).
+#     An A/A pair's pass ("no clear change on every metric and rate")
+#     includes its age and stale-use tests.
 #
 # Sessions run one after another (never two loops at once), each with the
 # default config's 1 s warmup and 5 s running phase; a shifted pair reuses
@@ -43,6 +48,8 @@ per_session=$ROLLOUTS
 printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n' "$per_session" >"$OUT/configs/default.toml"
 printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.adapter_decode.cost]\nmean_us = %s\n' \
   "$per_session" "$((300 + SHIFT_US))" >"$OUT/configs/shifted.toml"
+printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmode = "background"\n[stages.camera_read.cost]\nmean_us = 20.0\njitter_us = 5.0\n' \
+  "$per_session" >"$OUT/configs/camera.toml"
 
 session() { # name config -> prints the session directory
   local runs="$OUT/runs/$1"
@@ -58,14 +65,15 @@ mkdir -p "$OUT/runs" "$OUT/pairs"
 start=$(date +%s)
 rounds=1
 [ "$ORDER" = interleaved ] && rounds=$ROLLOUTS
-total=$((3 * PAIRS * rounds))
+total=$((4 * PAIRS * rounds))
 k=0
 for i in $(seq 0 $((PAIRS - 1))); do
   for r in $(seq 0 $((rounds - 1))); do
-    for kind in a b s; do
+    for kind in a b s c; do
       k=$((k + 1))
       cfg="$OUT/configs/default.toml"
       [ "$kind" = s ] && cfg="$OUT/configs/shifted.toml"
+      [ "$kind" = c ] && cfg="$OUT/configs/camera.toml"
       dir=$(session "$kind$i.$r" "$cfg")
       echo "$dir" >"$OUT/runs/$kind$i.$r.path"
       printf '\rsessions %d/%d (%ds)' "$k" "$total" "$(($(date +%s) - start))" >&2
@@ -74,8 +82,10 @@ for i in $(seq 0 $((PAIRS - 1))); do
   mapfile -t A < <(side_args --a a "$i")
   mapfile -t B < <(side_args --b b "$i")
   mapfile -t S < <(side_args --b s "$i")
+  mapfile -t C < <(side_args --b c "$i")
   "$ANALYZE" compare "${A[@]}" "${B[@]}" --json --output "$OUT/pairs/aa$i.json" >/dev/null
   "$ANALYZE" compare "${A[@]}" "${S[@]}" --json --output "$OUT/pairs/shift$i.json" >/dev/null
+  "$ANALYZE" compare "${A[@]}" "${C[@]}" --json --output "$OUT/pairs/camera$i.json" >/dev/null
 done
 echo >&2
 python3 - "$OUT" "$PAIRS" "$ROLLOUTS" "$SHIFT_US" "$ORDER" <<'PY'
@@ -85,7 +95,8 @@ def load(name):
     return json.loads((out / "pairs" / name).read_text())
 def name(m):
     return f"{m['phase']}/{m['metric']}" + (f"/{m['stage']}" if m.get("stage") else "")
-aa_pass, sh_worse, sh_clean, results = 0, 0, 0, []
+aa_pass, sh_worse, sh_clean, cam_worse, results = 0, 0, 0, 0, []
+age_tested = []
 metrics_tested = []
 for i in range(pairs):
     c = load(f"aa{i}.json")
@@ -93,6 +104,10 @@ for i in range(pairs):
     moved += [f"{r['phase']}/{r['metric']}:{r['verdict']}" for r in c["rates"] if r["verdict"] != "no_clear_change"]
     aa_pass += not moved
     metrics_tested.append(c["multiplicity"]["tests"])
+    age_tested.append(sum(m["metric"] == "age_at_use" for m in c["metrics"]) + sum(r["metric"].startswith("stale:") for r in c["rates"]))
+    cam = load(f"camera{i}.json")
+    age = [m for m in cam["metrics"] if m["metric"] == "age_at_use" and m["stage"] == "camera" and m["phase"] == "running"]
+    cam_worse += bool(age) and age[0]["verdict"] == "worse"
     s = load(f"shift{i}.json")
     stage = [m for m in s["metrics"] if m["metric"] == "stage_wall" and m["stage"] == "adapter_decode" and m["phase"] == "running"]
     worse = bool(stage) and stage[0]["verdict"] == "worse"
@@ -103,7 +118,9 @@ for i in range(pairs):
     sh_clean += not others
     results.append({"pair": i, "aa_moved": moved, "shift_detected": worse,
                     "shift_delta_ns": stage[0]["diff_median_ns"] if stage else None,
-                    "shift_other_stages_worse": others})
+                    "shift_other_stages_worse": others,
+                    "camera_age_worse": bool(age) and age[0]["verdict"] == "worse",
+                    "camera_age_delta_ns": age[0]["diff_median_ns"] if age else None})
 (out / "results.json").write_text(json.dumps(results, indent=1))
 pct = lambda k: f"{k}/{pairs} ({100 * k / pairs:.0f} %)"
 table = f"""| pairs ({rollouts} rollouts a side, {order}) | criterion | passed | target |
@@ -111,11 +128,14 @@ table = f"""| pairs ({rollouts} rollouts a side, {order}) | criterion | passed |
 | A/A, default config | no clear change on every metric and rate (median {sorted(metrics_tested)[len(metrics_tested)//2]} tests each) | {pct(aa_pass)} | ≥ 95 % |
 | +{shift} µs on adapter_decode | adapter_decode stage_wall worse | {pct(sh_worse)} | ≥ 95 % |
 | +{shift} µs on adapter_decode | no other stage worse | {pct(sh_clean)} | ≥ 95 % |
+| inline against background camera | running age_at_use camera worse | {pct(cam_worse)} | ≥ 95 % |
+
+Each A/A pair held {sorted(age_tested)[len(age_tested)//2]} data-age tests (median) among its tests.
 """
 (out / "table.md").write_text(table)
 print(table)
 for r in results:
-    if r["aa_moved"] or not r["shift_detected"] or r["shift_other_stages_worse"]:
+    if r["aa_moved"] or not r["shift_detected"] or r["shift_other_stages_worse"] or not r["camera_age_worse"]:
         print("pair", r["pair"], "A/A moved:", r["aa_moved"], "shift detected:", r["shift_detected"],
-              "other stages worse:", r["shift_other_stages_worse"])
+              "other stages worse:", r["shift_other_stages_worse"], "camera age worse:", r["camera_age_worse"])
 PY

@@ -357,6 +357,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
             "command_interval",
             "stage_wall",
             "stage_cpu",
+            "age_at_use",
         ]
         .iter()
         .position(|x| *x == m)

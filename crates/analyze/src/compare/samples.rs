@@ -71,6 +71,19 @@ pub(super) fn samples(a: &Analysis) -> Samples {
         };
         stage_samples(t, &tphase, &mut out);
     }
+    // Data age: each use's age at use, per (phase, source), for the
+    // sources on the host clock (the others have no age).
+    for (i, age) in uses(ev) {
+        let source = h.sources[i.source as usize].name.clone();
+        out.entry((
+            phase_name(cc.phase[i.row as usize]),
+            "age_at_use".into(),
+            Some(source),
+        ))
+        .or_insert_with(|| ("value".to_string(), Vec::new()))
+        .1
+        .push(age);
+    }
     for ((phase, path, thread), v) in crate::metrics::threads::overlap_samples(ev) {
         out.entry((phase, format!("overlap:{thread}"), Some(path)))
             .or_insert_with(|| ("value".to_string(), Vec::new()))
@@ -78,6 +91,19 @@ pub(super) fn samples(a: &Analysis) -> Samples {
             .extend(v);
     }
     out
+}
+
+/// The control thread's uses of its host-clock sources with their age at
+/// use (stamps after their use left out, as the report leaves them out).
+fn uses(ev: &Evidence) -> impl Iterator<Item = (&crate::evidence::SampleRow, i64)> + '_ {
+    ev.samples.iter().filter_map(|x| {
+        let host = ev
+            .header
+            .sources
+            .get(x.source as usize)
+            .is_some_and(|s| s.clock == "host_monotonic");
+        (host && !x.produced && x.stamp_ns <= x.at_ns).then_some((x, x.at_ns - x.stamp_ns))
+    })
 }
 
 /// Push every span's wall (and CPU) time of `ev` under its (phase, path).
@@ -146,6 +172,19 @@ pub(super) fn rate_samples(a: &Analysis) -> RateSamples {
                 .1
                 .push(if lag > t { 1000 } else { 0 });
         }
+    }
+    // Stale uses per source with a limit: one indicator per use, in file
+    // order (the uses' own series, so the block bootstrap follows them).
+    for (x, age) in uses(ev) {
+        let s = &h.sources[x.source as usize];
+        let Some(limit) = s.max_age_ns else { continue };
+        out.entry((
+            phase_name(cc.phase[x.row as usize]),
+            format!("stale:{}", s.name),
+        ))
+        .or_insert_with(|| (Some(limit as i64), Vec::new()))
+        .1
+        .push(if age as u64 > limit { 1000 } else { 0 });
     }
     out
 }

@@ -254,8 +254,19 @@ pub struct Moved {
 impl RateComparison {
     /// The rate's name in the reports' vocabulary (docs/metrics.md,
     /// Vocabulary): `overruns` for the `deadline_miss` series, `late
-    /// starts` for `late_start`; the JSON keeps the field names.
+    /// starts` for `late_start`, `stale SOURCE uses` for `stale:SOURCE`
+    /// (per 1,000 uses of the source, not cycles); the JSON keeps the field
+    /// names.
     pub fn display_name(&self) -> String {
+        if let Some(source) = self.metric.strip_prefix("stale:") {
+            return match self.threshold_ns {
+                Some(t) => format!(
+                    "stale {source} uses, per 1,000 uses (age > {:.3} ms)",
+                    t as f64 / 1e6
+                ),
+                None => format!("stale {source} uses, per 1,000 uses"),
+            };
+        }
         let word = match self.metric.as_str() {
             "deadline_miss" => "overruns",
             "late_start" => "late starts",

@@ -220,3 +220,99 @@ fn a_sample_of_an_undeclared_source_names_the_line() {
         r.stderr
     );
 }
+
+/// An episode of `n` running cycles whose camera use `i` is
+/// `base + u(0, 2 ms)` old (u from a seeded LCG), stale beyond 12 ms.
+fn aged_episode(dir: &Path, n: u64, base: u64, seed: u64) {
+    let mut h: Value = serde_json::from_str(&header()).unwrap();
+    h["sources"][0]["max_age_ns"] = json!(12 * MS);
+    let mut lines = vec![h.to_string()];
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let age = base + (x >> 33) % (2 * MS);
+        let at = T0 + i * P + MS;
+        lines.push(cycle(i, json!([used("camera", i + 1, at - age, at)]), 0));
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("control_timing.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn compare_finds_a_known_age_shift_and_an_aa_pair_finds_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, a2, b) = (
+        tmp.path().join("a"),
+        tmp.path().join("a2"),
+        tmp.path().join("b"),
+    );
+    // 1,200 cycles a side. A and A2: 5-7 ms old (seeds 1 and 2); B: 15-17
+    // ms, every use over the 12 ms limit. Medians about 6 and 16 ms: a
+    // +10 ms shift, far above the noise floor (5 % of 6 ms = 0.3 ms).
+    aged_episode(&a, 1200, 5 * MS, 1);
+    aged_episode(&a2, 1200, 5 * MS, 2);
+    aged_episode(&b, 1200, 15 * MS, 3);
+    let run = |x: &Path, y: &Path| -> Value {
+        let r = analyze(&[
+            "compare",
+            x.to_str().unwrap(),
+            y.to_str().unwrap(),
+            "--json",
+            "--resamples",
+            "200",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+    let age = |c: &Value| {
+        c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "age_at_use" && m["stage"] == "camera")
+            .cloned()
+            .expect("an age test")
+    };
+    let stale = |c: &Value| {
+        c["rates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == "stale:camera")
+            .cloned()
+            .expect("a stale-use test")
+    };
+    let ab = run(&a, &b);
+    let m = age(&ab);
+    let d = m["diff_median_ns"].as_i64().unwrap();
+    assert!((9_500_000..=10_500_000).contains(&d), "{d}");
+    assert_eq!(m["verdict"], "worse", "{m}");
+    let r = stale(&ab);
+    assert_eq!(
+        (r["a_per_1000"].as_f64(), r["b_per_1000"].as_f64()),
+        (Some(0.0), Some(1000.0))
+    );
+    assert_eq!(r["verdict"], "worse");
+    let aa = run(&a, &a2);
+    assert_eq!(age(&aa)["verdict"], "no_clear_change", "{}", age(&aa));
+    assert_eq!(stale(&aa)["verdict"], "no_clear_change");
+    // The text names the test.
+    let t = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--resamples",
+        "200",
+    ]);
+    assert!(t.stdout.contains("age_at_use camera"), "{}", t.stdout);
+    assert!(
+        t.stdout
+            .contains("stale camera uses, per 1,000 uses (age > 12.000 ms)"),
+        "{}",
+        t.stdout
+    );
+}
