@@ -300,6 +300,20 @@ fn compare_finds_a_known_age_shift_and_an_aa_pair_finds_none() {
     let aa = run(&a, &a2);
     assert_eq!(age(&aa)["verdict"], "no_clear_change", "{}", age(&aa));
     assert_eq!(stale(&aa)["verdict"], "no_clear_change");
+    // The HTML holds the two sides' age CDFs.
+    let html = tmp.path().join("html");
+    let h = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--resamples",
+        "100",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let svg = std::fs::read_to_string(html.join("compare_age_camera.svg")).unwrap();
+    assert!(svg.contains("Data age: camera"));
     // The text names the test.
     let t = analyze(&[
         "compare",

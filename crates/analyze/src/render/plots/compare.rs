@@ -136,5 +136,63 @@ pub fn compare_plots(
             }),
         )?);
     }
+    // Data age: per source both sides used on the host clock, its ages at
+    // use, each side's episodes and phases pooled.
+    let (aa, ab) = (side_ages(a), side_ages(b));
+    for (source, va) in &aa {
+        let Some(vb) = ab.get(source) else { continue };
+        let safe: String = source
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let title = format!("Data age: {source}");
+        let clip = max_clip(p999(va), p999(vb));
+        let (title, unit) = (&title, "age at use (ms)");
+        out.push(render(
+            &format!("compare_age_{safe}"),
+            title,
+            Box::new(|r| draw_cdf_pair(r, title, unit, va, vb, clip)),
+            png_dir.map(|p| {
+                (
+                    p,
+                    Box::new(|r: &DrawingArea<BitMapBackend, Shift>| {
+                        draw_cdf_pair(r, title, unit, va, vb, clip)
+                    }) as DrawPng,
+                )
+            }),
+        )?);
+    }
     Ok(out)
+}
+
+/// Ages at use (ms) per source on the host clock, over a side's episodes.
+fn side_ages(side: &crate::compare::SideInput) -> std::collections::BTreeMap<String, Vec<f64>> {
+    let mut out: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for a in side {
+        let ev = &a.evidence;
+        for x in &ev.samples {
+            let Some(s) = ev.header.sources.get(x.source as usize) else {
+                continue;
+            };
+            if s.clock == "host_monotonic" && !x.produced && x.stamp_ns <= x.at_ns {
+                out.entry(s.name.clone())
+                    .or_default()
+                    .push((x.at_ns - x.stamp_ns) as f64 / 1e6);
+            }
+        }
+    }
+    out
+}
+
+/// The nearest-rank p99.9 of `v` (none when empty), where a CDF stops.
+fn p999(v: &[f64]) -> Option<f64> {
+    let s = sorted(v);
+    let n = s.len();
+    (n > 0).then(|| s[((0.999 * n as f64).ceil() as usize).clamp(1, n) - 1])
 }
