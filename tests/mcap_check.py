@@ -80,9 +80,15 @@ def check_episode(analyzer, ep, out, recovered=False):
     header, cycles = jsonl(ep / "control_timing.jsonl")
     meta, topics, schemas = read_mcap(out)
     want = {"/looptime/cycle": len(cycles), "/looptime/span": sum(len(c["spans"]) for c in cycles)}
+    n_samples = sum(len(c.get("samples", [])) for c in cycles)
     for name in header.get("threads", []):
         _, tc = jsonl(ep / f"control_timing.{name}.jsonl")
         want[f"/looptime/thread/{name}/span"] = sum(len(c["spans"]) for c in tc)
+        n_samples += sum(len(c.get("samples", [])) for c in tc)
+    if header.get("sources"):
+        # Data age: every sample of every thread, on one channel.
+        want["/looptime/sample"] = n_samples
+        assert n_samples > 0, "a serve episode records samples"
     for topic, n in want.items():
         got = len(topics.get(topic, []))
         assert got == n, (topic, got, n)
@@ -103,6 +109,22 @@ def check_episode(analyzer, ep, out, recovered=False):
     for (t, m), c in zip(topics["/looptime/cycle"], cycles):
         assert m["cycle"] == c["cycle"] and m["start_ns"] == c["start_ns"]
         assert t == anchor["realtime_ns"] + c["start_ns"] - anchor["monotonic_ns"], (t, c["cycle"])
+    # Each control-thread use's age and staleness, recomputed from the
+    # evidence: age = at − stamp, stale = age over the source's limit.
+    limits = {s["name"]: s.get("max_age_ns") for s in header.get("sources", [])}
+    uses = [(c["cycle"], x) for c in cycles for x in c.get("samples", []) if not x.get("produced")]
+    got = [m for _, m in topics.get("/looptime/sample", []) if m["thread"] == "control" and not m["produced"]]
+    got.sort(key=lambda m: (m["at_ns"], m["source"]))
+    uses.sort(key=lambda u: (u[1]["at_ns"], u[1]["source"]))
+    assert len(got) == len(uses), (len(got), len(uses))
+    for m, (cycle, x) in zip(got, uses):
+        # A stamp up to 1 µs after its use is the clocks' disagreement: age 0
+        # (docs/metrics.md, Data age).
+        age = x["at_ns"] - x["stamp_ns"]
+        age = 0 if -1000 <= age < 0 else (None if age < 0 else age)
+        assert (m["cycle"], m["source"], m["seq"], m["age_ns"]) == (cycle, x["source"], x["seq"], age), (m, x)
+        limit = limits[x["source"]]
+        assert m["stale"] == (None if limit is None or age is None else age > limit), m
     lm = meta["looptime"]
     assert lm["timebase"] == "wall_clock", lm
     assert "wall-clock ns through the evidence's start anchor" in r.stderr, r.stderr

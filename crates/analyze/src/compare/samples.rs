@@ -102,7 +102,11 @@ fn uses(ev: &Evidence) -> impl Iterator<Item = (&crate::evidence::SampleRow, i64
             .sources
             .get(x.source as usize)
             .is_some_and(|s| s.clock == "host_monotonic");
-        (host && !x.produced && x.stamp_ns <= x.at_ns).then_some((x, x.at_ns - x.stamp_ns))
+        let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns);
+        (host && !x.produced)
+            .then_some(age)
+            .flatten()
+            .map(|a| (x, a))
     })
 }
 

@@ -11,6 +11,10 @@
 //! * `/looptime/event`: phase changes (at a segment's first cycle) and the
 //!   report's caveats (at the first cycle);
 //! * `/looptime/thread/<name>/span`: each background thread's spans.
+//! * `/looptime/sample` (data age, when the evidence declares sources):
+//!   one per sample a thread used or published, at that moment: source,
+//!   seq, stamp, the thread, and for a use on the host clock its age and
+//!   whether it was stale.
 //!
 //! Every figure is the analysis's own (the cycle columns computed once, the
 //! report); the export computes none anew. A message's time is wall-clock
@@ -35,6 +39,8 @@ pub const CYCLE_TOPIC: &str = "/looptime/cycle";
 pub const SPAN_TOPIC: &str = "/looptime/span";
 /// The event channel.
 pub const EVENT_TOPIC: &str = "/looptime/event";
+/// Topic of the data-age samples.
+pub const SAMPLE_TOPIC: &str = "/looptime/sample";
 
 /// What the export wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,6 +149,57 @@ fn event_schema() -> Vec<u8> {
         }),
         &["kind", "text"],
     )
+}
+
+fn sample_schema() -> Vec<u8> {
+    schema(
+        "looptime.Sample",
+        "A data-age sample a thread used (produced false) or published (produced true), at that moment; for a use on the host clock, its age (moment of use − stamp) and whether it exceeded the source's limit.",
+        json!({
+            "thread": {"type": "string"},
+            "cycle": {"type": "integer"},
+            "source": {"type": "string"},
+            "seq": {"type": "integer", "minimum": 0},
+            "stamp_ns": {"type": "integer"},
+            "at_ns": {"type": "integer"},
+            "produced": {"type": "boolean"},
+            "age_ns": nullable("integer"),
+            "stale": nullable("boolean"),
+        }),
+        &["thread", "cycle", "source", "seq", "stamp_ns", "at_ns", "produced", "age_ns", "stale"],
+    )
+}
+
+/// Every sample of `ev` (one thread's evidence) as a `/looptime/sample`
+/// message: `age_ns` for a use on the host clock stamped no later than its
+/// use (as the report's ages), `stale` where the source has a limit.
+fn samples(ev: &Evidence, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
+    let thread = ev.header.thread_name();
+    for x in &ev.samples {
+        let Some(s) = ev.header.sources.get(x.source as usize) else {
+            continue;
+        };
+        let age = (s.clock == "host_monotonic" && !x.produced)
+            .then(|| crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns))
+            .flatten();
+        let stale = age.and_then(|a| s.max_age_ns.map(|m| a as u64 > m));
+        let m = json!({
+            "thread": thread,
+            "cycle": ev.cycles[x.row as usize].cycle,
+            "source": s.name,
+            "seq": x.seq,
+            "stamp_ns": x.stamp_ns,
+            "at_ns": x.at_ns,
+            "produced": x.produced,
+            "age_ns": age,
+            "stale": stale,
+        });
+        out.push(Msg {
+            time: clock.at(x.at_ns),
+            channel,
+            data: json_bytes(&m),
+        });
+    }
 }
 
 /// Maps an evidence's host-monotonic times to the export's timebase.
@@ -320,6 +377,19 @@ pub(crate) fn plan(a: &Analysis) -> Result<Plan> {
             thread_topic(t.header.thread_name()),
         ));
         spans(t, Clock::of(t, control.0), channels.len() - 1, &mut msgs)?;
+    }
+    // Data age: one channel for every thread's samples, present only when
+    // a thread declares sources (older evidence exports as before).
+    let with_sources = std::iter::once(ev)
+        .chain(&ev.threads)
+        .any(|t| !t.header.sources.is_empty());
+    if with_sources {
+        channels.push(("looptime.Sample", sample_schema(), SAMPLE_TOPIC.to_string()));
+        let channel = channels.len() - 1;
+        samples(ev, control, channel, &mut msgs);
+        for t in &ev.threads {
+            samples(t, Clock::of(t, control.0), channel, &mut msgs);
+        }
     }
     // One timeline: all messages in time order (stable, so each channel
     // keeps its own order among equal times).

@@ -14,6 +14,29 @@ use crate::evidence::{Evidence, SampleRow};
 /// The clock name a source's stamps must carry for ages to be computed.
 const HOST: &str = "host_monotonic";
 
+/// How far a stamp may lie after its moment of use and still count as
+/// taken at it: the moment of use is a TSC read mapped onto
+/// `CLOCK_MONOTONIC`, the stamp a `CLOCK_MONOTONIC` read, and the mapping
+/// is good to well under a microsecond (the anchors' uncertainty is tens of
+/// ns), so a frame stamped and used back to back can read a few ns "in the
+/// future".
+pub const CLOCK_TOLERANCE_NS: i64 = 1_000;
+
+/// The age at use of a sample stamped `stamp_ns` and used at `at_ns` (both
+/// host monotonic): `at − stamp`, 0 for a stamp up to
+/// [`CLOCK_TOLERANCE_NS`] after the use, `None` for a stamp later than that
+/// (counted as stamped in the future, left out of the ages).
+pub fn age_of(stamp_ns: i64, at_ns: i64) -> Option<i64> {
+    let age = at_ns - stamp_ns;
+    if age >= 0 {
+        Some(age)
+    } else if age >= -CLOCK_TOLERANCE_NS {
+        Some(0)
+    } else {
+        None
+    }
+}
+
 /// Nearest-rank distribution (the smallest value with at least `q` of the
 /// values at or below it), as the report's other distributions.
 pub(crate) fn dist_of(mut v: Vec<i64>) -> Option<Dist> {
@@ -127,16 +150,16 @@ fn phases_of(
         if !comparable {
             continue;
         }
-        if x.stamp_ns > x.at_ns {
+        let Some(age) = age_of(x.stamp_ns, x.at_ns) else {
             p.stamped_in_future += 1;
             continue;
-        }
-        ages.push(x.at_ns - x.stamp_ns);
+        };
+        ages.push(age);
         let cmd = commands
             .get(&x.row)
             .and_then(|v| v.iter().find(|&&s| s >= x.at_ns));
         if let Some(&s) = cmd {
-            at_cmd.push(s - x.stamp_ns);
+            at_cmd.push((s - x.stamp_ns).max(0));
         }
     }
     acc.into_iter()

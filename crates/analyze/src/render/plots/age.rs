@@ -32,10 +32,11 @@ fn series(a: &Analysis) -> Vec<Series> {
             points: ev
                 .samples
                 .iter()
-                .filter(|x| x.source as usize == i && !x.produced && x.stamp_ns <= x.at_ns)
-                .map(|x| {
+                .filter(|x| x.source as usize == i && !x.produced)
+                .filter_map(|x| {
+                    let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns)?;
                     let t = (ev.cycles[x.row as usize].start_ns - t0) as f64 / 1e9;
-                    (t, (x.at_ns - x.stamp_ns) as f64 / 1e6)
+                    Some((t, age as f64 / 1e6))
                 })
                 .collect(),
             limit_ms: s.max_age_ns.map(|m| m as f64 / 1e6),

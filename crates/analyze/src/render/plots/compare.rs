@@ -180,10 +180,11 @@ fn side_ages(side: &crate::compare::SideInput) -> std::collections::BTreeMap<Str
             let Some(s) = ev.header.sources.get(x.source as usize) else {
                 continue;
             };
-            if s.clock == "host_monotonic" && !x.produced && x.stamp_ns <= x.at_ns {
+            let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns);
+            if let (true, Some(age)) = (s.clock == "host_monotonic" && !x.produced, age) {
                 out.entry(s.name.clone())
                     .or_default()
-                    .push((x.at_ns - x.stamp_ns) as f64 / 1e6);
+                    .push(age as f64 / 1e6);
             }
         }
     }
