@@ -47,7 +47,7 @@ def record(looptime, runs, config, episodes):
 
 def duckdb_rows(dataset, query):
     con = duckdb.connect()
-    for table in ("cycles", "spans", "episodes"):
+    for table in ("cycles", "spans", "episodes", "samples"):
         con.execute(
             f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{dataset}/{table}/**/*.parquet', "
             "hive_partitioning = true, hive_types_autocast = false)")
@@ -63,7 +63,7 @@ def spark_rows(dataset, query):
              .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    for table in ("cycles", "spans", "episodes"):
+    for table in ("cycles", "spans", "episodes", "samples"):
         spark.read.parquet(f"{dataset}/{table}").createOrReplaceTempView(table)
     spark.sql((SQL / "periods.sql").read_text())
     return [r.asDict() for r in spark.sql((SQL / query).read_text()).collect()]
@@ -179,6 +179,9 @@ def main():
         stages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["path"], r["attrs"]): r
                   for r in duckdb_rows(dataset, "stage_p99.sql")}
         cpu = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "cpu_share.sql")}
+        ages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["source"]): r
+                for r in duckdb_rows(dataset, "data_age.sql")}
+        ages_checked = 0
         cpu_checked = 0
         checked = 0
         overruns = 0
@@ -208,6 +211,17 @@ def main():
                         assert c[k] == v, (str(ep), p["phase"], k, c[k], v)
                         checked += 1
                     cpu_checked += 1
+            # Data age (the recorded sessions; the fixtures predate it): each
+            # source's uses, age p50/p99 and stale uses per phase.
+            for src in (rep.get("data_age") or {}).get("sources", []):
+                for p in src["phases"]:
+                    got = ages.pop(key + (p["phase"], src["source"]))
+                    a = p["age_at_use"] or {}
+                    for k, v in (("uses", p["uses"]), ("age_p50_ns", a.get("p50_ns")),
+                                 ("age_p99_ns", a.get("p99_ns")), ("stale", p["stale"] or 0)):
+                        assert got[k] == v, (str(ep), p["phase"], src["source"], k, got[k], v)
+                        checked += 1
+                    ages_checked += 1
             for s in rep["stages"]:
                 attrs = ";".join(f"{k}={v}" for k, v in sorted(s["attrs"].items()))
                 got = stages[key + (s["phase"], s["path"], attrs)]
@@ -216,12 +230,14 @@ def main():
                     assert got[k] == v, (str(ep), s["phase"], s["path"], k, got[k], v)
                     checked += 1
         assert overruns > 0, "the spiky session should overrun"
+        assert not ages, f"SQL rows the report does not have: {list(ages)[:3]}"
+        assert ages_checked >= 60, f"only {ages_checked} data-age rows"
         assert cpu_checked >= 20, f"only {cpu_checked} phases with per-cycle CPU time"
         print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
               f"{checked} figures equal to the analyzer's")
         check_fleet(analyzer, tmp, eps, phases, dirs)
         if spark:
-            for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql"):
+            for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql", "data_age.sql"):
                 a = duckdb_rows(dataset, q)
                 b = spark_rows(dataset, q)
                 same_rows(q, a, b)

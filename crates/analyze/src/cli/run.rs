@@ -281,7 +281,7 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
             looptime_capture::format::CYCLES_FILE
         );
     }
-    let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 4], 0usize, None);
+    let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 5], 0usize, None);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = found.episodes.len();
     for (i, dir) in found.episodes.iter().enumerate() {
@@ -325,11 +325,12 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
         eprintln!();
     }
     eprintln!(
-        "wrote {} ({} cycles, {} spans, {} values, {written} episodes; {:.1} MB)",
+        "wrote {} ({} cycles, {} spans, {} values, {} samples, {written} episodes; {:.1} MB)",
         req.out.display(),
         rows[0],
         rows[1],
         rows[2],
+        rows[4],
         bytes as f64 / 1e6
     );
     let left_out = total - written + found.without_evidence.len();

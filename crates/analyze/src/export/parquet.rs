@@ -20,7 +20,7 @@ use crate::evidence::{Cell, Evidence};
 use crate::metrics::{CycleColumns, Report};
 
 /// The dataset's tables.
-pub const TABLES: &[&str] = &["cycles", "spans", "values", "episodes"];
+pub const TABLES: &[&str] = &["cycles", "spans", "values", "episodes", "samples"];
 
 /// Where one episode goes: its partition keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,6 +252,53 @@ fn spans(ev: &Evidence, thread: &str) -> Result<DataFrame> {
     )?)
 }
 
+/// The data-age samples of `ev` (one thread): one row per sample used or
+/// published, with the use's age (host clock, the report's rule) and
+/// whether it was stale.
+fn samples(ev: &Evidence, thread: &str) -> Result<DataFrame> {
+    let n = ev.samples.len();
+    let (mut cycle, mut phase, mut source, mut clock) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut seq, mut stamp, mut at, mut produced) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut age, mut limit, mut stale) = (Vec::new(), Vec::new(), Vec::new());
+    for x in &ev.samples {
+        let c = &ev.cycles[x.row as usize];
+        let s = &ev.header.sources[x.source as usize];
+        let a = (s.clock == "host_monotonic" && !x.produced)
+            .then(|| crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns))
+            .flatten();
+        cycle.push(c.cycle);
+        phase.push(ev.phase_name(c.phase));
+        source.push(s.name.clone());
+        clock.push(s.clock.clone());
+        seq.push(x.seq);
+        stamp.push(x.stamp_ns);
+        at.push(x.at_ns);
+        produced.push(x.produced);
+        age.push(a);
+        limit.push(s.max_age_ns);
+        stale.push(a.and_then(|a| s.max_age_ns.map(|m| a as u64 > m)));
+    }
+    Ok(DataFrame::new(
+        n,
+        vec![
+            Column::new("thread".into(), vec![thread; n]),
+            Column::new("cycle".into(), cycle),
+            Column::new("phase".into(), phase),
+            Column::new("source".into(), source),
+            Column::new("clock".into(), clock),
+            Column::new("seq".into(), seq),
+            Column::new("stamp_ns".into(), stamp),
+            Column::new("at_ns".into(), at),
+            Column::new("produced".into(), produced),
+            Column::new("age_ns".into(), age),
+            Column::new("max_age_ns".into(), limit),
+            Column::new("stale".into(), stale),
+        ],
+    )?)
+}
+
 /// The caller values of `ev` (one thread), long: one row per cycle and
 /// value it set.
 fn values(ev: &Evidence, thread: &str) -> Result<DataFrame> {
@@ -414,7 +461,7 @@ pub struct Written {
     /// Its partition.
     pub partition: Partition,
     /// Rows per table, in [`TABLES`] order.
-    pub rows: [u64; 4],
+    pub rows: [u64; 5],
     /// Bytes written.
     pub bytes: u64,
 }
@@ -432,24 +479,37 @@ pub fn write_episode(root: &Path, a: &Analysis) -> Result<Written> {
         cycles(ev, a.columns(), "control")?,
         spans(ev, "control")?,
         values(ev, "control")?,
+        samples(ev, "control")?,
     ];
     for (t, cc) in a.threads() {
         let name = t.header.thread_name();
-        for (i, df) in [cycles(t, cc, name)?, spans(t, name)?, values(t, name)?]
-            .into_iter()
-            .enumerate()
+        for (i, df) in [
+            cycles(t, cc, name)?,
+            spans(t, name)?,
+            values(t, name)?,
+            samples(t, name)?,
+        ]
+        .into_iter()
+        .enumerate()
         {
             tables[i].vstack_mut(&df)?;
         }
     }
-    let [c, s, v] = tables;
-    let rows = [c.height() as u64, s.height() as u64, v.height() as u64, 1];
+    let [c, s, v, x] = tables;
+    let rows = [
+        c.height() as u64,
+        s.height() as u64,
+        v.height() as u64,
+        1,
+        x.height() as u64,
+    ];
     let mut bytes = 0;
     for (name, df) in [
         ("cycles", c),
         ("spans", s),
         ("values", v),
         ("episodes", episode_row(ev, report)?),
+        ("samples", x),
     ] {
         bytes += write_table(&root.join(name).join(&part), df)?;
     }
