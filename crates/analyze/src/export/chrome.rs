@@ -16,6 +16,10 @@
 //! * Each segment of a phase is an async span (`ph: "b"` / `"e"`, category
 //!   `phase`, one id per segment) from its first cycle's start to its last
 //!   cycle's end.
+//! * Data age: each use of a sample whose publication a thread recorded is
+//!   a flow arrow (`ph: "s"` at the publication on the publishing thread's
+//!   track, `ph: "f"` at the use on the control thread's, category
+//!   `sample`, named by the source, `args.seq` the sample).
 //!
 //! Times are µs since the earliest time the export holds (the first
 //! cycle's wait, start or first span, over every thread), written with
@@ -107,6 +111,50 @@ fn spans_of(
         }
     }
     Ok(n)
+}
+
+/// Data age: a flow arrow from each published sample to every control
+/// thread's use of it (a use before its publication has none). Returns the
+/// arrows drawn.
+fn flows(ev: &Evidence, t0: i64, emit: &mut dyn FnMut(Value) -> Result<()>) -> Result<u64> {
+    let mut published: std::collections::HashMap<(&str, u64), (u64, i64)> = Default::default();
+    let tracks = std::iter::once((CONTROL_TID, ev)).chain(
+        ev.threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (CONTROL_TID + 1 + i as u64, t)),
+    );
+    for (tid, t) in tracks {
+        for x in t.samples.iter().filter(|x| x.produced) {
+            if let Some(s) = t.header.sources.get(x.source as usize) {
+                published
+                    .entry((s.name.as_str(), x.seq))
+                    .or_insert((tid, x.at_ns));
+            }
+        }
+    }
+    let mut id = 0u64;
+    for x in ev.samples.iter().filter(|x| !x.produced) {
+        let Some(s) = ev.header.sources.get(x.source as usize) else {
+            continue;
+        };
+        let Some(&(tid, at)) = published.get(&(s.name.as_str(), x.seq)) else {
+            continue;
+        };
+        if at > x.at_ns {
+            continue;
+        }
+        id += 1;
+        emit(
+            json!({"ph": "s", "cat": "sample", "name": s.name, "id": id, "pid": 1, "tid": tid,
+            "ts": us(at, t0), "args": {"seq": x.seq}}),
+        )?;
+        emit(
+            json!({"ph": "f", "bp": "e", "cat": "sample", "name": s.name, "id": id, "pid": 1,
+            "tid": CONTROL_TID, "ts": us(x.at_ns, t0), "args": {"seq": x.seq}}),
+        )?;
+    }
+    Ok(id)
 }
 
 /// The trace's process and thread names.
@@ -233,6 +281,7 @@ pub fn write(a: &Analysis, out: &mut dyn Write, path: &std::path::Path) -> Resul
     for (i, t) in ev.threads.iter().enumerate() {
         spans_of(t, CONTROL_TID + 1 + i as u64, t0, &mut emit)?;
     }
+    flows(ev, t0, &mut emit)?;
     out.write_all(b"\n]}\n").map_err(werr)?;
     Ok(count)
 }

@@ -169,6 +169,35 @@ fn every_data_age_figure_matches_the_hand_derived_answer() {
     assert!(p["age_at_use"].is_null() && p["stale"].is_null());
     assert!(state["production"].is_null());
 
+    // The Chrome trace draws a flow arrow from each publication to each
+    // use of it: seq 1 (cycles 0 and 1), 3 (cycle 2) and 2 (cycle 4); seqs
+    // 4 and 5 were never published, 6 never used: 4 arrows.
+    let trace = dir.path().join("trace.json");
+    let t = analyze(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let flows: Vec<&Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "sample")
+        .collect();
+    let seqs = |ph: &str| -> Vec<u64> {
+        flows
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| e["args"]["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs("s"), [1, 1, 3, 2]);
+    assert_eq!(seqs("f"), [1, 1, 3, 2]);
     // The text report says the same.
     let text = analyze(&["--episode", dir.path().to_str().unwrap()]);
     assert_eq!(text.code, 0, "{}", text.stderr);
