@@ -95,7 +95,7 @@ def same_rows(query, duck, spark):
                     f"{query} {dict(k)} {field}: DuckDB {x}, Spark {y}"
 
 
-def check_fleet(analyzer, tmp, eps, phases, dirs):
+def check_fleet(analyzer, tmp, eps, phases, dirs, ages=None):
     """`fleet` over the recorded runs and the fixtures: the table's types
     (pyarrow), its rows against the SQL's per-phase figures, and the
     outlier rule naming the two spiky rollouts on overruns."""
@@ -128,6 +128,21 @@ def check_fleet(analyzer, tmp, eps, phases, dirs):
     for ep in spiky:
         key = "/".join(dirs[ep])
         assert any(line.strip().startswith(key + " `running`") for line in flagged), (key, res.stdout)
+    # Data age: the long table fleet_sources.parquet, one row per episode,
+    # phase and source, equal to the SQL's; fleet.parquet's worst source.
+    src = pq.read_table(out / "fleet_sources.parquet").to_pylist()
+    assert src, "the recorded sessions have data age"
+    by_key = {(r["robot"], r["session"], r["rollout"], r["phase"], r["source"]): r for r in src}
+    for k, r in by_key.items():
+        want = ages[k]
+        for f in ("uses", "age_p50_ns", "age_p99_ns"):
+            assert r[f] == want[f], (k, f, r[f], want[f])
+        assert (r["stale"] or 0) == want["stale"], (k, r["stale"], want["stale"])
+    for r in rows:
+        mine = [s for k, s in by_key.items() if k[:4] == (r["robot"], r["session"], r["rollout"], r["phase"])]
+        p99s = [s["age_p99_ns"] for s in mine if s["age_p99_ns"] is not None]
+        assert r["max_age_p99_ms"] == (max(p99s) / 1e6 if p99s else None), (r["episode_dir"], r["phase"])
+    print(f"fleet: {len(src)} source rows equal to the SQL's data age")
     print(f"fleet: {len(rows)} rows, types and figures equal to the SQL's; "
           f"{len(flagged)} overrun outliers, the spiky rollouts among them")
 
@@ -181,6 +196,7 @@ def main():
         cpu = {(r["robot"], r["session"], r["rollout"], r["phase"]): r for r in duckdb_rows(dataset, "cpu_share.sql")}
         ages = {(r["robot"], r["session"], r["rollout"], r["phase"], r["source"]): r
                 for r in duckdb_rows(dataset, "data_age.sql")}
+        all_ages = dict(ages)
         ages_checked = 0
         cpu_checked = 0
         checked = 0
@@ -235,7 +251,7 @@ def main():
         assert cpu_checked >= 20, f"only {cpu_checked} phases with per-cycle CPU time"
         print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
               f"{checked} figures equal to the analyzer's")
-        check_fleet(analyzer, tmp, eps, phases, dirs)
+        check_fleet(analyzer, tmp, eps, phases, dirs, all_ages)
         if spark:
             for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql", "data_age.sql"):
                 a = duckdb_rows(dataset, q)

@@ -25,6 +25,7 @@ use crate::export::parquet::Partition;
 use crate::metrics::Dist;
 
 pub mod outliers;
+pub mod sources;
 pub mod table;
 
 pub use outliers::{Outlier, OutlierMetric, OUTLIER_MIN_ROWS, OUTLIER_Z};
@@ -83,6 +84,13 @@ pub struct FleetRow {
     /// --label`), else the config file's name (`spiky.toml`), else the
     /// manifest's `config_source` as it is (`embedded default`).
     pub config_name: Option<String>,
+    /// Data age: the largest age-at-use p99 among the phase's sources, in
+    /// ms (absent without data age).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_p99_ms: Option<f64>,
+    /// The largest stale share among the phase's sources with a limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_stale_share: Option<f64>,
 }
 
 impl FleetRow {
@@ -122,6 +130,9 @@ pub struct Failure {
 pub struct Fleet {
     /// One row per analyzed episode and phase, in episode-path order.
     pub rows: Vec<FleetRow>,
+    /// Data age: one row per analyzed episode, phase and source
+    /// (`fleet_sources`), in episode-path order.
+    pub sources: Vec<sources::SourceRow>,
     /// The episodes that could not be analyzed, in path order.
     pub failures: Vec<Failure>,
     /// Episodes found under the roots.
@@ -160,6 +171,7 @@ pub fn discover(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
 enum Outcome {
     Rows {
         rows: Vec<FleetRow>,
+        sources: Vec<sources::SourceRow>,
         bytes: u64,
         cycles: u64,
     },
@@ -218,6 +230,7 @@ pub fn analyze_all(
         match slot.into_inner() {
             Some(Outcome::Rows {
                 rows,
+                sources,
                 bytes,
                 cycles,
             }) => {
@@ -225,6 +238,7 @@ pub fn analyze_all(
                 fleet.bytes += bytes;
                 fleet.cycles += cycles;
                 fleet.rows.extend(rows);
+                fleet.sources.extend(sources);
             }
             Some(Outcome::Failed { kind, message }) => fleet.failures.push(Failure {
                 dir: dir.clone(),
@@ -269,6 +283,7 @@ fn one(dir: &Path, load: &LoadOptions) -> Outcome {
         let ev = &a.evidence;
         Ok(Outcome::Rows {
             rows: rows(&a),
+            sources: sources::source_rows(&a),
             bytes: ev.bytes + ev.threads.iter().map(|t| t.bytes).sum::<u64>(),
             cycles: ev.cycles.len() as u64,
         })
@@ -314,6 +329,7 @@ fn config_name(a: &Analysis) -> Option<String> {
 /// The table rows of one analyzed episode: one per phase of its report.
 pub fn rows(a: &Analysis) -> Vec<FleetRow> {
     let (ev, report) = (&a.evidence, &a.report);
+    let ages = sources::source_rows(a);
     let part = Partition::of(ev);
     let text = |p: &str| ev.manifest_str(p);
     let state = report.state.name().to_string();
@@ -352,6 +368,8 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
                 top_stage: top.map(|s| crate::evidence::group_name(&s.path, &s.attrs)),
                 top_stage_p99_ns: top.map(|s| s.wall.p99_ns),
                 config_name: config_name(a),
+                max_age_p99_ms: sources::worst_of(&ages, &p.phase).0,
+                max_stale_share: sources::worst_of(&ages, &p.phase).1,
             }
         })
         .collect()

@@ -170,6 +170,24 @@ impl Fleet {
         idx.into_iter().take(n).map(|(i, _, _)| i).collect()
     }
 
+    /// The `n` rows of `phase` with the largest stale share of a data-age
+    /// source (above 0), ties broken by the larger age p99.
+    pub fn worst_by_stale_share(&self, phase: &str, n: usize) -> Vec<usize> {
+        let mut idx: Vec<(usize, f64, f64)> = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.phase == phase)
+            .filter_map(|(i, r)| {
+                r.max_stale_share
+                    .filter(|s| *s > 0.0)
+                    .map(|s| (i, s, r.max_age_p99_ms.unwrap_or(0.0)))
+            })
+            .collect();
+        idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+        idx.into_iter().take(n).map(|(i, _, _)| i).collect()
+    }
+
     /// The `n` rows of `phase` with the most overruns per 1,000 cycles
     /// (at least one overrun), ties broken by the higher period p99 in
     /// nominal periods.
@@ -204,6 +222,10 @@ pub struct WorstList<'a> {
     /// The rows with the most overruns per 1,000 cycles (only rows that
     /// overran), most first.
     pub by_overruns: Vec<&'a FleetRow>,
+    /// Data age: the rows with the largest stale share of a source (only
+    /// rows with a stale use), most first; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_stale_share: Vec<&'a FleetRow>,
 }
 
 /// An outlier with the row it names.
@@ -284,6 +306,11 @@ impl Fleet {
                         .into_iter()
                         .map(|i| &self.rows[i])
                         .collect(),
+                    by_stale_share: self
+                        .worst_by_stale_share(phase, worst)
+                        .into_iter()
+                        .map(|i| &self.rows[i])
+                        .collect(),
                 })
                 .collect(),
             outliers: self
@@ -329,6 +356,8 @@ mod tests {
             top_stage: None,
             top_stage_p99_ns: None,
             config_name: None,
+            max_age_p99_ms: None,
+            max_stale_share: None,
         }
     }
 

@@ -41,6 +41,8 @@ pub const COLUMNS: &[&str] = &[
     "top_stage",
     "top_stage_p99_ns",
     "config_name",
+    "max_age_p99_ms",
+    "max_stale_share",
 ];
 
 /// The table as a DataFrame (integers as UInt64/Int64, caveats as a list
@@ -86,13 +88,15 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
         col(rows, COLUMNS[21], |r| r.top_stage.clone()),
         col(rows, COLUMNS[22], |r| r.top_stage_p99_ns),
         col(rows, COLUMNS[23], |r| r.config_name.clone()),
+        col(rows, COLUMNS[24], |r| r.max_age_p99_ms),
+        col(rows, COLUMNS[25], |r| r.max_stale_share),
     ];
     Ok(DataFrame::new(rows.len(), columns)?)
 }
 
 /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a
 /// line break, with quotes doubled.
-fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {
@@ -136,6 +140,8 @@ pub fn csv(rows: &[FleetRow]) -> String {
             opt(&r.top_stage),
             opt(&r.top_stage_p99_ns),
             opt(&r.config_name),
+            opt(&r.max_age_p99_ms),
+            opt(&r.max_stale_share),
         ];
         let line: Vec<_> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));
@@ -169,8 +175,16 @@ pub fn write(dir: &Path, fleet: &Fleet, summary: &str) -> Result<()> {
         source,
     })?;
     crate::export::parquet::write_parquet(&dir.join(TABLE_PARQUET), table(&fleet.rows)?)?;
+    crate::export::parquet::write_parquet(
+        &dir.join(super::sources::SOURCES_PARQUET),
+        super::sources::source_table(&fleet.sources)?,
+    )?;
     for (name, text) in [
         (TABLE_CSV, csv(&fleet.rows)),
+        (
+            super::sources::SOURCES_CSV,
+            super::sources::source_csv(&fleet.sources),
+        ),
         (ERRORS_CSV, errors_csv(&fleet.failures)),
         (SUMMARY_TXT, summary.to_string()),
     ] {

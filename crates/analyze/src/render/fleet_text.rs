@@ -78,6 +78,24 @@ pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
         } else {
             table(&mut s, &list.by_overruns);
         }
+        if !list.by_stale_share.is_empty() {
+            let _ = writeln!(
+                s,
+                "worst {} of {rows} in phase `{phase}` by stale data-age uses (the worst source's share; fleet_sources.csv has every source):",
+                list.by_stale_share.len()
+            );
+            for r in &list.by_stale_share {
+                let _ = writeln!(
+                    s,
+                    "  {}/{}/{}  stale {:.2} %, age p99 {} ms",
+                    super::text::terminal_safe(&r.robot),
+                    super::text::terminal_safe(&r.session),
+                    super::text::terminal_safe(&r.rollout),
+                    r.max_stale_share.unwrap_or(0.0) * 100.0,
+                    r.max_age_p99_ms.map_or("-".into(), |m| format!("{m:.3}"))
+                );
+            }
+        }
     }
     let outliers = &fleet.outliers;
     let _ = writeln!(

@@ -386,9 +386,9 @@ fn a_worker_that_dies_outside_the_episode_guard_loses_no_episode() {
     assert_eq!(internal[0].dir, dirs[1]);
 }
 
-/// `config_name`, the table's last column: the config file's name (or the
-/// manifest's source as it is), so rows of one configuration read alike
-/// across runs directories.
+/// `config_name`: the config file's name (or the manifest's source as it
+/// is), so rows of one configuration read alike across runs directories;
+/// after it, the two data-age columns.
 #[test]
 fn the_fleet_table_names_each_rows_configuration() {
     let tmp = fleet_root();
@@ -403,5 +403,9 @@ fn the_fleet_table_names_each_rows_configuration() {
     // The serve fixtures were recorded with the embedded default.
     assert!(names.contains("embedded default"), "{names:?}");
     let header = std::fs::read_to_string(out.join("fleet.csv")).unwrap();
-    assert!(header.lines().next().unwrap().ends_with(",config_name"));
+    assert!(header
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(",config_name,max_age_p99_ms,max_stale_share"));
 }
