@@ -155,9 +155,19 @@ pub fn source_csv(rows: &[SourceRow]) -> String {
             opt(r.stale.map(|x| x.to_string())),
             opt(r.stale_share.map(|x| x.to_string())),
         ];
-        let line: Vec<_> = fields.iter().map(|f| super::table::csv_field(f)).collect();
+        let line: Vec<_> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));
         out.push('\n');
     }
     out
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a
+/// line break, with quotes doubled.
+pub(crate) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
 }

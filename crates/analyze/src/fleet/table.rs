@@ -94,15 +94,7 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
     Ok(DataFrame::new(rows.len(), columns)?)
 }
 
-/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a
-/// line break, with quotes doubled.
-pub(super) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
-}
+use super::sources::csv_field;
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or_else(String::new, ToString::to_string)
