@@ -144,7 +144,25 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
         "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
     );
     let ms = |ns: i64| super::fixed(ns as f64 / 1e6, 3);
-    for m in &c.metrics {
+    // Overlap rows that are zero on both sides (a stage that never ran
+    // while a thread worked) say nothing: folded into one line. They stay
+    // in the JSON and the Holm family.
+    let zero = |m: &&crate::compare::MetricComparison| {
+        m.metric.starts_with("overlap:")
+            && m.verdict == Verdict::NoClearChange
+            && [
+                m.a.median_ns,
+                m.a.p99_ns,
+                m.a.p999_ns,
+                m.b.median_ns,
+                m.b.p99_ns,
+                m.b.p999_ns,
+            ]
+            .iter()
+            .all(|&x| x == 0)
+    };
+    let folded = c.metrics.iter().filter(zero).count();
+    for m in c.metrics.iter().filter(|m| !zero(m)) {
         let name = m.display_name();
         let _ = writeln!(
             o,
@@ -203,6 +221,12 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
                 m.rel_diff_hz.unwrap_or(0.0) * 100.0
             );
         }
+    }
+    if folded > 0 {
+        let _ = writeln!(
+            o,
+            "  ({folded} overlap row(s) zero on both sides folded: no control stage overlapped that thread's work; --json has them)"
+        );
     }
 }
 

@@ -349,3 +349,48 @@ fn a_comparison_leads_with_what_moved() {
         r.stdout
     );
 }
+
+/// Issue 47, point 7: the overlap rows that are zero on both sides (a
+/// control stage that never ran while the thread worked) are folded into
+/// one line of the text; the JSON keeps every row. The v2 serve fixture
+/// against itself: 42 overlap metrics, of which 34 are all zero (the
+/// camera reader's and the viewer transport's, and the policy worker's on
+/// the stages it never overlapped), counted by the JSON below.
+#[test]
+fn zero_overlap_rows_are_folded_in_the_text_and_kept_in_the_json() {
+    let ep = fixture("v2/serve-episode");
+    let ep = ep.to_str().unwrap();
+    let j = analyze(&["compare", ep, ep, "--json", "--resamples", "50"]);
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    let c: Value = serde_json::from_str(&j.stdout).unwrap();
+    let overlap: Vec<&Value> = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["metric"].as_str().unwrap().starts_with("overlap:"))
+        .collect();
+    let zero = overlap
+        .iter()
+        .filter(|m| {
+            ["a", "b"].iter().all(|s| {
+                ["median_ns", "p99_ns", "p999_ns"]
+                    .iter()
+                    .all(|f| m[*s][*f] == 0)
+            })
+        })
+        .count();
+    assert!(
+        zero > 0 && zero < overlap.len(),
+        "{zero} of {}",
+        overlap.len()
+    );
+    let t = analyze(&["compare", ep, ep, "--resamples", "50"]);
+    let shown = t.stdout.lines().filter(|l| l.contains(" overlap:")).count();
+    assert_eq!(shown, overlap.len() - zero, "{}", t.stdout);
+    assert!(
+        t.stdout
+            .contains(&format!("({zero} overlap row(s) zero on both sides folded")),
+        "{}",
+        t.stdout
+    );
+}
