@@ -35,6 +35,8 @@ const PHASE_COLORS: [RGBColor; 4] = [
     RGBColor(200, 200, 200),
     RGBColor(170, 230, 170),
 ];
+/// Width of the timeline's legend strip, at its right.
+const LEGEND_W: u32 = 200;
 const A_COLOR: RGBColor = RGBColor(31, 119, 180);
 const B_COLOR: RGBColor = RGBColor(230, 110, 20);
 
@@ -275,6 +277,10 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(err)?;
+    // The legend gets a strip of its own at the right, outside the
+    // plotting area, so that it never hides a period.
+    let (w, _) = root.dim_in_pixel();
+    let (plot, legend) = root.split_horizontally(w.saturating_sub(LEGEND_W));
     let xs = bounds(&d.period.iter().map(|p| p.0).collect::<Vec<_>>());
     // The y-axis takes in the paced period, so its line is always drawn.
     let ys = bounds(
@@ -284,7 +290,7 @@ where
             .chain(d.pace_ms)
             .collect::<Vec<_>>(),
     );
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             "period over time (phases shaded, overruns marked)",
             ("sans-serif", 16),
@@ -310,11 +316,7 @@ where
                 [(*a, ys.0), (*b, ys.1)],
                 PHASE_COLORS[i].mix(0.25).filled(),
             )))
-            .map_err(err)?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 12, y + 5)], PHASE_COLORS[i].filled())
-            });
+            .map_err(err)?;
     }
     chart
         .draw_series(LineSeries::new(
@@ -334,24 +336,63 @@ where
                     BLACK.stroke_width(1),
                 )
             }))
-            .map_err(err)?
-            .label(format!("paced period {pace:.3} ms"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK));
+            .map_err(err)?;
     }
     if !d.overruns.is_empty() {
         chart
             .draw_series(d.overruns.iter().map(|&p| Circle::new(p, 3, RED.filled())))
-            .map_err(err)?
-            .label("overrun")
-            .legend(|(x, y)| Circle::new((x + 6, y), 3, RED.filled()));
+            .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    timeline_legend(&legend, d).map_err(err)?;
     root.present().map_err(err)
+}
+
+/// The timeline's legend, one entry a line in its own strip: each phase's
+/// shade, the paced period's dashed line and the overdue marker, which
+/// sits on the long period the cycle before it caused.
+fn timeline_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    d: &EpisodeData,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB::ErrorType: 'static,
+{
+    let style = ("sans-serif", 12).into_font().color(&BLACK);
+    let mut y = 48;
+    let line = |y: i32| (y, y + 18);
+    for (i, name) in d.phases.iter().enumerate() {
+        // Only the phases the timeline shades.
+        if !d.segments.iter().any(|(n, _, _)| n == name) {
+            continue;
+        }
+        let c = PHASE_COLORS[i % PHASE_COLORS.len()];
+        area.draw(&Rectangle::new(
+            [(4, y + 2), (18, y + 12)],
+            c.mix(0.5).filled(),
+        ))?;
+        area.draw(&Text::new(name.clone(), (24, y), style.clone()))?;
+        y = line(y).1;
+    }
+    if let Some(pace) = d.pace_ms {
+        area.draw(&PathElement::new(vec![(4, y + 7), (18, y + 7)], BLACK))?;
+        area.draw(&Text::new(
+            format!("paced period {pace:.3} ms"),
+            (24, y),
+            style.clone(),
+        ))?;
+        y = line(y).1;
+    }
+    if !d.overruns.is_empty() {
+        area.draw(&Circle::new((11, y + 7), 3, RED.filled()))?;
+        area.draw(&Text::new("overdue cycle", (24, y), style.clone()))?;
+        area.draw(&Text::new(
+            "(the cycle before it overran,",
+            (24, y + 14),
+            style.clone(),
+        ))?;
+        area.draw(&Text::new("so its period is long)", (24, y + 28), style))?;
+    }
+    Ok(())
 }
 
 fn draw_distribution<DB: DrawingBackend>(
