@@ -143,7 +143,6 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
         "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
         "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
     );
-    let ms = |ns: i64| super::fixed(ns as f64 / 1e6, 3);
     // Overlap rows that are zero on both sides (a stage that never ran
     // while a thread worked) say nothing: folded into one line. They stay
     // in the JSON and the Holm family.
@@ -163,69 +162,76 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     };
     let folded = c.metrics.iter().filter(zero).count();
     for m in c.metrics.iter().filter(|m| !zero(m)) {
-        let name = m.display_name();
-        let _ = writeln!(
-            o,
-            "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
-            m.phase,
-            name,
-            ms(m.a.median_ns),
-            ms(m.b.median_ns),
-            ms(m.diff_median_ns),
-            format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
-            ms(m.diff_p99_ns),
-            if m.p_p99.is_some() {
-                format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1]))
-            } else {
-                format!(
-                    "not tested (n < {})",
-                    thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT)
-                )
-            },
-            if m.verdict == Verdict::Worse {
-                "WORSE"
-            } else {
-                m.verdict.word()
-            }
-        );
-        if sessions {
-            let _ = writeln!(
-                o,
-                "  {:<9} {:<40} per rollout, p50/p99: A {}  B {}",
-                "",
-                "",
-                per_rollout(&m.a_rollouts),
-                per_rollout(&m.b_rollouts)
-            );
-        }
-        if let Some(w) = &m.tail_warning {
-            let _ = writeln!(
-                o,
-                "  {:<9} {:<40} p99.9 {} -> {} ({w})",
-                "",
-                "",
-                ms(m.a.p999_ns),
-                ms(m.b.p999_ns)
-            );
-        }
-        if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
-            let _ = writeln!(
-                o,
-                "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} {d:>+9.3} Hz ({:+.3} %)",
-                "",
-                if m.metric == "period" {
-                    "  loop Hz"
-                } else {
-                    "  command Hz"
-                },
-                m.rel_diff_hz.unwrap_or(0.0) * 100.0
-            );
-        }
+        metric_row(o, m, sessions);
     }
     if folded > 0 {
         let _ = writeln!(
             o,
             "  ({folded} overlap row(s) zero on both sides folded: no control stage overlapped that thread's work; --json has them)"
+        );
+    }
+}
+
+/// One metric's lines of the comparison table: the row, then (for
+/// sessions) its per-rollout figures, its tail warning and its rate.
+fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bool) {
+    let ms = |ns: i64| super::fixed(ns as f64 / 1e6, 3);
+    let name = m.display_name();
+    let _ = writeln!(
+        o,
+        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
+        m.phase,
+        name,
+        ms(m.a.median_ns),
+        ms(m.b.median_ns),
+        ms(m.diff_median_ns),
+        format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
+        ms(m.diff_p99_ns),
+        if m.p_p99.is_some() {
+            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1]))
+        } else {
+            format!(
+                "not tested (n < {})",
+                thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT)
+            )
+        },
+        if m.verdict == Verdict::Worse {
+            "WORSE"
+        } else {
+            m.verdict.word()
+        }
+    );
+    if sessions {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} per rollout, p50/p99: A {}  B {}",
+            "",
+            "",
+            per_rollout(&m.a_rollouts),
+            per_rollout(&m.b_rollouts)
+        );
+    }
+    if let Some(w) = &m.tail_warning {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} p99.9 {} -> {} ({w})",
+            "",
+            "",
+            ms(m.a.p999_ns),
+            ms(m.b.p999_ns)
+        );
+    }
+    if let (Some(ha), Some(hb), Some(d)) = (m.a_hz, m.b_hz, m.diff_hz) {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} {ha:>9.3} {hb:>9.3} {d:>+9.3} Hz ({:+.3} %)",
+            "",
+            if m.metric == "period" {
+                "  loop Hz"
+            } else {
+                "  command Hz"
+            },
+            m.rel_diff_hz.unwrap_or(0.0) * 100.0
         );
     }
 }
