@@ -92,6 +92,10 @@ pub struct WatchArgs {
     /// This ring file.
     #[arg(long)]
     pub ring: Option<PathBuf>,
+    /// Your runs directory: among your running rings, one recording into it
+    /// is preferred.
+    #[arg(long, default_value = "runs")]
+    pub runs_dir: PathBuf,
     /// Where ring files are (run.timing_ring_dir); your newest running ring
     /// there is watched by default (other users' rings are never opened).
     #[arg(long, default_value = looptime_capture::ring::DEFAULT_RING_DIR)]
@@ -285,6 +289,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Watch(a) => crate::watch::run(&crate::watch::WatchOptions {
             pid: a.pid,
+            runs_dir: Some(a.runs_dir.clone()),
             ring: a.ring.clone(),
             ring_dir: a.ring_dir.clone(),
             window: a.window,

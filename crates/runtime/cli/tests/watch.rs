@@ -16,6 +16,7 @@ fn looptime() -> Command {
 struct Serving {
     child: Child,
     ring: PathBuf,
+    runs: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
@@ -53,11 +54,15 @@ fn serving_with(rings: &Path, extra: &str) -> Serving {
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    // The control thread's ring: the background threads have their own.
+    // This serve's control-thread ring: the background threads have their
+    // own, and another serve may record into the same directory.
+    let pid = child.id();
     let ring = loop {
         let control = ring::list_rings(rings).into_iter().find(|p| {
             RingReader::open(p).is_ok_and(|r| {
-                r.total_cycles() > 150 && r.thread_name().as_deref() == Some("control")
+                r.pid() == pid
+                    && r.total_cycles() > 150
+                    && r.thread_name().as_deref() == Some("control")
             })
         });
         if let Some(p) = control {
@@ -70,8 +75,54 @@ fn serving_with(rings: &Path, extra: &str) -> Serving {
     Serving {
         child,
         ring,
+        runs: tmp.path().join("runs"),
         _tmp: tmp,
     }
+}
+
+/// Issue 48, point 6: with two loops recording, `watch` prefers the one
+/// recording into the caller's runs directory (else the newest) and lists
+/// the other with the command that watches it.
+#[test]
+fn with_two_loops_watch_prefers_the_callers_runs_directory_and_lists_the_other() {
+    let rings = tempfile::tempdir().unwrap();
+    let first = serving(rings.path());
+    let second = serving(rings.path());
+    let watch = |runs: &Path| {
+        let out = looptime()
+            .args(["watch", "--once", "--json", "--window", "50", "--ring-dir"])
+            .arg(rings.path())
+            .arg("--runs-dir")
+            .arg(runs)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["pid"].as_u64().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The first (older) loop records into first.runs: preferred there.
+    let (pid, err) = watch(&first.runs);
+    assert_eq!(pid, first.child.id() as u64, "{err}");
+    assert!(err.contains("2 loops of yours are recording"), "{err}");
+    assert!(err.contains("your runs directory"), "{err}");
+    assert!(
+        err.contains(&format!("looptime watch --pid {}", second.child.id())),
+        "{err}"
+    );
+    // A runs directory neither records into: the newest, the second.
+    let (pid, err) = watch(&rings.path().join("elsewhere"));
+    assert_eq!(pid, second.child.id() as u64, "{err}");
+    assert!(
+        err.contains(&format!("looptime watch --pid {}", first.child.id())),
+        "{err}"
+    );
 }
 
 #[test]

@@ -348,6 +348,8 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
 pub struct WatchOptions {
     /// The ring of this process (its newest).
     pub pid: Option<u32>,
+    /// The caller's runs directory: a ring recording into it is preferred.
+    pub runs_dir: Option<PathBuf>,
     /// This ring file.
     pub ring: Option<PathBuf>,
     /// Where ring files are.
@@ -362,42 +364,6 @@ pub struct WatchOptions {
     pub json: bool,
 }
 
-/// The ring to watch: `--ring`, the newest running ring of `--pid`, or the
-/// newest running ring in `--ring-dir`.
-pub fn pick_ring(args: &WatchOptions) -> Result<PathBuf> {
-    if let Some(r) = &args.ring {
-        return Ok(r.clone());
-    }
-    let mut live: Vec<(u64, PathBuf)> = ring::list_rings(&args.ring_dir)
-        .into_iter()
-        .filter_map(|p| {
-            let r = RingReader::open(&p).ok()?;
-            // A loop's background threads have rings of their own; watch
-            // shows the control thread's (name another with --ring).
-            let control = r.thread_name().as_deref() == Some(looptime_capture::CONTROL_THREAD);
-            let ok = control && r.writer_alive() && args.pid.is_none_or(|pid| r.pid() == pid);
-            ok.then(|| (r.created_unix_ns(), p))
-        })
-        .collect();
-    live.sort();
-    match (live.pop(), args.pid) {
-        (Some((_, p)), _) => Ok(p),
-        (None, Some(pid)) => bail!(
-            "process {pid} has no ring in {} (is it recording, with run.timing_ring = \"shm\"?)",
-            args.ring_dir.display()
-        ),
-        (None, None) => {
-            // Other users' rings are named from stat alone, never opened.
-            let others: String = ring::owner::list(&args.ring_dir)
-                .others
-                .iter()
-                .map(|o| format!("\n  {}", o.describe_other()))
-                .collect();
-            bail!("no running looptime ring of yours in {}: start a loop with `looptime serve --control-timing`, or name one with --ring{others}", args.ring_dir.display())
-        }
-    }
-}
-
 /// `looptime watch`.
 ///
 /// # Errors
@@ -406,7 +372,11 @@ pub fn run(args: &WatchOptions) -> Result<()> {
     if args.window == 0 {
         bail!("--window must be at least 1 cycle");
     }
-    let path = pick_ring(args)?;
+    let picked = pick::pick_ring(args)?;
+    for note in &picked.notes {
+        eprintln!("{note}");
+    }
+    let path = picked.path;
     let reader = RingReader::open(&path)?;
     let threads = thread_rings(&reader);
     if args.once {
@@ -689,6 +659,9 @@ mod tui {
         f.render_widget(Paragraph::new(state), help);
     }
 }
+
+mod pick;
+pub use pick::{pick_ring, Picked};
 
 #[cfg(test)]
 mod tests;
