@@ -80,6 +80,10 @@ pub struct FleetRow {
     pub top_stage: Option<String>,
     /// That group's wall p99.
     pub top_stage_p99_ns: Option<i64>,
+    /// The session's label (`serve --label`, a program's `--label`), as
+    /// the manifest records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// A readable name of the configuration: the session's label (`serve
     /// --label`), else the config file's name (`spiky.toml`), else the
     /// manifest's `config_source` as it is (`embedded default`).
@@ -367,6 +371,7 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
                 work_p99_ns: known(&p.work).map(|d| d.p99_ns),
                 top_stage: top.map(|s| crate::evidence::group_name(&s.path, &s.attrs)),
                 top_stage_p99_ns: top.map(|s| s.wall.p99_ns),
+                label: report.run.label.clone(),
                 config_name: config_name(a),
                 max_age_p99_ms: sources::worst_of(&ages, &p.phase).0,
                 max_stale_share: sources::worst_of(&ages, &p.phase).1,

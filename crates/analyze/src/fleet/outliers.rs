@@ -355,6 +355,7 @@ mod tests {
             work_p99_ns: Some(1_000_000),
             top_stage: None,
             top_stage_p99_ns: None,
+            label: None,
             config_name: None,
             max_age_p99_ms: None,
             max_stale_share: None,

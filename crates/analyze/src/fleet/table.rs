@@ -40,6 +40,7 @@ pub const COLUMNS: &[&str] = &[
     "work_p99_ns",
     "top_stage",
     "top_stage_p99_ns",
+    "label",
     "config_name",
     "max_age_p99_ms",
     "max_stale_share",
@@ -87,9 +88,10 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
         col(rows, COLUMNS[20], |r| r.work_p99_ns),
         col(rows, COLUMNS[21], |r| r.top_stage.clone()),
         col(rows, COLUMNS[22], |r| r.top_stage_p99_ns),
-        col(rows, COLUMNS[23], |r| r.config_name.clone()),
-        col(rows, COLUMNS[24], |r| r.max_age_p99_ms),
-        col(rows, COLUMNS[25], |r| r.max_stale_share),
+        col(rows, COLUMNS[23], |r| r.label.clone()),
+        col(rows, COLUMNS[24], |r| r.config_name.clone()),
+        col(rows, COLUMNS[25], |r| r.max_age_p99_ms),
+        col(rows, COLUMNS[26], |r| r.max_stale_share),
     ];
     Ok(DataFrame::new(rows.len(), columns)?)
 }
@@ -131,6 +133,7 @@ pub fn csv(rows: &[FleetRow]) -> String {
             opt(&r.work_p99_ns),
             opt(&r.top_stage),
             opt(&r.top_stage_p99_ns),
+            opt(&r.label),
             opt(&r.config_name),
             opt(&r.max_age_p99_ms),
             opt(&r.max_stale_share),

@@ -392,6 +392,11 @@ fn a_worker_that_dies_outside_the_episode_guard_loses_no_episode() {
 #[test]
 fn the_fleet_table_names_each_rows_configuration() {
     let tmp = fleet_root();
+    // One session labelled (`serve --label euler` records config.run.label).
+    let m = tmp.path().join("runs/s2/rollout-000/manifest.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    v["config"]["run"]["label"] = serde_json::json!("euler");
+    std::fs::write(&m, v.to_string()).unwrap();
     let out = tmp.path().join("out");
     fleet(tmp.path(), &out, &[]);
     let rows = csv_rows(&std::fs::read_to_string(out.join("fleet.csv")).unwrap());
@@ -400,12 +405,25 @@ fn the_fleet_table_names_each_rows_configuration() {
         .filter(|r| r["robot"] != "unknown" || !r["config_name"].is_empty())
         .map(|r| r["config_name"].clone())
         .collect();
-    // The serve fixtures were recorded with the embedded default.
+    // The serve fixtures were recorded with the embedded default; the
+    // labelled one is named by its label, which has a column of its own.
     assert!(names.contains("embedded default"), "{names:?}");
+    let labelled: Vec<_> = rows.iter().filter(|r| r["label"] == "euler").collect();
+    assert!(!labelled.is_empty(), "{rows:?}");
+    let s2 = |r: &&std::collections::BTreeMap<String, String>| {
+        r["episode_dir"].ends_with("runs/s2/rollout-000")
+    };
+    assert!(labelled
+        .iter()
+        .all(|r| r["config_name"] == "euler" && s2(r)));
+    assert!(rows
+        .iter()
+        .filter(|r| !s2(r))
+        .all(|r| r["label"].is_empty()));
     let header = std::fs::read_to_string(out.join("fleet.csv")).unwrap();
     assert!(header
         .lines()
         .next()
         .unwrap()
-        .ends_with(",config_name,max_age_p99_ms,max_stale_share"));
+        .ends_with(",label,config_name,max_age_p99_ms,max_stale_share"));
 }
