@@ -271,6 +271,28 @@ fn export_request(
     }))
 }
 
+/// The whole command: parse the process's arguments, run, and return the
+/// exit code (`--help` and `--version` 0, a usage error
+/// [`EXIT_USAGE`] with a hint). The binary's `main` and the commands wheel
+/// (`crates/commands`) both call it.
+pub fn main_entry() -> i32 {
+    use clap::Parser;
+    match Cli::try_parse() {
+        Ok(cli) => run(cli),
+        Err(e) => {
+            let _ = e.print();
+            if let Some(hint) = usage_hint(&e) {
+                eprintln!("{hint}");
+            }
+            if e.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            }
+        }
+    }
+}
+
 /// A hint after clap's own message, for the mistakes a newcomer makes: a
 /// directory given where a subcommand goes (`analyze_control_timing
 /// runs/latest`) is an episode for `report` (or `--episode`).

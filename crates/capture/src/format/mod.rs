@@ -43,9 +43,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod reader;
+mod samples;
 mod summary_file;
 
 pub use reader::*;
+pub use samples::*;
 pub use summary_file::*;
 
 /// Most per-cycle caller values (a schema limit: the reader refuses a
@@ -248,42 +250,6 @@ pub struct Capacity {
 
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
-}
-
-/// A declared data source (schema 2, added with data age): a camera, a
-/// robot state stream, a policy output. Cycles record which sample of it
-/// they used ([`SampleRecord`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceInfo {
-    /// The source's name, unique among the recorder's sources.
-    pub name: String,
-    /// The clock its stamps are on: `host_monotonic` (comparable with the
-    /// recorder's times, so ages are computed), or a name of the caller's
-    /// (another host, a device clock: ages are not computed, and the
-    /// analyzer says why).
-    pub clock: String,
-    /// The age beyond which a use counts as stale, when declared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_age_ns: Option<u64>,
-}
-
-/// One sample a cycle used (or, `produced`, published): which sample of
-/// which source, its stamp, and when the cycle touched it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SampleRecord {
-    /// The source's name (one of `Header::sources`).
-    pub source: String,
-    /// The sample's sequence number, as the producer counts it.
-    pub seq: u64,
-    /// The sample's stamp on its source's clock: its capture time, or for a
-    /// polled state its request time.
-    pub stamp_ns: u64,
-    /// When the recorder was told (host monotonic): the moment of use, or
-    /// of publication when `produced`.
-    pub at_ns: u64,
-    /// True when this thread published the sample rather than used it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub produced: bool,
 }
 
 /// Where a recorder reads the thread's CPU clock

@@ -240,6 +240,28 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit code: the run was aborted by SIGINT/SIGTERM (evidence written).
 pub const EXIT_ABORTED: i32 = 130;
 
+/// The whole command: parse the process's arguments, run, and return the
+/// exit code (`--help` and `--version` 0, a usage error [`EXIT_USAGE`], an
+/// error [`EXIT_ERROR`] after printing it). The binary's `main` and the
+/// commands wheel (`crates/commands`) both call it.
+pub fn main_entry() -> i32 {
+    use clap::Parser;
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
 /// Run the CLI; returns the process exit code.
 ///
 /// # Errors

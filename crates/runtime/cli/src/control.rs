@@ -3,7 +3,7 @@
 //! and robot stages as nested spans. Nothing here allocates, locks, prints
 //! or writes once the loop runs (docs/realtime.md).
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use std::path::Path;
@@ -250,84 +250,9 @@ fn build_all(
     })
 }
 
-/// Where the control loop is, shared with the signal thread, so that what a
-/// signal's first line says is what happens: a stop requested while the
-/// loop runs ends it after the current cycle (the rollout is `aborted`),
-/// and one that arrives after the loop's last cycle cannot abort it (the
-/// rollout stays `complete`). One atomic, changed by compare-and-swap on
-/// both sides, so a signal during the last cycle is one or the other,
-/// never a line that says the opposite of the result.
-#[derive(Debug, Default)]
-pub struct LoopState(AtomicU8);
-
-/// What a stop request meets ([`LoopState::request_stop`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopMeets {
-    /// The loop runs: it ends after its current cycle, and the rollout is
-    /// written marked aborted.
-    RunningLoop,
-    /// The loop had ended: its files are being written, and it stays
-    /// complete.
-    Finishing,
-    /// No loop was running (before the first cycle or between rollouts).
-    NoLoop,
-}
-
-impl LoopState {
-    const IDLE: u8 = 0;
-    const LOOPING: u8 = 1;
-    const STOP: u8 = 2;
-    const FINISHING: u8 = 3;
-
-    /// A stop request (the signal thread's side).
-    pub fn request_stop(&self) -> StopMeets {
-        match self.0.compare_exchange(
-            Self::LOOPING,
-            Self::STOP,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        ) {
-            Ok(_) => StopMeets::RunningLoop,
-            Err(Self::STOP) => StopMeets::RunningLoop,
-            Err(Self::FINISHING) => StopMeets::Finishing,
-            Err(_) => StopMeets::NoLoop,
-        }
-    }
-
-    /// The loop starts (or had a stop requested before: then it stops at
-    /// its first check).
-    fn enter(&self) {
-        let _ = self.0.compare_exchange(
-            Self::IDLE,
-            Self::LOOPING,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-    }
-
-    /// Whether a stop was requested while the loop ran.
-    fn stop_requested(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == Self::STOP
-    }
-
-    /// The loop ran its last cycle. Returns true when a stop was requested
-    /// meanwhile (its line said aborted, so the rollout is aborted).
-    fn finish(&self) -> bool {
-        self.0
-            .compare_exchange(
-                Self::LOOPING,
-                Self::FINISHING,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            )
-            .is_err()
-    }
-
-    /// The rollout's files are written.
-    pub(crate) fn idle(&self) {
-        self.0.store(Self::IDLE, Ordering::SeqCst);
-    }
-}
+#[path = "control_state.rs"]
+mod state;
+pub use state::{LoopState, StopMeets};
 
 pub(crate) struct Shared {
     pub(crate) camera: Arc<Mailbox>,
@@ -625,36 +550,5 @@ pub(crate) fn control_loop<C: LoopClock>(
 }
 
 #[cfg(test)]
-mod loop_state_tests {
-    use super::{LoopState, StopMeets};
-
-    #[test]
-    fn a_signal_says_what_happens_to_the_rollout() {
-        // During the loop: it stops after the current cycle, aborted.
-        let s = LoopState::default();
-        s.enter();
-        assert_eq!(s.request_stop(), StopMeets::RunningLoop);
-        assert!(s.stop_requested());
-        assert!(s.finish(), "told aborted, so aborted");
-        s.idle();
-
-        // During the last cycle: the loop has no further check, but its
-        // finish sees the request, so the line ("aborted") holds.
-        s.enter();
-        assert_eq!(s.request_stop(), StopMeets::RunningLoop);
-        assert!(s.finish());
-        s.idle();
-
-        // After the last cycle, while the files are written: complete,
-        // and the line says so; a second signal says the same.
-        s.enter();
-        assert!(!s.finish(), "no stop requested: complete");
-        assert_eq!(s.request_stop(), StopMeets::Finishing);
-        assert_eq!(s.request_stop(), StopMeets::Finishing);
-        s.idle();
-
-        // Between rollouts.
-        assert_eq!(s.request_stop(), StopMeets::NoLoop);
-        assert!(!s.stop_requested());
-    }
-}
+#[path = "control_tests.rs"]
+mod loop_state_tests;

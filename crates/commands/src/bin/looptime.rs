@@ -1,0 +1,5 @@
+//! `looptime` in the commands wheel: the command crate's own entry point.
+
+fn main() {
+    std::process::exit(looptime_cli::cli::main_entry());
+}
