@@ -86,6 +86,17 @@ pub fn pick_ring(args: &WatchOptions) -> Result<Picked> {
             }
         }
     };
+    let notes = notes(args, &chosen, &live);
+    Ok(Picked {
+        path: chosen.path,
+        notes,
+    })
+}
+
+/// What to tell the user when other loops record: which one was chosen,
+/// why, and each other's `--pid`; and how many other users' rings were left
+/// alone.
+fn notes(args: &WatchOptions, chosen: &Candidate, live: &[Candidate]) -> Vec<String> {
     let mut notes = Vec::new();
     let others_of_users = ring::owner::list(&args.ring_dir).others.len();
     if !live.is_empty() {
@@ -100,7 +111,7 @@ pub fn pick_ring(args: &WatchOptions) -> Result<Picked> {
             "{} loops of yours are recording; watching pid {} ({}){}; the others:",
             live.len() + 1,
             chosen.pid,
-            episode(&chosen),
+            episode(chosen),
             if chosen.in_runs_dir {
                 ", the newest recording into your runs directory"
             } else {
@@ -122,8 +133,5 @@ pub fn pick_ring(args: &WatchOptions) -> Result<Picked> {
             args.ring_dir.display()
         ));
     }
-    Ok(Picked {
-        path: chosen.path,
-        notes,
-    })
+    notes
 }
