@@ -265,10 +265,19 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
     }
     let sa = side_samples(a);
     let sb = side_samples(b);
+    // The judged phase first (the one the first glance judges), then the
+    // others in A's phase order.
+    let judged = a
+        .first()
+        .and_then(|x| crate::metrics::diagnosis::judged_phase(&x.evidence))
+        .and_then(|i| a.first()?.evidence.header.phases.get(i as usize).cloned());
     let phase_rank = |p: &str| {
+        if judged.as_deref() == Some(p) {
+            return 0;
+        }
         a.first()
             .and_then(|a| a.report.phases.iter().position(|x| x.phase == p))
-            .unwrap_or(usize::MAX)
+            .map_or(usize::MAX, |i| i + 1)
     };
     let metric_rank = |m: &str| {
         [

@@ -221,6 +221,24 @@ pub struct Multiplicity {
 }
 
 impl MetricComparison {
+    /// An overlap test that is zero on both sides (a control stage that
+    /// never ran while the thread worked): the text and the HTML fold it
+    /// into one line; the JSON and the Holm family keep it.
+    pub fn is_zero_overlap(&self) -> bool {
+        self.metric.starts_with("overlap:")
+            && self.verdict == Verdict::NoClearChange
+            && [
+                self.a.median_ns,
+                self.a.p99_ns,
+                self.a.p999_ns,
+                self.b.median_ns,
+                self.b.p99_ns,
+                self.b.p999_ns,
+            ]
+            .iter()
+            .all(|&x| x == 0)
+    }
+
     /// `metric [stage] [(judged on)]`, as shown in tables.
     pub fn display_name(&self) -> String {
         let mut name = self.metric.clone();

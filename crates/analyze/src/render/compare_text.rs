@@ -143,25 +143,10 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
         "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
         "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
     );
-    // Overlap rows that are zero on both sides (a stage that never ran
-    // while a thread worked) say nothing: folded into one line. They stay
-    // in the JSON and the Holm family.
-    let zero = |m: &&crate::compare::MetricComparison| {
-        m.metric.starts_with("overlap:")
-            && m.verdict == Verdict::NoClearChange
-            && [
-                m.a.median_ns,
-                m.a.p99_ns,
-                m.a.p999_ns,
-                m.b.median_ns,
-                m.b.p99_ns,
-                m.b.p999_ns,
-            ]
-            .iter()
-            .all(|&x| x == 0)
-    };
-    let folded = c.metrics.iter().filter(zero).count();
-    for m in c.metrics.iter().filter(|m| !zero(m)) {
+    // Overlap rows that are zero on both sides say nothing: folded into
+    // one line. They stay in the JSON and the Holm family.
+    let folded = c.metrics.iter().filter(|m| m.is_zero_overlap()).count();
+    for m in c.metrics.iter().filter(|m| !m.is_zero_overlap()) {
         metric_row(o, m, sessions);
     }
     if folded > 0 {

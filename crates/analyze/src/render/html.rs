@@ -357,7 +357,7 @@ fn metrics_table(c: &Comparison) -> Markup {
                 th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" }
                 @if sessions { th.l { "A per rollout" } th.l { "B per rollout" } }
             }
-            @for m in &c.metrics {
+            @for m in c.metrics.iter().filter(|m| !m.is_zero_overlap()) {
                 @let word = m.verdict.word();
                 @let class = if m.verdict == Verdict::NoClearChange { "l".to_string() } else { format!("l {word}") };
                 tr {
@@ -377,6 +377,10 @@ fn metrics_table(c: &Comparison) -> Markup {
                     }
                 }
             }
+        }
+        @let folded = c.metrics.iter().filter(|m| m.is_zero_overlap()).count();
+        @if folded > 0 {
+            p { (format!("{folded} overlap row(s) zero on both sides folded: no control stage overlapped that thread's work (the JSON has them).")) }
         }
     }
 }

@@ -393,4 +393,20 @@ fn zero_overlap_rows_are_folded_in_the_text_and_kept_in_the_json() {
         "{}",
         t.stdout
     );
+    // The HTML table folds the same rows, with the same count.
+    let dir = tempfile::tempdir().unwrap();
+    let h = analyze(&[
+        "compare",
+        ep,
+        ep,
+        "--resamples",
+        "50",
+        "--html",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let page = std::fs::read_to_string(dir.path().join("compare.html")).unwrap();
+    let rows = page.matches("<td class=\"l\">overlap:").count();
+    assert_eq!(rows, overlap.len() - zero);
+    assert!(page.contains(&format!("{zero} overlap row(s) zero on both sides folded")));
 }
