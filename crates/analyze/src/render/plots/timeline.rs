@@ -1,5 +1,5 @@
 //! The period timeline: each cycle's period against time, the phases
-//! shaded, the paced period dashed, overdue cycles marked, and its legend
+//! shaded, the paced period dashed, overruns marked, and its legend
 //! in a strip of its own.
 
 use plotters::coord::Shift;
@@ -86,7 +86,7 @@ where
 }
 
 /// The timeline's legend, one entry a line in its own strip: each phase's
-/// shade, the paced period's dashed line and the overdue marker, which
+/// shade, the paced period's dashed line and the overrun marker, which
 /// sits on the long period the cycle before it caused.
 fn timeline_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -122,13 +122,17 @@ where
     }
     if !d.overruns.is_empty() {
         area.draw(&Circle::new((11, y + 7), 3, RED.filled()))?;
-        area.draw(&Text::new("overdue cycle", (24, y), style.clone()))?;
+        area.draw(&Text::new("overrun", (24, y), style.clone()))?;
         area.draw(&Text::new(
-            "(the cycle before it overran,",
+            "(the cycle before ran past its",
             (24, y + 14),
             style.clone(),
         ))?;
-        area.draw(&Text::new("so its period is long)", (24, y + 28), style))?;
+        area.draw(&Text::new(
+            "release: its period is long)",
+            (24, y + 28),
+            style,
+        ))?;
     }
     Ok(())
 }
