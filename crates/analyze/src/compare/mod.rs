@@ -223,6 +223,42 @@ fn episode_label(side_label: &str, side: &SideInput, i: usize) -> String {
     }
 }
 
+/// The phase the first glance judges, from A's first episode.
+fn judged_phase(a: &SideInput) -> Option<String> {
+    let first = a.first()?;
+    let i = crate::metrics::diagnosis::judged_phase(&first.evidence)?;
+    first.evidence.header.phases.get(i as usize).cloned()
+}
+
+/// Where phase `p` goes in the tables: the judged phase first, then the
+/// others in A's phase order.
+fn phase_rank(a: &SideInput, judged: Option<&str>, p: &str) -> usize {
+    if judged == Some(p) {
+        return 0;
+    }
+    a.first()
+        .and_then(|a| a.report.phases.iter().position(|x| x.phase == p))
+        .map_or(usize::MAX, |i| i + 1)
+}
+
+/// Where metric `m` goes within a phase: the loop's figures, the stages,
+/// data age, then the overlaps.
+fn metric_rank(m: &str) -> usize {
+    [
+        "period",
+        "work",
+        "sleep_overshoot",
+        "deadline_lag",
+        "command_interval",
+        "stage_wall",
+        "stage_cpu",
+        "age_at_use",
+    ]
+    .iter()
+    .position(|x| *x == m)
+    .unwrap_or(if m.starts_with("overlap:") { 50 } else { 99 })
+}
+
 /// Compare two sides, each one or more loaded episodes (with their
 /// reports). The manifests compared are each side's first episode's;
 /// rollouts of one side that differ among themselves are warned about.
@@ -265,35 +301,8 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
     }
     let sa = side_samples(a);
     let sb = side_samples(b);
-    // The judged phase first (the one the first glance judges), then the
-    // others in A's phase order.
-    let judged = a
-        .first()
-        .and_then(|x| crate::metrics::diagnosis::judged_phase(&x.evidence))
-        .and_then(|i| a.first()?.evidence.header.phases.get(i as usize).cloned());
-    let phase_rank = |p: &str| {
-        if judged.as_deref() == Some(p) {
-            return 0;
-        }
-        a.first()
-            .and_then(|a| a.report.phases.iter().position(|x| x.phase == p))
-            .map_or(usize::MAX, |i| i + 1)
-    };
-    let metric_rank = |m: &str| {
-        [
-            "period",
-            "work",
-            "sleep_overshoot",
-            "deadline_lag",
-            "command_interval",
-            "stage_wall",
-            "stage_cpu",
-            "age_at_use",
-        ]
-        .iter()
-        .position(|x| *x == m)
-        .unwrap_or(if m.starts_with("overlap:") { 50 } else { 99 })
-    };
+    let judged = judged_phase(a);
+    let phase_rank = |p: &str| phase_rank(a, judged.as_deref(), p);
     let mut keys: Vec<&(String, String, Option<String>)> =
         sa.keys().filter(|k| sb.contains_key(*k)).collect();
     keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
