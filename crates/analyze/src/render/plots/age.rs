@@ -7,7 +7,9 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{bounds, err, render, thin, DrawPng, Plot, PlotError, A_COLOR, MAX_TIMELINE_POINTS};
+use super::{
+    bounds, dashes, err, render, thin, DrawPng, Plot, PlotError, A_COLOR, MAX_TIMELINE_POINTS,
+};
 use crate::analysis::Analysis;
 
 /// One source's points: (s since the first retained cycle, age in ms).
@@ -86,16 +88,8 @@ where
         .label("age at use")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], A_COLOR));
     if let Some(limit) = s.limit_ms {
-        let (x0, x1) = (xs.0.max(0.0), xs.1);
-        let dash = ((x1 - x0) / 120.0).max(f64::MIN_POSITIVE);
         chart
-            .draw_series((0..60).map(|k| {
-                let a = x0 + 2.0 * k as f64 * dash;
-                PathElement::new(
-                    vec![(a, limit), ((a + dash).min(x1), limit)],
-                    RED.stroke_width(1),
-                )
-            }))
+            .draw_series(dashes((xs.0.max(0.0), xs.1), limit, RED))
             .map_err(err)?
             .label(format!("stale beyond {limit:.3} ms"))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], RED));

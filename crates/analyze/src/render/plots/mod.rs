@@ -239,6 +239,20 @@ struct Samples {
     clip: Option<f64>,
 }
 
+/// A horizontal dashed line at `y` across `x0..x1`: 60 dashes, each a
+/// 120th of the span, with gaps between.
+fn dashes(
+    (x0, x1): (f64, f64),
+    y: f64,
+    color: RGBColor,
+) -> impl Iterator<Item = PathElement<(f64, f64)>> {
+    let dash = ((x1 - x0) / 120.0).max(f64::MIN_POSITIVE);
+    (0..60).map(move |k| {
+        let a = x0 + 2.0 * k as f64 * dash;
+        PathElement::new(vec![(a, y), ((a + dash).min(x1), y)], color.stroke_width(1))
+    })
+}
+
 fn bounds(v: &[f64]) -> (f64, f64) {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);

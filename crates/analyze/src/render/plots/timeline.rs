@@ -64,16 +64,8 @@ where
         .map_err(err)?;
     if let Some(pace) = d.pace_ms {
         // The paced (effective) period, dashed.
-        let (x0, x1) = (xs.0.max(0.0), xs.1);
-        let dash = ((x1 - x0) / 120.0).max(f64::MIN_POSITIVE);
         chart
-            .draw_series((0..60).map(|k| {
-                let a = x0 + 2.0 * k as f64 * dash;
-                PathElement::new(
-                    vec![(a, pace), ((a + dash).min(x1), pace)],
-                    BLACK.stroke_width(1),
-                )
-            }))
+            .draw_series(dashes((xs.0.max(0.0), xs.1), pace, BLACK))
             .map_err(err)?;
     }
     if !d.overruns.is_empty() {
