@@ -96,18 +96,9 @@ pub(super) fn samples(a: &Analysis) -> Samples {
 /// The control thread's uses of its host-clock sources with their age at
 /// use (stamps after their use left out, as the report leaves them out).
 fn uses(ev: &Evidence) -> impl Iterator<Item = (&crate::evidence::SampleRow, i64)> + '_ {
-    ev.samples.iter().filter_map(|x| {
-        let host = ev
-            .header
-            .sources
-            .get(x.source as usize)
-            .is_some_and(|s| s.clock == "host_monotonic");
-        let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns);
-        (host && !x.produced)
-            .then_some(age)
-            .flatten()
-            .map(|a| (x, a))
-    })
+    ev.samples
+        .iter()
+        .filter_map(|x| crate::metrics::data_age::use_age(ev, x).map(|a| (x, a)))
 }
 
 /// Push every span's wall (and CPU) time of `ev` under its (phase, path).

@@ -179,9 +179,7 @@ fn samples(ev: &Evidence, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
         let Some(s) = ev.header.sources.get(x.source as usize) else {
             continue;
         };
-        let age = (s.clock == "host_monotonic" && !x.produced)
-            .then(|| crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns))
-            .flatten();
+        let age = crate::metrics::data_age::use_age(ev, x);
         let stale = age.and_then(|a| s.max_age_ns.map(|m| a as u64 > m));
         let m = json!({
             "thread": thread,

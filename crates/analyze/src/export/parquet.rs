@@ -265,9 +265,7 @@ fn samples(ev: &Evidence, thread: &str) -> Result<DataFrame> {
     for x in &ev.samples {
         let c = &ev.cycles[x.row as usize];
         let s = &ev.header.sources[x.source as usize];
-        let a = (s.clock == "host_monotonic" && !x.produced)
-            .then(|| crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns))
-            .flatten();
+        let a = crate::metrics::data_age::use_age(ev, x);
         cycle.push(c.cycle);
         phase.push(ev.phase_name(c.phase));
         source.push(s.name.clone());

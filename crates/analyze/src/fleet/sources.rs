@@ -107,14 +107,7 @@ pub fn worst_of(rows: &[SourceRow], phase: &str) -> (Option<f64>, Option<f64>) {
 /// # Errors
 /// Only on an internal polars failure.
 pub fn source_table(rows: &[SourceRow]) -> crate::error::Result<polars::prelude::DataFrame> {
-    use polars::prelude::{Column, DataFrame, NamedFrom, Series};
-    fn col<T, F>(rows: &[SourceRow], name: &str, f: F) -> Column
-    where
-        F: Fn(&SourceRow) -> T,
-        Series: NamedFrom<Vec<T>, [T]>,
-    {
-        Column::new(name.into(), rows.iter().map(f).collect::<Vec<T>>())
-    }
+    use polars::prelude::DataFrame;
     let c = SOURCE_COLUMNS;
     Ok(DataFrame::new(
         rows.len(),
@@ -133,6 +126,16 @@ pub fn source_table(rows: &[SourceRow]) -> crate::error::Result<polars::prelude:
             col(rows, c[11], |r| r.stale_share),
         ],
     )?)
+}
+
+/// One column of `rows`, the value `f` gives each: the fleet tables' one
+/// way of building a column.
+pub(crate) fn col<R, T, F>(rows: &[R], name: &str, f: F) -> polars::prelude::Column
+where
+    F: Fn(&R) -> T,
+    polars::prelude::Series: polars::prelude::NamedFrom<Vec<T>, [T]>,
+{
+    polars::prelude::Column::new(name.into(), rows.iter().map(f).collect::<Vec<T>>())
 }
 
 /// The long table as CSV (missing values as empty fields).

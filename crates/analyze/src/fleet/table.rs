@@ -52,14 +52,8 @@ pub const COLUMNS: &[&str] = &[
 /// # Errors
 /// Only on an internal polars failure.
 pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
+    use super::sources::col;
     use polars::prelude::{Column, DataFrame, NamedFrom, Series};
-    fn col<T, F>(rows: &[FleetRow], name: &str, f: F) -> Column
-    where
-        F: Fn(&FleetRow) -> T,
-        Series: NamedFrom<Vec<T>, [T]>,
-    {
-        Column::new(name.into(), rows.iter().map(f).collect::<Vec<T>>())
-    }
     let caveats: Vec<Series> = rows
         .iter()
         .map(|r| Series::new("".into(), r.caveats.clone()))

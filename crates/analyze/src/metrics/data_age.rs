@@ -59,6 +59,23 @@ pub(crate) fn dist_of(mut v: Vec<i64>) -> Option<Dist> {
     })
 }
 
+/// The age at use of sample `x` of `ev` when it has one: a use (not a
+/// publication) of a source on the host clock, stamped no more than
+/// [`CLOCK_TOLERANCE_NS`] after its use. The one rule every export, plot
+/// and comparison reads ages by.
+pub fn use_age(ev: &Evidence, x: &SampleRow) -> Option<i64> {
+    let host = ev
+        .header
+        .sources
+        .get(x.source as usize)
+        .is_some_and(|s| s.clock == HOST);
+    if host && !x.produced {
+        age_of(x.stamp_ns, x.at_ns)
+    } else {
+        None
+    }
+}
+
 /// The data-age report of `ev` (absent when its header declares no source).
 pub fn data_age(ev: &Evidence) -> Option<DataAgeReport> {
     let h = &ev.header;

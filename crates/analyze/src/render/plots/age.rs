@@ -34,9 +34,9 @@ fn series(a: &Analysis) -> Vec<Series> {
             points: ev
                 .samples
                 .iter()
-                .filter(|x| x.source as usize == i && !x.produced)
+                .filter(|x| x.source as usize == i)
                 .filter_map(|x| {
-                    let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns)?;
+                    let age = crate::metrics::data_age::use_age(ev, x)?;
                     let t = (ev.cycles[x.row as usize].start_ns - t0) as f64 / 1e9;
                     Some((t, age as f64 / 1e6))
                 })

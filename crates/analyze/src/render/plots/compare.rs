@@ -180,8 +180,7 @@ fn side_ages(side: &crate::compare::SideInput) -> std::collections::BTreeMap<Str
             let Some(s) = ev.header.sources.get(x.source as usize) else {
                 continue;
             };
-            let age = crate::metrics::data_age::age_of(x.stamp_ns, x.at_ns);
-            if let (true, Some(age)) = (s.clock == "host_monotonic" && !x.produced, age) {
+            if let Some(age) = crate::metrics::data_age::use_age(ev, x) {
                 out.entry(s.name.clone())
                     .or_default()
                     .push(age as f64 / 1e6);
