@@ -6,8 +6,13 @@
 # same cycle count and the same final state, bit for bit, across two runs;
 # --episodes 2 puts two rollouts in one session; SIGINT ends a run as
 # aborted; and a reduced A/B (3 rollouts a side, 0.5 s each, interleaved)
-# finds `step` slower with 8 substeps than with 2. Only that direction is
-# asserted: an A/A verdict or a live rate can flip on a loaded machine.
+# finds `step` slower with 16 substeps than with 2. Only that direction is
+# asserted (with a 1.2x margin, where the work grows 8x): the stage also
+# pays a fixed cost per cycle (the Python calls, the spans) that on a
+# loaded 2-core CI host was about 21 µs of a 25 µs median at 2 substeps
+# (a line through the medians at 2 and 8 substeps), so a
+# tighter ratio flaked (8 substeps came out 1.4x, not 1.5x); an A/A
+# verdict or a live rate can flip on a loaded machine.
 # Needs the MuJoCo packages (examples/mujoco/requirements.txt), the
 # looptime wheel installed, cmake and g++.
 set -euo pipefail
@@ -107,8 +112,8 @@ assert s["status"] == "aborted" and s["stop"], s
 PY
 done
 
-echo "mujoco: a reduced A/B (3 rollouts a side of 0.5 s, interleaved): step is slower with 8 substeps than 2"
-OUT="$tmp/ab" ROLLOUTS=3 DURATION=0.5 KNOB="--substeps 8" ANALYZER="$analyzer" \
+echo "mujoco: a reduced A/B (3 rollouts a side of 0.5 s, interleaved): step is slower with 16 substeps than 2"
+OUT="$tmp/ab" ROLLOUTS=3 DURATION=0.5 KNOB="--substeps 16" ANALYZER="$analyzer" \
     bash examples/mujoco/ab.sh >/dev/null 2>&1 || { echo "ab.sh failed" >&2; exit 1; }
 python3 - "$tmp/ab/ab.json" <<'PY'
 import json, sys
@@ -116,8 +121,9 @@ r = json.load(open(sys.argv[1]))
 assert r["settings_differing"] == ["program.substeps"], r["settings_differing"]
 (m,) = [m for m in r["metrics"] if (m["phase"], m["metric"], m["stage"]) == ("running", "stage_wall", "step")]
 a, b = m["a"]["median_ns"], m["b"]["median_ns"]
-# Four times the mj_step calls: the stage's median must at least grow by half.
-assert b > 1.5 * a, (a, b)
+# Eight times the mj_step calls: the stage's median must grow by a fifth at
+# least (see the header: a fixed per-cycle cost dilutes the ratio).
+assert b > 1.2 * a, (a, b)
 print(f"  step median {a / 1e3:.1f} -> {b / 1e3:.1f} µs ({b / a:.1f}x); settings differing: {r['settings_differing']}")
 PY
 echo "mujoco: 10 passed, 0 failed"
