@@ -73,6 +73,7 @@ impl Analysis {
             r.pace,
             r.late_cycles.as_ref(),
             r.data_age.as_ref(),
+            r.input_paced.as_ref(),
             t,
         );
         r.thresholds = *t;

@@ -105,6 +105,9 @@ mod gate;
 mod golden;
 #[path = "cli/hardening.rs"]
 mod hardening;
+/// Input-paced phases on hand-built episodes.
+#[path = "cli/input_paced.rs"]
+mod input_paced;
 #[path = "cli/summary.rs"]
 mod summary;
 

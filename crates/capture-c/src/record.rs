@@ -63,12 +63,13 @@ pub unsafe extern "C" fn looptime_cycle_begin(
             .phases
             .get(phase as usize)
             .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
-        let release = Release {
-            target_ns: (target_ns != LOOPTIME_NO_TARGET).then_some(target_ns),
-            overdue,
-            skipped,
-            ..Release::NONE
-        };
+        let release = if target_ns == LOOPTIME_NO_TARGET {
+            Release::NONE
+        } else {
+            Release::at(target_ns)
+        }
+        .with_overdue(overdue)
+        .with_skipped(skipped);
         h.rec.begin_cycle(p, release);
         Ok(LOOPTIME_OK)
     })
@@ -96,13 +97,10 @@ pub unsafe extern "C" fn looptime_cycle_begin_tick(
             .phases
             .get(phase as usize)
             .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
-        let release = Release {
-            target_ns: Some(t.target_ns),
-            overdue: t.overdue,
-            skipped: t.skipped,
-            spin_margin_ns: Some(t.spin_margin_ns),
-            spin_ns: Some(t.spin_ns),
-        };
+        let release = Release::at(t.target_ns)
+            .with_overdue(t.overdue)
+            .with_skipped(t.skipped)
+            .with_spin(Some(t.spin_margin_ns), Some(t.spin_ns));
         h.rec.begin_cycle(p, release);
         Ok(LOOPTIME_OK)
     })

@@ -139,8 +139,42 @@ impl PhaseId {
     }
 }
 
-/// What the scheduler says about the release point a cycle starts at.
+/// How a cycle was released: by a deadline of the loop's own (the sleep-
+/// to-deadline loop, and every cycle with no schedule information), or by
+/// an input that arrived (a loop paced by the robot's state stream or a
+/// bus: its blocking receive is the wait).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaceKind {
+    /// Released at a deadline of the loop's own (or unscheduled).
+    #[default]
+    Deadline,
+    /// Released by an input's arrival ([`Release::input`]).
+    Input,
+}
+
+impl PaceKind {
+    /// The name the evidence spells (`deadline`, `input`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PaceKind::Deadline => "deadline",
+            PaceKind::Input => "input",
+        }
+    }
+
+    /// Whether this is the default kind (the evidence leaves it out).
+    pub fn is_deadline(&self) -> bool {
+        *self == PaceKind::Deadline
+    }
+}
+
+/// What released a cycle: the scheduler's release point, or the input
+/// that arrived. Made with a constructor of its kind ([`Release::NONE`],
+/// [`Release::at`], [`Release::input`]) and the `with_*` methods; it is
+/// `non_exhaustive` so that kinds and fields can be added without breaking
+/// callers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Release {
     /// The scheduled target, in the domain declared with
     /// [`RecorderBuilder::target_clock`].
@@ -153,6 +187,14 @@ pub struct Release {
     pub spin_margin_ns: Option<u64>,
     /// How long that wait spun.
     pub spin_ns: Option<u64>,
+    /// What released the cycle.
+    pub pace: PaceKind,
+    /// When the releasing input arrived (host monotonic ns, taken right
+    /// after the blocking receive returned); input-paced cycles only.
+    pub arrival_ns: Option<u64>,
+    /// The releasing input's own counter (the robot's sequence number),
+    /// when it carries one.
+    pub input_seq: Option<u64>,
 }
 
 impl Release {
@@ -163,14 +205,49 @@ impl Release {
         skipped: 0,
         spin_margin_ns: None,
         spin_ns: None,
+        pace: PaceKind::Deadline,
+        arrival_ns: None,
+        input_seq: None,
     };
 
     /// An on-time cycle scheduled for `target_ns`.
-    pub fn at(target_ns: u64) -> Release {
+    pub const fn at(target_ns: u64) -> Release {
         Release {
             target_ns: Some(target_ns),
             ..Release::NONE
         }
+    }
+
+    /// A cycle released by an input that arrived at `arrival_ns` (host
+    /// monotonic ns, read right after the blocking receive returned),
+    /// carrying the source's own counter `input_seq` when it has one. Such
+    /// a cycle has no target of the loop's own.
+    pub const fn input(arrival_ns: u64, input_seq: Option<u64>) -> Release {
+        Release {
+            pace: PaceKind::Input,
+            arrival_ns: Some(arrival_ns),
+            input_seq,
+            ..Release::NONE
+        }
+    }
+
+    /// This release, overdue or not.
+    pub const fn with_overdue(mut self, overdue: bool) -> Release {
+        self.overdue = overdue;
+        self
+    }
+
+    /// This release, with `skipped` release points skipped before it.
+    pub const fn with_skipped(mut self, skipped: u32) -> Release {
+        self.skipped = skipped;
+        self
+    }
+
+    /// This release, with the wait's spin margin and spin time.
+    pub const fn with_spin(mut self, spin_margin_ns: Option<u64>, spin_ns: Option<u64>) -> Release {
+        self.spin_margin_ns = spin_margin_ns;
+        self.spin_ns = spin_ns;
+        self
     }
 }
 

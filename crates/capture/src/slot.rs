@@ -35,6 +35,9 @@ pub(crate) struct CycleSlot {
     pub(crate) cpu_end: u64,
     pub(crate) spin_margin: u64,
     pub(crate) spin: u64,
+    /// The releasing input's arrival (host monotonic ns) and counter.
+    pub(crate) arrival: u64,
+    pub(crate) input_seq: u64,
     pub(crate) spans_dropped: u32,
     pub(crate) skipped: u32,
     pub(crate) phase: u16,
@@ -49,7 +52,11 @@ pub(crate) struct CycleSlot {
     pub(crate) has_cpu: u8,
     pub(crate) has_margin: u8,
     pub(crate) has_spin: u8,
-    _pad: [u8; 7],
+    /// 1: released by an input ([`crate::PaceKind::Input`]).
+    pub(crate) pace_input: u8,
+    pub(crate) has_arrival: u8,
+    pub(crate) has_input_seq: u8,
+    _pad: [u8; 4],
 }
 
 /// One sample slot (data age): which sample of which source a cycle used or
@@ -220,6 +227,13 @@ impl<'a> RawCycle<'a> {
             wake_ns: (c.has_wait != 0).then(|| map.to_ns(c.wake)),
             overdue: c.overdue != 0,
             skipped: c.skipped,
+            pace: if c.pace_input != 0 {
+                crate::PaceKind::Input
+            } else {
+                crate::PaceKind::Deadline
+            },
+            arrival_ns: (c.has_arrival != 0).then_some(c.arrival),
+            input_seq: (c.has_input_seq != 0).then_some(c.input_seq),
             spans_dropped: c.spans_dropped,
             values,
             spans,

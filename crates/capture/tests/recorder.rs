@@ -54,13 +54,10 @@ fn round_trip_preserves_everything_recorded() {
         let phase = if i < 2 { warmup } else { running };
         rec.begin_cycle(
             phase,
-            Release {
-                target_ns: Some(1_000 + i * 10_000_000),
-                overdue: i == 3,
-                skipped: (i == 4) as u32,
-                spin_margin_ns: Some(200_000 + i),
-                spin_ns: (i % 2 == 0).then_some(i * 10),
-            },
+            Release::at(1_000 + i * 10_000_000)
+                .with_overdue(i == 3)
+                .with_skipped((i == 4) as u32)
+                .with_spin(Some(200_000 + i), (i % 2 == 0).then_some(i * 10)),
         );
         rec.set_int(seq, 100 + i as i64);
         if i % 2 == 0 {

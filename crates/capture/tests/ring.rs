@@ -9,7 +9,8 @@ use std::process::{Child, Command, Stdio};
 
 use looptime_capture::ring::{self, Recovered, RingReader, RingState};
 use looptime_capture::{
-    CaptureError, CaptureStatus, EvidenceReader, RecorderBuilder, Release, RingStorage, ValueKind,
+    CaptureError, CaptureStatus, EvidenceReader, PaceKind, RecorderBuilder, Release, RingStorage,
+    ValueKind,
 };
 
 /// The recorder every test here uses: phases `warmup`/`running`, stages
@@ -50,12 +51,18 @@ fn register(b: &mut RecorderBuilder) -> Ids {
 }
 
 /// Cycle `i`: warmup for the first 5, then running; an `outer` span with
-/// an `inner` child; `seq = i`.
+/// an `inner` child; `seq = i`. Odd running cycles are input-paced
+/// ([`input_paced`]), the others scheduled at `i × 10 ms`.
 fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
     rec.begin_wait();
     rec.end_wait();
     let phase = if i < 5 { ids.warmup } else { ids.running };
-    rec.begin_cycle(phase, Release::at(i * 10_000_000));
+    let release = if input_paced(i) {
+        Release::input(i * 10_000_000 + 7, Some(1_000 + i))
+    } else {
+        Release::at(i * 10_000_000)
+    };
+    rec.begin_cycle(phase, release);
     rec.set_int(ids.seq, i as i64);
     rec.sample(ids.camera, i, i * 1000);
     {
@@ -63,6 +70,12 @@ fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
         let _i = o.span(ids.inner);
     }
     rec.end_cycle();
+}
+
+/// Whether [`record`] releases cycle `i` by an input (arriving at
+/// `i × 10 ms + 7`, its counter `1000 + i`): the odd running cycles.
+fn input_paced(i: u64) -> bool {
+    i >= 5 && i % 2 == 1
 }
 
 /// Not a test of its own (hence ignored): the child process of the kill
@@ -216,7 +229,24 @@ fn a_killed_writer_leaves_a_ring_that_recovers_every_complete_cycle() {
         let i = i as u64;
         assert_eq!(c.cycle, i);
         assert_eq!(c.phase, if i < 5 { "warmup" } else { "running" });
-        assert_eq!(c.target_ns, Some(i * 10_000_000));
+        // The release kind survives the kill: the pace, the arrival and
+        // the counter of an input-paced cycle, the target of the others.
+        if input_paced(i) {
+            assert_eq!(
+                (c.pace, c.target_ns, c.arrival_ns, c.input_seq),
+                (
+                    PaceKind::Input,
+                    None,
+                    Some(i * 10_000_000 + 7),
+                    Some(1_000 + i)
+                )
+            );
+        } else {
+            assert_eq!(
+                (c.pace, c.target_ns, c.arrival_ns, c.input_seq),
+                (PaceKind::Deadline, Some(i * 10_000_000), None, None)
+            );
+        }
         assert_eq!(c.values["seq"].as_u64(), Some(i));
         assert!(c.end_ns.unwrap() >= c.start_ns);
         let shape: Vec<_> = c
@@ -613,9 +643,10 @@ fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
         f.seek(SeekFrom::Start(at)).unwrap();
         f.write_all(&v.to_le_bytes()).unwrap();
     };
-    // CycleSlot.phase is at byte 96 of its slot; SpanSlot.stage at 48 and
+    // CycleSlot.phase is at byte 112 of its slot (13 u64s, 2 u32s before
+    // it); SpanSlot.stage at 48 and
     // .parent at 50; span k of cycle c is slot c * max_spans + k.
-    poke(cycles_at + 3 * cycle_slot + 96, 999);
+    poke(cycles_at + 3 * cycle_slot + 112, 999);
     poke(spans_at + (6 * max_spans + 1) * span_slot + 48, 999);
     poke(spans_at + (8 * max_spans + 1) * span_slot + 50, 1);
     let r = RingReader::open(&path).unwrap().read(None).unwrap();

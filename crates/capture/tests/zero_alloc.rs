@@ -139,13 +139,10 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
         let phase = if i < 100 { warmup } else { running };
         rec.begin_cycle(
             phase,
-            Release {
-                target_ns: Some(i * 10_000_000),
-                overdue: i % 97 == 0,
-                skipped: (i % 1000 == 0) as u32,
-                spin_margin_ns: Some(200_000),
-                spin_ns: Some(i % 1000),
-            },
+            Release::at(i * 10_000_000)
+                .with_overdue(i % 97 == 0)
+                .with_skipped((i % 1000 == 0) as u32)
+                .with_spin(Some(200_000), Some(i % 1000)),
         );
         rec.set_int(seq, i as i64);
         rec.set_float(rate, 0.99);

@@ -181,13 +181,10 @@ impl Tick {
     /// skipped. The runtime's control loop, the Python binding and the C
     /// library all mark a cycle with this.
     pub fn release(&self) -> looptime_capture::Release {
-        looptime_capture::Release {
-            target_ns: Some(self.target_ns),
-            overdue: self.overdue,
-            skipped: self.skipped,
-            spin_margin_ns: Some(self.spin_margin_ns),
-            spin_ns: Some(self.spin_ns),
-        }
+        looptime_capture::Release::at(self.target_ns)
+            .with_overdue(self.overdue)
+            .with_skipped(self.skipped)
+            .with_spin(Some(self.spin_margin_ns), Some(self.spin_ns))
     }
 }
 

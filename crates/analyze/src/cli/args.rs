@@ -91,6 +91,10 @@ pub struct InputArgs {
     /// The stage whose span starts count as command submissions.
     #[arg(long, default_value = "robot_send_command")]
     pub command_stage: String,
+    /// Input-paced cycles: an answer (the command span's start) later than
+    /// this many µs after its input's arrival is late (default: the period).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..))]
+    pub answer_budget_us: Option<u64>,
 }
 
 impl InputArgs {
@@ -99,6 +103,7 @@ impl InputArgs {
             lenient: self.lenient,
             progress: true,
             command_stage: self.command_stage,
+            answer_budget_ns: self.answer_budget_us.map(|us| us.saturating_mul(1_000)),
         }
     }
 }
@@ -146,6 +151,13 @@ pub struct JudgeArgs {
     /// Stale uses in at most this % warn, more fail [default: 1].
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub warn_stale_within: Option<f64>,
+    /// Late answers of an input-paced phase in at most this % of its
+    /// answers pass [default: 0.1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_late_answers_within: Option<f64>,
+    /// Late answers in at most this % warn, more fail [default: 1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_late_answers_within: Option<f64>,
 }
 
 impl JudgeArgs {
@@ -183,10 +195,25 @@ impl JudgeArgs {
             self.warn_stale_within,
             t.stale_warn_pct,
         )?;
+        t.late_answers_pass_pct = pct(
+            "pass-late-answers-within",
+            self.pass_late_answers_within,
+            t.late_answers_pass_pct,
+        )?;
+        t.late_answers_warn_pct = pct(
+            "warn-late-answers-within",
+            self.warn_late_answers_within,
+            t.late_answers_warn_pct,
+        )?;
         for (what, pass, warn) in [
             ("rate", t.rate_pass_pct, t.rate_warn_pct),
             ("p99", t.p99_pass_pct, t.p99_warn_pct),
             ("stale", t.stale_pass_pct, t.stale_warn_pct),
+            (
+                "late-answers",
+                t.late_answers_pass_pct,
+                t.late_answers_warn_pct,
+            ),
         ] {
             if warn < pass {
                 return Err(UsageError(format!(

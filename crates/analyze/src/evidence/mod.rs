@@ -67,6 +67,9 @@ pub struct LoadOptions {
     pub progress: bool,
     /// The stage whose span starts are command submissions.
     pub command_stage: String,
+    /// An input-paced cycle's answer is late when its latency exceeds this
+    /// (default: the effective period).
+    pub answer_budget_ns: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -75,6 +78,7 @@ impl Default for LoadOptions {
             lenient: false,
             progress: false,
             command_stage: "robot_send_command".into(),
+            answer_budget_ns: None,
         }
     }
 }
@@ -190,6 +194,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
         threads: Vec::new(),
         missing_threads: Vec::new(),
         columns_computed: std::sync::atomic::AtomicUsize::new(0),
+        answer_budget_ns: opts.answer_budget_ns,
     };
     read_cycles(&mut ev, file, &tables, opts, path)?;
     Ok(ev)

@@ -65,9 +65,18 @@ impl Tables<'_> {
 /// A signed offset between two timestamps of one clock (lag, overshoot):
 /// more than an hour either way means the target is not on that clock.
 fn check_offset(what: &str, d: i64) -> std::result::Result<(), String> {
+    check_offset_of(
+        what,
+        d,
+        "target_ns cannot be on the clock the header names for it",
+    )
+}
+
+/// As [`check_offset`], with `why` said after the figure.
+fn check_offset_of(what: &str, d: i64, why: &str) -> std::result::Result<(), String> {
     if d.unsigned_abs() > ABSURD_DURATION_NS as u64 {
         return Err(format!(
-            "{what} is {d} ns, absurd (more than an hour): target_ns cannot be on the clock the header names for it"
+            "{what} is {d} ns, absurd (more than an hour): {why}"
         ));
     }
     Ok(())
@@ -160,6 +169,7 @@ struct Times {
     target: Option<i64>,
     sleep: Option<i64>,
     wake: Option<i64>,
+    arrival: Option<i64>,
 }
 
 fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, String> {
@@ -172,6 +182,31 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
     let cpu = opt("cpu_ns", rec.cpu_ns)?;
     let margin = opt("spin_margin_ns", rec.spin_margin_ns)?;
     let spin = opt("spin_ns", rec.spin_ns)?;
+    let arrival = opt("arrival_ns", rec.arrival_ns)?;
+    let input = rec.pace == looptime_capture::PaceKind::Input;
+    match (input, arrival) {
+        (true, None) => {
+            return Err(
+                "the cycle's pace is `input` but it has no arrival_ns: an input-paced release carries the input's arrival".into(),
+            )
+        }
+        (false, Some(_)) => {
+            return Err(
+                "the cycle has an arrival_ns but its pace is not `input`: only an input-paced release carries an arrival".into(),
+            )
+        }
+        (false, None) if rec.input_seq.is_some() => {
+            return Err(
+                "the cycle has an input_seq but its pace is not `input`: only an input-paced release carries the input's counter".into(),
+            )
+        }
+        (true, Some(a)) => check_offset_of(
+            "input wait (start_ns − arrival_ns)",
+            start - a,
+            "arrival_ns must be on the host monotonic clock, as start_ns",
+        )?,
+        _ => {}
+    }
     for (name, v) in [
         ("cpu_ns", cpu),
         ("spin_margin_ns", margin),
@@ -222,6 +257,7 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
         target,
         sleep,
         wake,
+        arrival,
     })
 }
 
@@ -384,6 +420,9 @@ fn convert_inner(
         wake_ns: times.wake,
         overdue: rec.overdue,
         skipped: rec.skipped,
+        input_paced: rec.pace == looptime_capture::PaceKind::Input,
+        arrival_ns: times.arrival,
+        input_seq: rec.input_seq,
         spans_dropped: rec.spans_dropped,
         samples_dropped: rec.samples_dropped,
         n_spans: rec.spans.len() as u32,

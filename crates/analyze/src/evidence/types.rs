@@ -64,6 +64,12 @@ pub struct CycleRow {
     pub overdue: bool,
     /// Skipped release points.
     pub skipped: u32,
+    /// Released by an input's arrival (`"pace": "input"`), not a deadline.
+    pub input_paced: bool,
+    /// When the releasing input arrived (input-paced cycles).
+    pub arrival_ns: Option<i64>,
+    /// The releasing input's own counter, when it carries one.
+    pub input_seq: Option<u64>,
     /// Spans dropped in this cycle.
     pub spans_dropped: u32,
     /// Data-age samples beyond this cycle's slots (counted, not stored).
@@ -177,6 +183,9 @@ pub struct Evidence {
     /// them again on any thread would be counted: a test holds every view
     /// of an [`crate::Analysis`] to the one computation it makes.
     pub(crate) columns_computed: std::sync::atomic::AtomicUsize,
+    /// The answer budget of input-paced cycles the loader was given
+    /// ([`super::LoadOptions::answer_budget_ns`]).
+    pub answer_budget_ns: Option<u64>,
 }
 
 /// One span, read back from [`Evidence::spans`].

@@ -12,6 +12,8 @@
 //! * [`threads`]: background threads' own reports, and the overlap of the
 //!   control stages with their work;
 //! * [`diagnosis`]: pace, per-cycle attribution and the verdict;
+//! * [`input_paced`]: phases released by an input's arrival (answer
+//!   latency, lost inputs, gaps and bursts, the robot's success rate);
 //! * [`summary`]: the first glance, one card per phase in a state (pass,
 //!   warn, fail, not judged) by documented thresholds;
 //! * [`report`]: the types, assembled into a [`Report`].
@@ -25,6 +27,7 @@ pub mod capture;
 pub mod columns;
 pub mod data_age;
 pub mod diagnosis;
+pub mod input_paced;
 pub mod rates;
 pub mod report;
 pub mod stages;
@@ -97,11 +100,13 @@ pub fn compute(
     let absent = capture::schedule_absent_reason(h);
     let thresholds = Thresholds::default();
     let age = data_age::data_age(ev);
+    let input = input_paced::input_paced(ev, &cc.segment, pace);
     let summary = summary::cards(
         &phases,
         pace,
         late_cycles.as_ref(),
         age.as_ref(),
+        input.as_ref(),
         &thresholds,
     );
     let report = Report {
@@ -111,10 +116,20 @@ pub fn compute(
         state,
         summary,
         thresholds,
-        caveats: capture::caveats(ev, state, &capture, absent.as_deref()),
+        caveats: {
+            let mut c = capture::caveats(ev, state, &capture, absent.as_deref());
+            c.extend(input.iter().flat_map(input_paced::caveats));
+            c
+        },
         capture,
         schedule_metrics_absent: absent,
-        diagnosis: diagnosis::diagnose(&phases, pace, late_cycles.as_ref()),
+        diagnosis: match input_paced::diagnosis(
+            input.as_ref(),
+            late_cycles.as_ref().map(|l| l.phase.as_str()),
+        ) {
+            Some(line) => vec![line],
+            None => diagnosis::diagnose(&phases, pace, late_cycles.as_ref()),
+        },
         phases,
         segments,
         stages,
@@ -122,6 +137,7 @@ pub fn compute(
         threads,
         overlap,
         data_age: age,
+        input_paced: input,
         pace,
         late_cycles,
         crosscheck: CrossCheck {

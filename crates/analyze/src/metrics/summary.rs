@@ -6,8 +6,8 @@
 //! types are the report's (`metrics::report`), as every other figure's.
 
 use super::report::{
-    CardCheck, CardDiagnosis, CardState, DataAgeReport, Lateness, Pace, PhaseCard, PhaseReport,
-    Thresholds,
+    CardCheck, CardDiagnosis, CardState, DataAgeReport, InputPacedReport, InputPhase, Lateness,
+    Pace, PhaseCard, PhaseReport, Thresholds,
 };
 use super::table::r4;
 
@@ -41,17 +41,24 @@ fn count(n: u64, one: &str) -> String {
 /// The cards of `phases`, judged against `pace` by `t`; the judged phase's
 /// card carries the diagnosis of `late`. With data age, each phase whose
 /// uses of a source with a staleness limit have ages gets a `stale_uses`
-/// check.
+/// check. A phase mostly released by inputs gets a `late_answers` check,
+/// and its diagnosis is the input-paced verdict.
 pub fn cards(
     phases: &[PhaseReport],
     pace: Pace,
     late: Option<&Lateness>,
     age: Option<&DataAgeReport>,
+    input: Option<&InputPacedReport>,
     t: &Thresholds,
 ) -> Vec<PhaseCard> {
     phases
         .iter()
-        .map(|p| card(p, pace, late, stale_pct(age, &p.phase), t))
+        .map(|p| {
+            let inp = input
+                .and_then(|i| i.phases.iter().find(|x| x.phase == p.phase))
+                .filter(|x| x.cycles >= x.deadline_cycles);
+            card(p, pace, late, stale_pct(age, &p.phase), inp, t)
+        })
         .collect()
 }
 
@@ -72,6 +79,7 @@ fn card(
     pace: Pace,
     late: Option<&Lateness>,
     stale: Option<f64>,
+    input: Option<&InputPhase>,
     t: &Thresholds,
 ) -> PhaseCard {
     let effective = match pace {
@@ -121,6 +129,16 @@ fn card(
             value: pct,
         });
     }
+    // An input-paced phase is judged on its answers (beside the rate, as
+    // staleness): sleep overshoot and deadline lag do not exist there.
+    if let (Some(share), Some(_)) = (input.and_then(|i| i.late_share), effective) {
+        let pct = r4(share * 100.0);
+        checks.push(CardCheck {
+            check: "late_answers".into(),
+            state: state_of(pct, t.late_answers_pass_pct, t.late_answers_warn_pct),
+            value: pct,
+        });
+    }
     // One phase is judged (the diagnosis's: the one with the most
     // cycles); every other phase's card keeps its figures and checks but
     // is not judged, so no warmup card turns red beside "not judged".
@@ -135,6 +153,14 @@ fn card(
             .unwrap_or(CardState::NotJudged)
     };
     let diagnosis = late.filter(|l| l.phase == p.phase).map(|l| {
+        if let Some(i) = input {
+            return CardDiagnosis {
+                verdict: i.verdict.clone(),
+                stage: None,
+                late: i.late_answers,
+                judged: i.cycles - i.unanswered,
+            };
+        }
         let (verdict, stage) = if l.late == 0 {
             ("on rate", None)
         } else if l.work_over_budget >= l.late_wake {
@@ -150,7 +176,15 @@ fn card(
         }
     });
     let effective_hz = effective.map(|e| r4(1e9 / e as f64));
-    let words = words(p, state, effective_hz, &checks, diagnosis.as_ref(), late);
+    let words = words(
+        p,
+        state,
+        effective_hz,
+        &checks,
+        diagnosis.as_ref(),
+        late,
+        input,
+    );
     PhaseCard {
         phase: p.phase.clone(),
         state,
@@ -173,6 +207,7 @@ fn words(
     checks: &[CardCheck],
     diagnosis: Option<&CardDiagnosis>,
     late: Option<&Lateness>,
+    input: Option<&InputPhase>,
 ) -> String {
     let hz = p
         .loop_hz
@@ -201,6 +236,10 @@ fn words(
         .map(|c| c.check.as_str())
         .collect();
     let diag = match (diagnosis, late) {
+        (Some(d), _) if input.is_some() => format!(
+            "; input-paced, diagnosis: {} ({} of {} answers late)",
+            d.verdict, d.late, d.judged
+        ),
         (Some(d), _) => {
             let stage = d.stage.as_ref().map_or(String::new(), |s| format!(", {s}"));
             match (state, d.late) {
@@ -222,9 +261,12 @@ fn words(
         (None, Some(l)) => format!("; not judged: the {} phase is", l.phase),
         (None, None) => "; not judged: no pace to judge against".to_string(),
     };
-    let stale = check("stale_uses").map_or(String::new(), |c| {
+    let mut stale = check("stale_uses").map_or(String::new(), |c| {
         format!(", {:.2} % stale data-age uses", c.value)
     });
+    if let Some(c) = check("late_answers") {
+        stale += &format!(", {:.2} % late answers", c.value);
+    }
     format!(
         "{}: {} — {rate}{p99}, {}, {} skipped{stale}{diag}",
         p.phase,
@@ -332,6 +374,7 @@ mod tests {
                 PACED,
                 None,
                 None,
+                None,
                 &t,
             )[0];
             let got = [
@@ -348,6 +391,7 @@ mod tests {
             PACED,
             None,
             None,
+            None,
             &t,
         )[0];
         assert_eq!(
@@ -359,6 +403,7 @@ mod tests {
         let c = &cards(
             &[phase("running", 99.6, 10_900_000, 0)],
             PACED,
+            None,
             None,
             None,
             &t,
@@ -377,8 +422,8 @@ mod tests {
             ..Thresholds::default()
         };
         let p = [phase("running", 97.0, 10_000_000, 2)];
-        let strict = &cards(&p, PACED, None, None, &Thresholds::default())[0];
-        let relaxed = &cards(&p, PACED, None, None, &loose)[0];
+        let strict = &cards(&p, PACED, None, None, None, &Thresholds::default())[0];
+        let relaxed = &cards(&p, PACED, None, None, None, &loose)[0];
         assert_eq!(strict.state, CardState::Fail);
         assert_eq!(relaxed.state, CardState::Pass);
         assert_eq!(strict.loop_hz, relaxed.loop_hz);
@@ -392,7 +437,7 @@ mod tests {
             phase("running", 100.0, 10_000_000, 40),
         ];
         for pace in [Pace::Uncapped, Pace::Unknown] {
-            for c in cards(&p, pace, None, None, &Thresholds::default()) {
+            for c in cards(&p, pace, None, None, None, &Thresholds::default()) {
                 assert_eq!(c.state, CardState::NotJudged);
                 assert!(c.checks.is_empty());
                 assert!(c.words.contains("NOT JUDGED"), "{}", c.words);
@@ -400,7 +445,7 @@ mod tests {
         }
         // The work made 40 cycles late, executor dominating.
         let l = late("running", 40, 35, 5);
-        let c = cards(&p, PACED, Some(&l), None, &Thresholds::default());
+        let c = cards(&p, PACED, Some(&l), None, None, &Thresholds::default());
         assert!(c[0].diagnosis.is_none());
         // The warmup card keeps its checks but is not judged: grey, never a
         // red FAIL beside "not judged".
@@ -427,6 +472,7 @@ mod tests {
             PACED,
             Some(&late("running", 40, 5, 35)),
             None,
+            None,
             &Thresholds::default(),
         );
         let d = c[1].diagnosis.as_ref().unwrap();
@@ -438,6 +484,7 @@ mod tests {
             &p,
             PACED,
             Some(&late("running", 0, 0, 0)),
+            None,
             None,
             &Thresholds::default(),
         );
@@ -457,6 +504,7 @@ mod tests {
             &ok,
             PACED,
             Some(&late("running", 1, 0, 1)),
+            None,
             None,
             &Thresholds::default(),
         );
@@ -499,7 +547,7 @@ mod tests {
             sources: vec![src("camera", Some(0.005)), src("state", None)],
         };
         let p = [phase("running", 100.0, 10_000_000, 0)];
-        let c = &cards(&p, PACED, None, Some(&age), &Thresholds::default())[0];
+        let c = &cards(&p, PACED, None, Some(&age), None, &Thresholds::default())[0];
         let check = c.checks.iter().find(|c| c.check == "stale_uses").unwrap();
         assert_eq!((check.value, check.state), (0.5, CardState::Warn));
         assert_eq!(c.state, CardState::Warn);
@@ -513,10 +561,10 @@ mod tests {
             stale_warn_pct: 2.0,
             ..Thresholds::default()
         };
-        let c = &cards(&p, PACED, None, Some(&age), &loose)[0];
+        let c = &cards(&p, PACED, None, Some(&age), None, &loose)[0];
         assert_eq!(c.state, CardState::Pass);
         // Without data age, no such check.
-        let c = &cards(&p, PACED, None, None, &Thresholds::default())[0];
+        let c = &cards(&p, PACED, None, None, None, &Thresholds::default())[0];
         assert!(c.checks.iter().all(|c| c.check != "stale_uses"));
     }
 }

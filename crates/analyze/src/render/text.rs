@@ -27,6 +27,8 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+mod input;
+
 fn ms(ns: f64) -> String {
     super::fixed(ns / 1e6, 3)
 }
@@ -95,6 +97,7 @@ pub fn render(r: &Report) -> String {
     stages(&mut o, r);
     values(&mut o, r);
     data_age(&mut o, r);
+    input::input_paced(&mut o, r);
     threads(&mut o, r);
     verdicts(&mut o, r);
     o

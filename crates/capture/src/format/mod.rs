@@ -522,6 +522,18 @@ pub struct CycleRecord {
     /// Release points skipped entirely before this cycle (keep-phase policy).
     #[serde(default)]
     pub skipped: u32,
+    /// What released the cycle: `deadline` (absent: the loop's own
+    /// deadline, or no schedule) or `input` (an input's arrival; added
+    /// within schema 2, with the input-paced release).
+    #[serde(default, skip_serializing_if = "crate::PaceKind::is_deadline")]
+    pub pace: crate::PaceKind,
+    /// When the releasing input arrived (host monotonic ns); input-paced
+    /// cycles only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_ns: Option<u64>,
+    /// The releasing input's own counter, when it carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_seq: Option<u64>,
     /// Spans of this cycle that did not fit its slots and were not stored.
     #[serde(default)]
     pub spans_dropped: u32,

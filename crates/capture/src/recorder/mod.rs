@@ -36,8 +36,8 @@ use crate::sys;
 pub use crate::slot::MAX_ATTRS_PER_SPAN;
 
 pub use crate::builder::{
-    footprint_bytes, AttrKey, AttrValue, PhaseId, RecorderBuilder, Release, SourceClock, SourceId,
-    SourceSpec, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SAMPLES_PER_CYCLE,
+    footprint_bytes, AttrKey, AttrValue, PaceKind, PhaseId, RecorderBuilder, Release, SourceClock,
+    SourceId, SourceSpec, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SAMPLES_PER_CYCLE,
     DEFAULT_MAX_SPANS_PER_CYCLE, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING, MAX_SPANS_CEILING,
     MAX_SPAN_DEPTH,
 };
@@ -186,6 +186,11 @@ impl Recorder {
         c.spin_margin = release.spin_margin_ns.unwrap_or(0);
         c.has_spin = release.spin_ns.is_some() as u8;
         c.spin = release.spin_ns.unwrap_or(0);
+        c.pace_input = (release.pace == crate::PaceKind::Input) as u8;
+        c.has_arrival = release.arrival_ns.is_some() as u8;
+        c.arrival = release.arrival_ns.unwrap_or(0);
+        c.has_input_seq = release.input_seq.is_some() as u8;
+        c.input_seq = release.input_seq.unwrap_or(0);
         c.cpu_end = 0;
         self.cur = slot;
         self.in_cycle = true;

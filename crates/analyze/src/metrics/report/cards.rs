@@ -54,6 +54,21 @@ pub struct Thresholds {
     /// …in at most this % warn; more fail.
     #[serde(default = "default_stale_warn")]
     pub stale_warn_pct: f64,
+    /// Late answers of an input-paced phase (latency over the answer
+    /// budget) in at most this % of its answers pass…
+    #[serde(default = "default_late_answers_pass")]
+    pub late_answers_pass_pct: f64,
+    /// …in at most this % warn; more fail.
+    #[serde(default = "default_late_answers_warn")]
+    pub late_answers_warn_pct: f64,
+}
+
+fn default_late_answers_pass() -> f64 {
+    Thresholds::default().late_answers_pass_pct
+}
+
+fn default_late_answers_warn() -> f64 {
+    Thresholds::default().late_answers_warn_pct
 }
 
 fn default_stale_pass() -> f64 {
@@ -75,6 +90,8 @@ impl Default for Thresholds {
             overruns_warn_pct: 0.1,
             stale_pass_pct: 0.1,
             stale_warn_pct: 1.0,
+            late_answers_pass_pct: 0.1,
+            late_answers_warn_pct: 1.0,
         }
     }
 }
@@ -82,14 +99,14 @@ impl Default for Thresholds {
 /// One judged figure of a card.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CardCheck {
-    /// `rate`, `p99_period`, `overruns` or `stale_uses`.
+    /// `rate`, `p99_period`, `overruns`, `stale_uses` or `late_answers`.
     pub check: String,
     /// Its state.
     pub state: CardState,
     /// The figure judged: the loop rate's and the p99 period's distance
     /// from the effective rate and period, in % (signed), the overrun
-    /// count, or the largest stale share of the phase's data-age sources,
-    /// in %.
+    /// count, the largest stale share of the phase's data-age sources, in
+    /// %, or the share of late answers of an input-paced phase, in %.
     pub value: f64,
 }
 

@@ -11,8 +11,10 @@ use serde::{Deserialize, Serialize};
 
 mod age;
 mod cards;
+mod input;
 pub use age::*;
 pub use cards::*;
+pub use input::*;
 
 /// What the loop's schedule was meant to be, as far as the files tell.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -517,6 +519,10 @@ pub struct Report {
     /// Data age per declared source (schema 2; absent without sources).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_age: Option<DataAgeReport>,
+    /// Input-paced phases' figures (absent when no cycle was released by
+    /// an input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_paced: Option<InputPacedReport>,
     /// The schedule the run was judged against.
     pub pace: Pace,
     /// Per-cycle attribution of the judged phase's late cycles.

@@ -1,0 +1,374 @@
+//! Input-paced phases: cycles released by an input's arrival (a robot's
+//! state stream, a bus) rather than by a deadline of the loop's own. Per
+//! phase: the arrival period and rate, the answer latency (command span
+//! start − arrival) and late answers, inputs the source's counter says
+//! were lost (before arrival, after a late answer, or discarded in a
+//! burst), gaps and bursts, the robot's own success rate, and a verdict
+//! in words (docs/input-paced.md, docs/metrics.md, Input-paced phases).
+
+use super::data_age::dist_of;
+use super::report::{Bursts, InputPacedReport, InputPhase, LostInputs, Pace, SuccessRate};
+use super::table::r4;
+use crate::evidence::{Cell, Evidence};
+
+/// An arrival interval longer than this many periods is a gap.
+pub const GAP_PERIODS: f64 = 1.5;
+/// After a gap, arrivals closer than this many periods belong to a burst.
+pub const BURST_PERIODS: f64 = 0.25;
+
+/// The input-paced report of `ev` (absent when no cycle was released by
+/// an input). `segment` is the cycle columns' segment per row.
+pub fn input_paced(ev: &Evidence, segment: &[u32], pace: Pace) -> Option<InputPacedReport> {
+    if !ev.cycles.iter().any(|c| c.input_paced) {
+        return None;
+    }
+    let answers = answer_starts(ev);
+    let phases = (0..ev.header.phases.len() as u32)
+        .filter_map(|ph| {
+            let rows: Vec<usize> = (0..ev.cycles.len())
+                .filter(|&r| ev.cycles[r].phase == ph && ev.cycles[r].input_paced)
+                .collect();
+            (!rows.is_empty()).then(|| phase_figures(ev, segment, pace, ph, &rows, &answers))
+        })
+        .collect();
+    Some(InputPacedReport { phases })
+}
+
+/// What a reader of the phase tables must know: an input-paced phase has
+/// no sleep overshoot or deadline lag, and a phase that mixes kinds has a
+/// period made of two kinds of wait.
+pub fn caveats(r: &InputPacedReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &r.phases {
+        if p.deadline_cycles > 0 {
+            out.push(format!(
+                "mixed pace: phase `{}` holds {} input-paced and {} deadline-paced cycles; its period and loop Hz mix two kinds of wait (record each kind in a phase of its own)",
+                p.phase, p.cycles, p.deadline_cycles
+            ));
+        }
+        out.push(format!(
+            "input-paced: phase `{}` was released by its inputs' arrivals, not by a deadline of its own, so sleep overshoot and deadline lag are not reported for its {} input-paced cycles; answer latency is judged instead (docs/input-paced.md)",
+            p.phase, p.cycles
+        ));
+    }
+    out
+}
+
+/// The diagnosis of the judged phase `phase` when it is mostly released by
+/// its inputs: the input-paced verdict replaces the sleep-to-deadline one.
+pub fn diagnosis(r: Option<&InputPacedReport>, phase: Option<&str>) -> Option<String> {
+    let p = r?
+        .phases
+        .iter()
+        .find(|p| Some(p.phase.as_str()) == phase && p.cycles >= p.deadline_cycles)?;
+    Some(format!(
+        "{}: input-paced, {}: {}",
+        p.phase, p.verdict, p.reason
+    ))
+}
+
+/// The start of each cycle's first command span, by row.
+fn answer_starts(ev: &Evidence) -> Vec<Option<i64>> {
+    let mut out = vec![None; ev.cycles.len()];
+    for &(row, start) in &ev.commands {
+        let slot = &mut out[row as usize];
+        if slot.is_none_or(|s: i64| start < s) {
+            *slot = Some(start);
+        }
+    }
+    out
+}
+
+/// One phase's rows, as the figures walk them: `rows` are the phase's
+/// input-paced rows in file order; `follows[i]` says whether `rows[i]`
+/// directly follows `rows[i − 1]` in the same segment (so that an
+/// interval or a counter step between them means something).
+struct Walk<'a> {
+    ev: &'a Evidence,
+    rows: &'a [usize],
+    follows: Vec<bool>,
+    late: Vec<bool>,
+}
+
+impl Walk<'_> {
+    fn arrival(&self, i: usize) -> i64 {
+        self.ev.cycles[self.rows[i]].arrival_ns.unwrap_or(0)
+    }
+    fn interval(&self, i: usize) -> Option<i64> {
+        self.follows[i].then(|| self.arrival(i) - self.arrival(i - 1))
+    }
+    fn seq(&self, i: usize) -> Option<u64> {
+        self.ev.cycles[self.rows[i]].input_seq
+    }
+    /// The counter's step from `rows[i − 1]` to `rows[i]`.
+    fn step(&self, i: usize) -> Option<i128> {
+        if !self.follows[i] {
+            return None;
+        }
+        Some(self.seq(i)? as i128 - self.seq(i - 1)? as i128)
+    }
+}
+
+fn phase_figures(
+    ev: &Evidence,
+    segment: &[u32],
+    pace: Pace,
+    ph: u32,
+    rows: &[usize],
+    answers: &[Option<i64>],
+) -> InputPhase {
+    let follows: Vec<bool> = (0..rows.len())
+        .map(|i| i > 0 && rows[i] == rows[i - 1] + 1 && segment[rows[i]] == segment[rows[i - 1]])
+        .collect();
+    let mut w = Walk {
+        ev,
+        rows,
+        follows,
+        late: vec![false; rows.len()],
+    };
+    let intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
+    let arrival_period = dist_of(intervals);
+    let (period_ns, period_from) = match (pace, &arrival_period) {
+        (Pace::Paced { effective_ns, .. }, _) => (Some(effective_ns), "nominal"),
+        (_, Some(d)) if d.p50_ns > 0 => (Some(d.p50_ns as u64), "arrivals"),
+        _ => (None, "nominal"),
+    };
+    let (budget_ns, budget_from) = match ev.answer_budget_ns {
+        Some(b) => (Some(b), "flag"),
+        None => (period_ns, "period"),
+    };
+    let latencies: Vec<i64> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &r)| {
+            let l = answers[r]? - w.arrival(i);
+            w.late[i] = budget_ns.is_some_and(|b| l > b as i64);
+            Some(l)
+        })
+        .collect();
+    let answered = latencies.len() as u64;
+    let late_answers = w.late.iter().filter(|&&l| l).count() as u64;
+    let arrival_hz = arrival_hz(&w);
+    let (bursts, in_burst, gaps) = match period_ns {
+        Some(p) => bursts(&w, p as f64),
+        None => (Bursts::default(), vec![false; rows.len()], 0),
+    };
+    let lost = lost(&w, &in_burst);
+    let success_rate = success_rate(ev, rows);
+    let (verdict, reason) = verdict(
+        late_answers,
+        answered,
+        budget_ns,
+        lost.as_ref(),
+        gaps,
+        &bursts,
+    );
+    InputPhase {
+        phase: ev
+            .header
+            .phases
+            .get(ph as usize)
+            .cloned()
+            .unwrap_or_default(),
+        cycles: rows.len() as u64,
+        deadline_cycles: ev
+            .cycles
+            .iter()
+            .filter(|c| c.phase == ph && !c.input_paced)
+            .count() as u64,
+        period_ns,
+        period_from: period_from.into(),
+        arrival_rate_error_pct: match (arrival_hz, period_ns) {
+            (Some(hz), Some(p)) => Some(r4((hz - 1e9 / p as f64) / (1e9 / p as f64) * 100.0)),
+            _ => None,
+        },
+        arrival_period,
+        arrival_hz,
+        budget_ns,
+        budget_from: budget_from.into(),
+        answer_latency: dist_of(latencies),
+        unanswered: rows.len() as u64 - answered,
+        late_answers,
+        late_share: (answered > 0).then(|| r4(late_answers as f64 / answered as f64)),
+        lost,
+        gaps,
+        bursts,
+        success_rate,
+        verdict: verdict.into(),
+        reason,
+    }
+}
+
+/// Σ(arrivals − 1) / Σ(last − first arrival) over runs of successive rows.
+fn arrival_hz(w: &Walk) -> Option<f64> {
+    let (mut n, mut span) = (0u64, 0i64);
+    for i in 1..w.rows.len() {
+        if let Some(d) = w.interval(i) {
+            n += 1;
+            span += d;
+        }
+    }
+    (n > 0 && span > 0).then(|| r4(n as f64 * 1e9 / span as f64))
+}
+
+/// Gaps (intervals over 1.5 P) and the bursts after them (the arrival
+/// that ends the gap and the following ones closer than P/4, when there
+/// are at least two); which rows are in a burst.
+fn bursts(w: &Walk, p: f64) -> (Bursts, Vec<bool>, u64) {
+    let mut b = Bursts::default();
+    let mut in_burst = vec![false; w.rows.len()];
+    let mut gaps = 0;
+    let mut i = 1;
+    while i < w.rows.len() {
+        let Some(d) = w.interval(i) else {
+            i += 1;
+            continue;
+        };
+        if (d as f64) <= GAP_PERIODS * p {
+            i += 1;
+            continue;
+        }
+        gaps += 1;
+        let mut end = i + 1;
+        while end < w.rows.len()
+            && w.interval(end)
+                .is_some_and(|d| (d as f64) < BURST_PERIODS * p)
+        {
+            end += 1;
+        }
+        let members = (end - i) as u64;
+        if members >= 2 {
+            let advance = match (w.seq(end - 1), w.seq(i - 1)) {
+                (Some(last), Some(before)) if last > before => last - before,
+                _ => members,
+            };
+            b.count += 1;
+            b.after_late_answer += w.late[i - 1] as u64;
+            b.arrivals += members;
+            b.states += advance.max(members);
+            b.states_max = b.states_max.max(advance.max(members));
+            in_burst[i..end].iter_mut().for_each(|x| *x = true);
+        }
+        i = end;
+    }
+    b.discarded = b.states - b.arrivals;
+    (b, in_burst, gaps)
+}
+
+/// The counter's figures over successive counted rows (absent when no row
+/// carries a counter).
+fn lost(w: &Walk, in_burst: &[bool]) -> Option<LostInputs> {
+    if !w.rows.iter().any(|&r| w.ev.cycles[r].input_seq.is_some()) {
+        return None;
+    }
+    let mut l = LostInputs {
+        compared: 0,
+        total: 0,
+        before_arrival: 0,
+        after_late_answer: 0,
+        discarded_in_bursts: 0,
+        repeated: 0,
+        resets: 0,
+    };
+    for (i, &burst) in in_burst.iter().enumerate().skip(1) {
+        let Some(step) = w.step(i) else { continue };
+        l.compared += 1;
+        match step {
+            s if s < 0 => l.resets += 1,
+            0 => l.repeated += 1,
+            1 => {}
+            s => {
+                let gap = (s - 1) as u64;
+                l.total += gap;
+                if w.late[i - 1] {
+                    l.after_late_answer += gap;
+                } else if burst {
+                    l.discarded_in_bursts += gap;
+                } else {
+                    l.before_arrival += gap;
+                }
+            }
+        }
+    }
+    Some(l)
+}
+
+/// The value the robot's success rate is recorded as: `success_rate`, or
+/// the first value whose name ends in `_success_rate`.
+fn success_value(ev: &Evidence) -> Option<usize> {
+    let v = &ev.header.values;
+    v.iter()
+        .position(|x| x.name == "success_rate")
+        .or_else(|| v.iter().position(|x| x.name.ends_with("_success_rate")))
+}
+
+/// The success rate over the phase's input-paced cycles that set it, the
+/// first left out (the robot has rated no command of ours before it).
+fn success_rate(ev: &Evidence, rows: &[usize]) -> Option<SuccessRate> {
+    let col = success_value(ev)?;
+    let nv = ev.header.values.len();
+    let mut v: Vec<f64> = rows[1..]
+        .iter()
+        .filter_map(|&r| match ev.values[r * nv + col] {
+            Cell::Int(i) => Some(i as f64),
+            Cell::Float(f) => Some(f),
+            Cell::Unset => None,
+        })
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let at = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    Some(SuccessRate {
+        value: ev.header.values[col].name.clone(),
+        count: n as u64,
+        mean: r4(v.iter().sum::<f64>() / n as f64),
+        min: v[0],
+        p1: at(0.01),
+        p10: at(0.1),
+        p50: at(0.5),
+        below_one: v.iter().filter(|&&x| x < 1.0).count() as u64,
+    })
+}
+
+/// The verdict in words: `the loop` when an answer was late, `the link`
+/// when inputs were lost before arrival or discarded in a burst, or arrived
+/// with gaps, while every answer was on time; both when both; else `on
+/// rate`.
+fn verdict(
+    late: u64,
+    answered: u64,
+    budget: Option<u64>,
+    lost: Option<&LostInputs>,
+    gaps: u64,
+    bursts: &Bursts,
+) -> (&'static str, String) {
+    let link_lost = lost.map_or(0, |l| l.before_arrival + l.discarded_in_bursts);
+    let link = gaps > 0 || link_lost > 0;
+    let ms = |ns: u64| format!("{:.3} ms", ns as f64 / 1e6);
+    let loop_part = budget.map_or(String::new(), |b| {
+        let after = lost.map_or(0, |l| l.after_late_answer);
+        format!(
+            "{late} of {answered} answers later than {} after their input ({after} inputs lost right after a late answer)",
+            ms(b)
+        )
+    });
+    let link_part = format!(
+        "{gaps} gaps in the arrivals, {} bursts, {link_lost} inputs lost before arrival or discarded in a burst",
+        bursts.count
+    );
+    match (late > 0, link) {
+        (false, false) => (
+            "on rate",
+            format!("every answer on time and no input lost or late: {link_part}"),
+        ),
+        (true, false) => ("the loop", loop_part),
+        (false, true) => (
+            "the link",
+            format!("{link_part}, with every answer on time"),
+        ),
+        (true, true) => ("the loop and the link", format!("{loop_part}; {link_part}")),
+    }
+}

@@ -1,0 +1,87 @@
+//! The text report's input-paced section: per phase released by its
+//! inputs, the arrivals, the answers, what the counter says was lost, the
+//! gaps and bursts, the robot's success rate, and the verdict.
+
+use std::fmt::Write as _;
+
+use super::{dist_row, ms};
+use crate::metrics::{InputPhase, Report};
+
+/// The section (absent without input-paced cycles).
+pub(super) fn input_paced(o: &mut String, r: &Report) {
+    let Some(ip) = &r.input_paced else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\ninput-paced: cycles released by an input's arrival (ms; no sleep overshoot or deadline lag: there is no deadline of the loop's own)"
+    );
+    for p in &ip.phases {
+        phase(o, p);
+    }
+}
+
+fn phase(o: &mut String, p: &InputPhase) {
+    let mixed = if p.deadline_cycles > 0 {
+        format!(" (and {} deadline-paced: mixed)", p.deadline_cycles)
+    } else {
+        String::new()
+    };
+    let period = p.period_ns.map_or("no period".into(), |n| {
+        format!("P = {} ms ({})", ms(n as f64), p.period_from)
+    });
+    let rate = match (p.arrival_hz, p.arrival_rate_error_pct) {
+        (Some(hz), Some(e)) => format!("arrivals at {hz:.2} Hz ({e:+.2} % against 1/P)"),
+        (Some(hz), None) => format!("arrivals at {hz:.2} Hz"),
+        _ => "no arrival rate".into(),
+    };
+    let _ = writeln!(
+        o,
+        "  phase {}: {} input-paced cycles{mixed}, {period}, {rate}",
+        p.phase, p.cycles
+    );
+    let _ = writeln!(
+        o,
+        "  {:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "", "mean", "p50", "p90", "p99", "p99.9", "max"
+    );
+    dist_row(o, "arrival period", &p.arrival_period, ms);
+    dist_row(o, "answer latency", &p.answer_latency, ms);
+    let budget = p.budget_ns.map_or("no budget".into(), |b| {
+        format!("over {} ms ({})", ms(b as f64), p.budget_from)
+    });
+    let share = p
+        .late_share
+        .map_or(String::new(), |s| format!(" ({:.2} %)", s * 100.0));
+    let _ = writeln!(
+        o,
+        "    late answers: {}{share} {budget}; {} cycles with no command span",
+        p.late_answers, p.unanswered
+    );
+    if let Some(l) = &p.lost {
+        let _ = writeln!(
+            o,
+            "    lost inputs (the counter): {} = {} before arrival + {} after a late answer + {} discarded in bursts; {} repeated, {} resets, over {} steps",
+            l.total, l.before_arrival, l.after_late_answer, l.discarded_in_bursts, l.repeated, l.resets, l.compared
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "    lost inputs: no counter recorded (Release::input without a sequence number)"
+        );
+    }
+    let b = &p.bursts;
+    let _ = writeln!(
+        o,
+        "    gaps: {} (intervals over 1.5 P); bursts: {} ({} after a late answer), {} arrivals carrying {} states (at most {} in one), {} discarded",
+        p.gaps, b.count, b.after_late_answer, b.arrivals, b.states, b.states_max, b.discarded
+    );
+    if let Some(s) = &p.success_rate {
+        let _ = writeln!(
+            o,
+            "    robot's success rate ({}): mean {:.4}, p50 {:.4}, p10 {:.4}, p1 {:.4}, min {:.4}; {} of {} cycles below 1",
+            s.value, s.mean, s.p50, s.p10, s.p1, s.min, s.below_one, s.count
+        );
+    }
+    let _ = writeln!(o, "    diagnosis: {}: {}", p.verdict, p.reason);
+}

@@ -1,0 +1,368 @@
+//! Input-paced phases on hand-built episodes whose every figure is derived
+//! by hand below: the arrival period and rate, answer latency and late
+//! answers, lost inputs split by cause, gaps and a burst, a repeated and a
+//! reset counter, the robot's success rate, the verdict and the card; a
+//! phase that mixes kinds gets its caveat; malformed input-paced lines are
+//! refused with their line.
+
+use super::*;
+use serde_json::json;
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_000_000_000_000;
+
+/// The v1 serve fixture's header (P = 10 ms; phases warmup, running,
+/// paused; the value `command_success_rate`).
+fn header() -> String {
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    text.lines().next().unwrap().to_string()
+}
+
+/// A deadline-paced cycle `index` in `phase` at `start` (1 ms of work, on time).
+fn deadline_cycle(index: u64, phase: &str, start: u64) -> String {
+    json!({"type": "cycle", "cycle": index, "phase": phase, "start_ns": start,
+        "end_ns": start + MS, "target_ns": start, "sleep_start_ns": start - 5 * MS,
+        "wake_ns": start, "overdue": false, "skipped": 0, "spans_dropped": 0,
+        "values": {}, "spans": []})
+    .to_string()
+}
+
+/// An input-paced cycle: released 50 µs after its arrival, its command
+/// span `answer` after the arrival (none when `None`), and its work ending
+/// 100 µs after the command span's start (at least 1 ms after its start).
+fn input_cycle(
+    index: u64,
+    phase: &str,
+    arrival: u64,
+    seq: u64,
+    answer: Option<u64>,
+    rate: Option<f64>,
+) -> String {
+    let start = arrival + 50 * US;
+    let mut spans = vec![];
+    let mut end = start + MS;
+    if let Some(a) = answer {
+        spans.push(
+            json!({"stage": "robot_send_command", "parent": null, "depth": 0,
+            "start_ns": arrival + a, "wall_ns": 100 * US, "cpu_ns": null,
+            "closed_by_cycle_end": false, "attrs": {}}),
+        );
+        end = end.max(arrival + a + 100 * US);
+    }
+    let mut values = json!({});
+    if let Some(r) = rate {
+        values["command_success_rate"] = json!(r);
+    }
+    json!({"type": "cycle", "cycle": index, "phase": phase, "start_ns": start,
+        "end_ns": end, "pace": "input", "arrival_ns": arrival, "input_seq": seq,
+        "overdue": false, "skipped": 0, "spans_dropped": 0, "values": values,
+        "spans": spans})
+    .to_string()
+}
+
+fn write(dir: &Path, lines: &[String]) {
+    std::fs::write(dir.join("control_timing.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+/// The running phase's arrivals (ms after T0, in µs), counters and answer
+/// latencies (µs); `None`: no command span.
+const RUNNING: [(u64, u64, Option<u64>); 18] = [
+    (0, 100, Some(500)),
+    (10_000, 101, Some(500)),
+    (20_000, 102, Some(500)),
+    (30_000, 104, Some(500)),    // 103 lost before arrival
+    (40_000, 105, Some(12_000)), // late: 12 ms > P
+    (52_200, 107, Some(500)),    // 106 lost after the late answer
+    (60_000, 108, Some(500)),
+    (70_000, 109, Some(500)),
+    (95_000, 110, Some(500)),  // a 25 ms gap; a burst begins
+    (95_500, 112, Some(300)),  // in the burst: 111 discarded
+    (96_000, 113, Some(300)),  // in the burst
+    (100_000, 114, Some(500)), // 4 ms ≥ P/4: the burst ended
+    (110_000, 115, Some(500)),
+    (140_000, 117, Some(500)), // a 30 ms gap, alone: 116 lost before arrival
+    (150_000, 118, Some(500)),
+    (160_000, 119, None),      // no command span
+    (170_000, 119, Some(500)), // the counter repeated
+    (180_000, 5, Some(500)),   // the counter went back: a reset
+];
+
+#[test]
+fn every_input_paced_figure_matches_the_hand_derived_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![header()];
+    lines.push(deadline_cycle(0, "warmup", T0 - 30 * MS));
+    lines.push(deadline_cycle(1, "warmup", T0 - 20 * MS));
+    for (i, &(at_us, seq, answer)) in RUNNING.iter().enumerate() {
+        // The success rate: unset in the cycle with no answer, 0.95 and
+        // 0.97 in cycles 5 and 6, 0 in the first (left out), else 1.
+        let rate = match i {
+            15 => None,
+            0 => Some(0.0),
+            5 => Some(0.95),
+            6 => Some(0.97),
+            _ => Some(1.0),
+        };
+        let answer = answer.map(|a| a * US);
+        lines.push(input_cycle(
+            i as u64 + 2,
+            "running",
+            T0 + at_us * US,
+            seq,
+            answer,
+            rate,
+        ));
+    }
+    write(dir.path(), &lines);
+    let r = analyze_json(dir.path(), &[]);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(r["input_paced"]["phases"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        (&p["phase"], &p["cycles"], &p["deadline_cycles"]),
+        (&json!("running"), &json!(18), &json!(0))
+    );
+    assert_eq!(
+        (&p["period_ns"], &p["period_from"]),
+        (&json!(10 * MS), &json!("nominal"))
+    );
+    // Intervals (ms): 10 ×10, 12.2, 7.8, 25, 0.5, 0.5, 4, 30: 17 summing to
+    // 180 ms (the last arrival − the first). Sorted: 0.5, 0.5, 4, 7.8,
+    // 10 ×10, 12.2, 25, 30. Nearest rank: p50 = 9th = 10, p90 = 16th = 25,
+    // p99 = 17th = 30; mean 180 / 17 = 10.5882353 ms.
+    let ap = &p["arrival_period"];
+    assert_eq!(
+        (
+            &ap["count"],
+            &ap["min_ns"],
+            &ap["p50_ns"],
+            &ap["p90_ns"],
+            &ap["p99_ns"],
+            &ap["max_ns"]
+        ),
+        (
+            &json!(17),
+            &json!(500 * US),
+            &json!(10 * MS),
+            &json!(25 * MS),
+            &json!(30 * MS),
+            &json!(30 * MS)
+        )
+    );
+    assert_eq!(ap["mean_ns"], 10_588_235.3);
+    // 17 intervals in 0.18 s: 94.4444 Hz, (94.4444 − 100) / 100 = −5.5556 %.
+    assert_eq!(p["arrival_hz"], 94.4444);
+    assert_eq!(p["arrival_rate_error_pct"], -5.5556);
+    // Answers: 17 (cycle 15 has none): 0.3 ×2, 0.5 ×14, 12 ms. p50 = 9th
+    // = 0.5, p90 = 16th = 0.5, p99 = 17th = 12; one over the 10 ms budget
+    // (the period): 1 / 17 = 0.0588.
+    let al = &p["answer_latency"];
+    assert_eq!(
+        (
+            &al["count"],
+            &al["min_ns"],
+            &al["p50_ns"],
+            &al["p90_ns"],
+            &al["p99_ns"]
+        ),
+        (
+            &json!(17),
+            &json!(300 * US),
+            &json!(500 * US),
+            &json!(500 * US),
+            &json!(12 * MS)
+        )
+    );
+    assert_eq!(
+        (&p["budget_ns"], &p["budget_from"]),
+        (&json!(10 * MS), &json!("period"))
+    );
+    assert_eq!(
+        (&p["late_answers"], &p["late_share"], &p["unanswered"]),
+        (&json!(1), &json!(0.0588), &json!(1))
+    );
+    // The counter over 17 steps: 103 and 116 lost before arrival (after
+    // on-time answers, outside a burst), 106 after the late answer, 111
+    // discarded in the burst; 119 repeated; 119 → 5 a reset.
+    assert_eq!(
+        p["lost"],
+        json!({"compared": 17, "total": 4, "before_arrival": 2, "after_late_answer": 1,
+               "discarded_in_bursts": 1, "repeated": 1, "resets": 1})
+    );
+    // Gaps over 15 ms: 25 and 30 ms. The burst: the arrival after the 25 ms
+    // gap and the two 0.5 ms after it; the counter advanced 113 − 109 = 4
+    // over its 3 arrivals: 1 discarded. The 30 ms gap has one arrival: no burst.
+    assert_eq!(p["gaps"], 2);
+    assert_eq!(
+        p["bursts"],
+        json!({"count": 1, "after_late_answer": 0, "arrivals": 3, "states": 4,
+               "states_max": 4, "discarded": 1})
+    );
+    // Success rate over cycles 1..17 that set it (16): 0.95, 0.97, 1 ×14.
+    // p1 = 1st = 0.95, p10 = 2nd = 0.97, p50 = 8th = 1; mean 15.92 / 16 =
+    // 0.995; 2 below 1.
+    assert_eq!(
+        p["success_rate"],
+        json!({"value": "command_success_rate", "count": 16, "mean": 0.995, "min": 0.95,
+               "p1": 0.95, "p10": 0.97, "p50": 1.0, "below_one": 2})
+    );
+    // A late answer and gaps: both.
+    assert_eq!(p["verdict"], "the loop and the link");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 17 answers later than 10.000 ms"),
+        "{}",
+        p["reason"]
+    );
+    // No overshoot or lag for the input-paced phase, and the report says why.
+    let running = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["phase"] == "running")
+        .unwrap();
+    assert!(
+        running["overshoot"].is_null() && running["lag"].is_null(),
+        "{running}"
+    );
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("input-paced: phase `running`")
+            && caveats.contains("sleep overshoot and deadline lag are not reported"),
+        "{caveats}"
+    );
+    assert!(!caveats.contains("mixed pace"), "{caveats}");
+    // The card: late answers 5.88 % > 1 %: fail, with the input verdict.
+    let card = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    let check = card["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "late_answers")
+        .unwrap();
+    assert_eq!(
+        (&check["value"], &check["state"]),
+        (&json!(5.88), &json!("fail"))
+    );
+    assert_eq!(card["diagnosis"]["verdict"], "the loop and the link");
+    assert!(
+        card["words"]
+            .as_str()
+            .unwrap()
+            .contains("input-paced, diagnosis: the loop and the link (1 of 17 answers late)"),
+        "{}",
+        card["words"]
+    );
+
+    // A budget of 13 ms: no answer is late; the verdict becomes the link's,
+    // and 106 now counts as lost before arrival (its predecessor's answer
+    // was on time).
+    let r = analyze_json(dir.path(), &["--answer-budget-us", "13000"]);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["late_answers"], &p["budget_from"], &p["verdict"]),
+        (&json!(0), &json!("flag"), &json!("the link"))
+    );
+    assert_eq!(
+        (
+            &p["lost"]["before_arrival"],
+            &p["lost"]["after_late_answer"]
+        ),
+        (&json!(3), &json!(0))
+    );
+
+    // The text report carries the section.
+    let t = analyze(&["--episode", dir.path().to_str().unwrap()]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    for want in [
+        "input-paced: cycles released by an input's arrival",
+        "phase running: 18 input-paced cycles, P = 10.000 ms (nominal), arrivals at 94.44 Hz (-5.56 % against 1/P)",
+        "late answers: 1 (5.88 %) over 10.000 ms (period); 1 cycles with no command span",
+        "lost inputs (the counter): 4 = 2 before arrival + 1 after a late answer + 1 discarded in bursts",
+        "bursts: 1 (0 after a late answer), 3 arrivals carrying 4 states (at most 4 in one), 1 discarded",
+        "diagnosis: the loop and the link:",
+        "running: input-paced, the loop and the link: 1 of 17 answers",
+    ] {
+        assert!(t.stdout.contains(want), "missing {want:?} in\n{}", t.stdout);
+    }
+}
+
+#[test]
+fn a_phase_that_mixes_kinds_gets_its_caveat() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two input-paced cycles, then a deadline-paced one, all in `running`.
+    let lines = vec![
+        header(),
+        input_cycle(0, "running", T0, 1, Some(500 * US), None),
+        input_cycle(1, "running", T0 + 10 * MS, 2, Some(500 * US), None),
+        deadline_cycle(2, "running", T0 + 20 * MS),
+    ];
+    write(dir.path(), &lines);
+    let r = analyze_json(dir.path(), &[]);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["cycles"], &p["deadline_cycles"], &p["verdict"]),
+        (&json!(2), &json!(1), &json!("on rate"))
+    );
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains(
+            "mixed pace: phase `running` holds 2 input-paced and 1 deadline-paced cycles"
+        ),
+        "{caveats}"
+    );
+    // A deadline-only episode has no section.
+    let plain = tempfile::tempdir().unwrap();
+    write(plain.path(), &[header(), deadline_cycle(0, "running", T0)]);
+    assert!(analyze_json(plain.path(), &[]).get("input_paced").is_none());
+}
+
+#[test]
+fn malformed_input_paced_lines_are_refused_with_their_line() {
+    let cases = [
+        // pace input without an arrival
+        (
+            json!({"pace": "input"}),
+            json!({"arrival_ns": null}),
+            "pace is `input` but it has no arrival_ns",
+        ),
+        // an arrival on a deadline-paced cycle
+        (
+            json!({}),
+            json!({"pace": "deadline", "arrival_ns": T0}),
+            "has an arrival_ns but its pace is not `input`",
+        ),
+        // an unknown pace
+        (json!({}), json!({"pace": "bus"}), "unknown variant `bus`"),
+    ];
+    for (_, edit, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c: Value =
+            serde_json::from_str(&input_cycle(0, "running", T0, 1, Some(500 * US), None)).unwrap();
+        for (k, v) in edit.as_object().unwrap() {
+            if v.is_null() {
+                c.as_object_mut().unwrap().remove(k);
+            } else {
+                c[k] = v.clone();
+            }
+        }
+        if c["pace"] == "deadline" {
+            c.as_object_mut().unwrap().remove("input_seq");
+        }
+        write(dir.path(), &[header(), c.to_string()]);
+        let r = analyze(&["--episode", dir.path().to_str().unwrap()]);
+        assert_ne!(r.code, 0, "{edit}: accepted");
+        assert!(
+            r.stderr.contains("control_timing.jsonl:2") && r.stderr.contains(want),
+            "{edit}: {}",
+            r.stderr
+        );
+    }
+}
