@@ -86,59 +86,7 @@ fn card(
         Pace::Paced { effective_ns, .. } => Some(effective_ns),
         _ => None,
     };
-    let period_p99 = p.period.as_ref().map(|d| d.p99_ns);
-    let period_max = p.period.as_ref().map(|d| d.max_ns);
-    let mut checks = Vec::new();
-    if let (Some(eff), Some(hz)) = (effective, p.loop_hz) {
-        let eff_hz = 1e9 / eff as f64;
-        let d = r4((hz - eff_hz) / eff_hz * 100.0);
-        checks.push(CardCheck {
-            check: "rate".into(),
-            state: state_of(d.abs(), t.rate_pass_pct, t.rate_warn_pct),
-            value: d,
-        });
-    }
-    if let (Some(eff), Some(p99)) = (effective, period_p99) {
-        let d = r4((p99 as f64 - eff as f64) / eff as f64 * 100.0);
-        checks.push(CardCheck {
-            check: "p99_period".into(),
-            state: state_of(d.abs(), t.p99_pass_pct, t.p99_warn_pct),
-            value: d,
-        });
-    }
-    if effective.is_some() && p.period.is_some() {
-        let share = p.overruns as f64 / p.cycles.max(1) as f64 * 100.0;
-        checks.push(CardCheck {
-            check: "overruns".into(),
-            state: if p.overruns <= t.overruns_pass {
-                CardState::Pass
-            } else if share <= t.overruns_warn_pct {
-                CardState::Warn
-            } else {
-                CardState::Fail
-            },
-            value: p.overruns as f64,
-        });
-    }
-    // Staleness is judged beside the rate, never alone: an unpaced phase
-    // stays not judged.
-    if let (Some(pct), Some(_)) = (stale, effective) {
-        checks.push(CardCheck {
-            check: "stale_uses".into(),
-            state: state_of(pct, t.stale_pass_pct, t.stale_warn_pct),
-            value: pct,
-        });
-    }
-    // An input-paced phase is judged on its answers (beside the rate, as
-    // staleness): sleep overshoot and deadline lag do not exist there.
-    if let (Some(share), Some(_)) = (input.and_then(|i| i.late_share), effective) {
-        let pct = r4(share * 100.0);
-        checks.push(CardCheck {
-            check: "late_answers".into(),
-            state: state_of(pct, t.late_answers_pass_pct, t.late_answers_warn_pct),
-            value: pct,
-        });
-    }
+    let checks = effective.map_or_else(Vec::new, |eff| checks(p, eff, stale, input, t));
     // One phase is judged (the diagnosis's: the one with the most
     // cycles); every other phase's card keeps its figures and checks but
     // is not judged, so no warmup card turns red beside "not judged".
@@ -152,29 +100,9 @@ fn card(
             .max()
             .unwrap_or(CardState::NotJudged)
     };
-    let diagnosis = late.filter(|l| l.phase == p.phase).map(|l| {
-        if let Some(i) = input {
-            return CardDiagnosis {
-                verdict: i.verdict.clone(),
-                stage: None,
-                late: i.late_answers,
-                judged: i.cycles - i.unanswered,
-            };
-        }
-        let (verdict, stage) = if l.late == 0 {
-            ("on rate", None)
-        } else if l.work_over_budget >= l.late_wake {
-            ("the work itself", l.stages.first().map(|s| s.path.clone()))
-        } else {
-            ("scheduling", None)
-        };
-        CardDiagnosis {
-            verdict: verdict.into(),
-            stage,
-            late: l.late,
-            judged: l.judged,
-        }
-    });
+    let diagnosis = late
+        .filter(|l| l.phase == p.phase)
+        .map(|l| card_diagnosis(l, input));
     let effective_hz = effective.map(|e| r4(1e9 / e as f64));
     let words = words(
         p,
@@ -190,13 +118,100 @@ fn card(
         state,
         loop_hz: p.loop_hz,
         effective_hz,
-        period_p99_ns: period_p99,
-        period_max_ns: period_max,
+        period_p99_ns: p.period.as_ref().map(|d| d.p99_ns),
+        period_max_ns: p.period.as_ref().map(|d| d.max_ns),
         overruns: p.overruns,
         skipped: p.skipped,
         checks,
         diagnosis,
         words,
+    }
+}
+
+/// The checks of a phase judged against the effective period `eff`.
+fn checks(
+    p: &PhaseReport,
+    eff: u64,
+    stale: Option<f64>,
+    input: Option<&InputPhase>,
+    t: &Thresholds,
+) -> Vec<CardCheck> {
+    let mut checks = Vec::new();
+    let mut push = |check: &str, state: CardState, value: f64| {
+        checks.push(CardCheck {
+            check: check.into(),
+            state,
+            value,
+        })
+    };
+    if let Some(hz) = p.loop_hz {
+        let eff_hz = 1e9 / eff as f64;
+        let d = r4((hz - eff_hz) / eff_hz * 100.0);
+        push(
+            "rate",
+            state_of(d.abs(), t.rate_pass_pct, t.rate_warn_pct),
+            d,
+        );
+    }
+    if let Some(p99) = p.period.as_ref().map(|d| d.p99_ns) {
+        let d = r4((p99 as f64 - eff as f64) / eff as f64 * 100.0);
+        push(
+            "p99_period",
+            state_of(d.abs(), t.p99_pass_pct, t.p99_warn_pct),
+            d,
+        );
+        let share = p.overruns as f64 / p.cycles.max(1) as f64 * 100.0;
+        let state = if p.overruns <= t.overruns_pass {
+            CardState::Pass
+        } else if share <= t.overruns_warn_pct {
+            CardState::Warn
+        } else {
+            CardState::Fail
+        };
+        push("overruns", state, p.overruns as f64);
+    }
+    // Staleness is judged beside the rate, never alone: an unpaced phase
+    // stays not judged.
+    if let Some(pct) = stale {
+        push(
+            "stale_uses",
+            state_of(pct, t.stale_pass_pct, t.stale_warn_pct),
+            pct,
+        );
+    }
+    // An input-paced phase is judged on its answers (beside the rate, as
+    // staleness): sleep overshoot and deadline lag do not exist there.
+    if let Some(share) = input.and_then(|i| i.late_share) {
+        let pct = r4(share * 100.0);
+        let state = state_of(pct, t.late_answers_pass_pct, t.late_answers_warn_pct);
+        push("late_answers", state, pct);
+    }
+    checks
+}
+
+/// The judged phase's diagnosis: the input-paced verdict for a phase
+/// released by its inputs, else the lateness attribution's.
+fn card_diagnosis(l: &Lateness, input: Option<&InputPhase>) -> CardDiagnosis {
+    if let Some(i) = input {
+        return CardDiagnosis {
+            verdict: i.verdict.clone(),
+            stage: None,
+            late: i.late_answers,
+            judged: i.cycles - i.unanswered,
+        };
+    }
+    let (verdict, stage) = if l.late == 0 {
+        ("on rate", None)
+    } else if l.work_over_budget >= l.late_wake {
+        ("the work itself", l.stages.first().map(|s| s.path.clone()))
+    } else {
+        ("scheduling", None)
+    };
+    CardDiagnosis {
+        verdict: verdict.into(),
+        stage,
+        late: l.late,
+        judged: l.judged,
     }
 }
 
