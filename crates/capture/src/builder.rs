@@ -139,34 +139,7 @@ impl PhaseId {
     }
 }
 
-/// How a cycle was released: by a deadline of the loop's own (the sleep-
-/// to-deadline loop, and every cycle with no schedule information), or by
-/// an input that arrived (a loop paced by the robot's state stream or a
-/// bus: its blocking receive is the wait).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PaceKind {
-    /// Released at a deadline of the loop's own (or unscheduled).
-    #[default]
-    Deadline,
-    /// Released by an input's arrival ([`Release::input`]).
-    Input,
-}
-
-impl PaceKind {
-    /// The name the evidence spells (`deadline`, `input`).
-    pub fn name(self) -> &'static str {
-        match self {
-            PaceKind::Deadline => "deadline",
-            PaceKind::Input => "input",
-        }
-    }
-
-    /// Whether this is the default kind (the evidence leaves it out).
-    pub fn is_deadline(&self) -> bool {
-        *self == PaceKind::Deadline
-    }
-}
+pub use crate::format::PaceKind;
 
 /// What released a cycle: the scheduler's release point, or the input
 /// that arrived. Made with a constructor of its kind ([`Release::NONE`],
@@ -221,7 +194,24 @@ impl Release {
     /// A cycle released by an input that arrived at `arrival_ns` (host
     /// monotonic ns, read right after the blocking receive returned),
     /// carrying the source's own counter `input_seq` when it has one. Such
-    /// a cycle has no target of the loop's own.
+    /// a cycle has no target of the loop's own (docs/input-paced.md).
+    ///
+    /// ```
+    /// use looptime_capture::{PaceKind, RecorderBuilder, Release};
+    /// let mut b = RecorderBuilder::new();
+    /// let running = b.phase("running").unwrap();
+    /// let send_command = b.stage("robot_send_command").unwrap();
+    /// let mut rec = b.build().unwrap();
+    /// // In the loop: block in the receive, then read the clock.
+    /// let (arrival_ns, seq) = (1_000_000_u64, 7_u64);
+    /// rec.begin_cycle(running, Release::input(arrival_ns, Some(seq)));
+    /// {
+    ///     let _answer = rec.span(send_command); // the command leaves here
+    /// }
+    /// rec.end_cycle();
+    /// let release = Release::input(arrival_ns, Some(seq));
+    /// assert_eq!((release.pace, release.target_ns), (PaceKind::Input, None));
+    /// ```
     pub const fn input(arrival_ns: u64, input_seq: Option<u64>) -> Release {
         Release {
             pace: PaceKind::Input,

@@ -52,7 +52,7 @@ pub(crate) struct CycleSlot {
     pub(crate) has_cpu: u8,
     pub(crate) has_margin: u8,
     pub(crate) has_spin: u8,
-    /// 1: released by an input ([`crate::PaceKind::Input`]).
+    /// 1: released by an input ([`crate::format::PaceKind::Input`]).
     pub(crate) pace_input: u8,
     pub(crate) has_arrival: u8,
     pub(crate) has_input_seq: u8,
@@ -228,9 +228,9 @@ impl<'a> RawCycle<'a> {
             overdue: c.overdue != 0,
             skipped: c.skipped,
             pace: if c.pace_input != 0 {
-                crate::PaceKind::Input
+                crate::format::PaceKind::Input
             } else {
-                crate::PaceKind::Deadline
+                crate::format::PaceKind::Deadline
             },
             arrival_ns: (c.has_arrival != 0).then_some(c.arrival),
             input_seq: (c.has_input_seq != 0).then_some(c.input_seq),

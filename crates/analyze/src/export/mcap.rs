@@ -101,6 +101,10 @@ fn cycle_schema() -> Vec<u8> {
             "work_cpu_ns": nullable("integer"),
             "spin_margin_ns": nullable("integer"),
             "spin_ns": nullable("integer"),
+            "pace": {"type": "string", "enum": ["deadline", "input"], "description": "what released the cycle"},
+            "arrival_ns": {"type": ["integer", "null"], "description": "input-paced: when the releasing input arrived, host monotonic"},
+            "input_seq": {"type": ["integer", "null"], "description": "input-paced: the input's own counter"},
+            "answer_latency_ns": {"type": ["integer", "null"], "description": "input-paced: the first command span's start − arrival"},
             "values": {"type": "object", "additionalProperties": {"type": "number"}},
         }),
         &[
@@ -114,6 +118,7 @@ fn cycle_schema() -> Vec<u8> {
             "lag_ns",
             "overrun",
             "skipped",
+            "pace",
             "values",
         ],
     )
@@ -225,6 +230,10 @@ fn cell(c: &Cell) -> Option<Value> {
 fn cycles(ev: &Evidence, cc: &CycleColumns, clock: Clock, channel: usize, out: &mut Vec<Msg>) {
     let names = &ev.header.values;
     let n = names.len();
+    let mut answers = vec![None; ev.cycles.len()];
+    for (row, l) in crate::metrics::input_paced::answer_latencies(ev) {
+        answers[row] = Some(l);
+    }
     for (i, c) in ev.cycles.iter().enumerate() {
         let mut values = serde_json::Map::new();
         for (k, v) in names.iter().enumerate() {
@@ -246,6 +255,10 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, clock: Clock, channel: usize, out: &
             "work_cpu_ns": cc.cpu[i],
             "spin_margin_ns": c.spin_margin_ns,
             "spin_ns": c.spin_ns,
+            "pace": if c.input_paced { "input" } else { "deadline" },
+            "arrival_ns": c.arrival_ns,
+            "input_seq": c.input_seq,
+            "answer_latency_ns": answers[i],
             "values": values,
         });
         out.push(Msg {

@@ -67,6 +67,20 @@ pub fn diagnosis(r: Option<&InputPacedReport>, phase: Option<&str>) -> Option<St
     ))
 }
 
+/// `(row, answer latency)` of every input-paced cycle with a command span,
+/// in file order: the per-cycle figure the answer-latency distribution,
+/// plot and exports read.
+pub fn answer_latencies(ev: &Evidence) -> Vec<(usize, i64)> {
+    answer_starts(ev)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(row, a)| {
+            let c = &ev.cycles[row];
+            Some((row, a? - c.arrival_ns.filter(|_| c.input_paced)?))
+        })
+        .collect()
+}
+
 /// The start of each cycle's first command span, by row.
 fn answer_starts(ev: &Evidence) -> Vec<Option<i64>> {
     let mut out = vec![None; ev.cycles.len()];

@@ -74,6 +74,7 @@ fn look_for_any(name: &str) -> &'static str {
         "period_distribution" => "How the periods spread: a tail to the right is late cycles.",
         "work_distribution" => "How long the work takes: compare its tail with the period.",
         "overshoot_distribution" => "How late the sleep returned: a tail beyond the spin margin makes late starts.",
+        "answer_latency" => "How long after each input's arrival the command left, the answer budget dashed: points above the line are late answers; a step after a gap is the loop catching up.",
         n if n.starts_with("age_") => "How old each sample of the source was when a cycle used it, the staleness limit dashed: look for steps (a producer that stalled) and for points above the line.",
         _ => "",
     }

@@ -292,6 +292,137 @@ fn every_input_paced_figure_matches_the_hand_derived_answer() {
     ] {
         assert!(t.stdout.contains(want), "missing {want:?} in\n{}", t.stdout);
     }
+    // The HTML report plots the answer latency, the budget dashed, right
+    // after the period plot; a deadline-only episode has no such plot.
+    let html = dir.path().join("html");
+    let h = analyze(&[
+        "--episode",
+        dir.path().to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let svg = std::fs::read_to_string(html.join("answer_latency.svg")).unwrap();
+    assert!(svg.contains("late beyond 10.000 ms"), "the budget is drawn");
+    let page = std::fs::read_to_string(html.join("report.html")).unwrap();
+    let (period, answer) = (
+        page.find("Period over time").unwrap(),
+        page.find("Answer latency").unwrap(),
+    );
+    assert!(period < answer, "the answer plot follows the period plot");
+    let plain = tempfile::tempdir().unwrap();
+    write(
+        plain.path(),
+        &[
+            header(),
+            deadline_cycle(0, "running", T0),
+            deadline_cycle(1, "running", T0 + 10 * MS),
+        ],
+    );
+    let html = plain.path().join("html");
+    let h = analyze(&[
+        "--episode",
+        plain.path().to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    assert!(!html.join("answer_latency.svg").exists());
+}
+
+/// The exports carry the per-cycle release: MCAP's `/looptime/cycle`
+/// and the Parquet dataset's `cycles` table (pace, arrival, counter and
+/// the answer latency, which is the command span's start − the arrival).
+#[test]
+fn the_exports_carry_the_release_and_the_answer_latency() {
+    use polars_io::SerReader;
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![
+        header(),
+        deadline_cycle(0, "warmup", T0 - 10 * MS),
+        input_cycle(1, "running", T0, 7, Some(400 * US), None),
+        input_cycle(2, "running", T0 + 10 * MS, 9, None, None),
+    ];
+    write(dir.path(), &lines);
+    let ep = dir.path().to_str().unwrap();
+    let mcap_out = dir.path().join("e.mcap");
+    let r = analyze(&[
+        "export",
+        ep,
+        "--format",
+        "mcap",
+        "--out",
+        mcap_out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bytes = std::fs::read(&mcap_out).unwrap();
+    let got: Vec<Value> = mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(|m| m.unwrap())
+        .filter(|m| m.channel.topic == "/looptime/cycle")
+        .map(|m| serde_json::from_slice::<Value>(&m.data).unwrap())
+        .map(|v| {
+            json!([
+                v["pace"],
+                v["arrival_ns"],
+                v["input_seq"],
+                v["answer_latency_ns"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            json!(["deadline", null, null, null]),
+            json!(["input", T0, 7, 400 * US]),
+            json!(["input", T0 + 10 * MS, 9, null]),
+        ]
+    );
+    let out = dir.path().join("dataset");
+    let r = analyze(&[
+        "export",
+        ep,
+        "--format",
+        "parquet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let part = walk(&out.join("cycles"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let df = polars_io::parquet::read::ParquetReader::new(std::fs::File::open(part).unwrap())
+        .finish()
+        .unwrap();
+    let col = |name: &str| {
+        format!(
+            "{:?}",
+            df.column(name)
+                .unwrap()
+                .as_materialized_series()
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+        )
+    };
+    assert_eq!(col("pace"), r#"["\"deadline\"", "\"input\"", "\"input\""]"#);
+    assert_eq!(col("input_seq"), r#"["null", "7", "9"]"#);
+    assert_eq!(col("answer_latency_ns"), r#"["null", "400000", "null"]"#);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]

@@ -42,10 +42,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod pace;
 mod reader;
 mod samples;
 mod summary_file;
 
+pub use pace::PaceKind;
 pub use reader::*;
 pub use samples::*;
 pub use summary_file::*;
@@ -525,8 +527,8 @@ pub struct CycleRecord {
     /// What released the cycle: `deadline` (absent: the loop's own
     /// deadline, or no schedule) or `input` (an input's arrival; added
     /// within schema 2, with the input-paced release).
-    #[serde(default, skip_serializing_if = "crate::PaceKind::is_deadline")]
-    pub pace: crate::PaceKind,
+    #[serde(default, skip_serializing_if = "PaceKind::is_deadline")]
+    pub pace: PaceKind,
     /// When the releasing input arrived (host monotonic ns); input-paced
     /// cycles only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -186,7 +186,7 @@ impl Recorder {
         c.spin_margin = release.spin_margin_ns.unwrap_or(0);
         c.has_spin = release.spin_ns.is_some() as u8;
         c.spin = release.spin_ns.unwrap_or(0);
-        c.pace_input = (release.pace == crate::PaceKind::Input) as u8;
+        c.pace_input = (release.pace == crate::format::PaceKind::Input) as u8;
         c.has_arrival = release.arrival_ns.is_some() as u8;
         c.arrival = release.arrival_ns.unwrap_or(0);
         c.has_input_seq = release.input_seq.is_some() as u8;

@@ -522,6 +522,7 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
             )
         }),
     )?);
+    out.extend(answer::answer_plot(a, png_dir)?);
     for (i, sm) in d.dists.iter().enumerate() {
         let (title, unit, v, clip) = (&sm.title, &sm.unit, &sm.v, sm.clip);
         if v.is_empty() {
@@ -565,7 +566,9 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
 }
 
 mod age;
+mod answer;
 mod compare;
+mod over_time;
 mod timeline;
 use timeline::draw_timeline;
 
