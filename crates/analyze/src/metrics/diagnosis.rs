@@ -135,21 +135,7 @@ pub fn attribute_lateness(
             None => l.unattributed += 1,
             Some(w) if w > budget => {
                 l.work_over_budget += 1;
-                let p = &ev.cycles[i - 1];
-                let mut top: Option<(i64, &str)> = None;
-                for row in p.span_row..p.span_row + p.n_spans as u64 {
-                    let (Some(k), Some(wl)) = (keys.get(row as usize), wall.get(row as usize))
-                    else {
-                        continue;
-                    };
-                    let Some(g) = groups.get(&k).filter(|g| g.depth == 0) else {
-                        continue;
-                    };
-                    if top.is_none_or(|(best, _)| wl > best) {
-                        top = Some((wl, g.path.as_str()));
-                    }
-                }
-                let name = top.map_or("(no top-level span)", |(_, n)| n);
+                let name = longest_top_span(&ev.cycles[i - 1], &keys, &wall, &groups);
                 match blame.iter_mut().find(|(n, _)| n == name) {
                     Some(b) => b.1 += 1,
                     None => blame.push((name.to_string(), 1)),
@@ -158,21 +144,101 @@ pub fn attribute_lateness(
             Some(_) => l.late_wake += 1,
         }
     }
-    // Most cycles first; a tie keeps the order of first appearance.
+    l.stages = blamed_stages(blame, l.work_over_budget);
+    Ok(Some(l))
+}
+
+/// The stages blamed for over-budget cycles, most cycles first (a tie
+/// keeps the order of first appearance), with their share of `over`.
+fn blamed_stages(mut blame: Vec<(String, u64)>, over: u64) -> Vec<StageBlame> {
     blame.sort_by_key(|b| std::cmp::Reverse(b.1));
-    l.stages = blame
+    blame
         .into_iter()
         .map(|(path, cycles)| StageBlame {
-            share: r4(cycles as f64 / l.work_over_budget.max(1) as f64),
+            share: r4(cycles as f64 / over.max(1) as f64),
             path,
             cycles,
         })
-        .collect();
-    Ok(Some(l))
+        .collect()
+}
+
+/// The tree path of the longest top-level span of cycle `p` (its first,
+/// on a tie), or "(no top-level span)".
+fn longest_top_span<'a>(
+    p: &crate::evidence::CycleRow,
+    keys: &polars::prelude::UInt64Chunked,
+    wall: &polars::prelude::Int64Chunked,
+    groups: &HashMap<u64, &'a GroupDecode>,
+) -> &'a str {
+    let mut top: Option<(i64, &str)> = None;
+    for row in p.span_row..p.span_row + p.n_spans as u64 {
+        let (Some(k), Some(wl)) = (keys.get(row as usize), wall.get(row as usize)) else {
+            continue;
+        };
+        let Some(g) = groups.get(&k).filter(|g| g.depth == 0) else {
+            continue;
+        };
+        if top.is_none_or(|(best, _)| wl > best) {
+            top = Some((wl, g.path.as_str()));
+        }
+    }
+    top.map_or("(no top-level span)", |(_, n)| n)
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// The diagnosis of an uncapped run: its rate on the host, not judged.
+fn uncapped(phases: &[PhaseReport]) -> String {
+    let p = phases
+        .iter()
+        .find(|p| p.phase == "running")
+        .or(phases.first());
+    match p {
+        Some(p) => format!(
+            "{}: uncapped run (rtf 0, scheduled on the simulation clock): it ran as fast as its work allowed, {} Hz on the host; there is no host-time period to judge it against",
+            p.phase,
+            p.loop_hz.map_or("?".to_string(), |h| format!("{h:.2}"))
+        ),
+        None => "no cycles to judge".into(),
+    }
+}
+
+/// The diagnosis line of a phase with late cycles: the work or scheduling,
+/// with the counts and the advice.
+fn late_line(phase: &str, late: &Lateness, against: &str, threshold: &str) -> String {
+    let dominant = late.stages.first().map_or(String::new(), |s| {
+        format!(
+            ", dominated by {} ({} of {})",
+            s.path, s.cycles, late.work_over_budget
+        )
+    });
+    let (verdict, advice) = if late.work_over_budget >= late.late_wake {
+        (
+            "the work itself",
+            "shorten or move off the loop the stage that dominates",
+        )
+    } else {
+        (
+            "scheduling",
+            "look at the wait and wake path (timer slack, priority, host load), not the work",
+        )
+    };
+    format!(
+        "{phase}: {verdict} — {} of {} cycles were overdue{threshold}. {} ({:.1} %) followed a cycle whose work exceeded {against}{dominant}; {} ({:.1} %) followed work within it, so the time was lost in the wait and wake path{}; {advice}",
+        late.late,
+        late.judged,
+        late.work_over_budget,
+        pct(late.work_over_budget, late.late),
+        late.late_wake,
+        pct(late.late_wake, late.late),
+        if late.unattributed > 0 {
+            format!("; {} could not be attributed (open predecessor)", late.unattributed)
+        } else {
+            String::new()
+        },
+    )
 }
 
 /// The diagnosis lines: is it scheduling or the work? Built from the
@@ -182,20 +248,7 @@ pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> 
         Pace::Unknown => {
             return vec!["no nominal period in the header: cannot judge the rate".into()]
         }
-        Pace::Uncapped => {
-            let p = phases
-                .iter()
-                .find(|p| p.phase == "running")
-                .or(phases.first());
-            return vec![match p {
-                Some(p) => format!(
-                    "{}: uncapped run (rtf 0, scheduled on the simulation clock): it ran as fast as its work allowed, {} Hz on the host; there is no host-time period to judge it against",
-                    p.phase,
-                    p.loop_hz.map_or("?".to_string(), |h| format!("{h:.2}"))
-                ),
-                None => "no cycles to judge".into(),
-            }];
-        }
+        Pace::Uncapped => return vec![uncapped(phases)],
         Pace::Paced {
             nominal_ns,
             effective_ns,
@@ -234,38 +287,7 @@ pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> 
             work.p99_ns as f64 / period * 100.0
         ));
     } else {
-        let dominant = late.stages.first().map_or(String::new(), |s| {
-            format!(
-                ", dominated by {} ({} of {})",
-                s.path, s.cycles, late.work_over_budget
-            )
-        });
-        let (verdict, advice) = if late.work_over_budget >= late.late_wake {
-            (
-                "the work itself",
-                "shorten or move off the loop the stage that dominates",
-            )
-        } else {
-            (
-                "scheduling",
-                "look at the wait and wake path (timer slack, priority, host load), not the work",
-            )
-        };
-        out.push(format!(
-            "{}: {verdict} — {} of {} cycles were overdue{threshold}. {} ({:.1} %) followed a cycle whose work exceeded {against}{dominant}; {} ({:.1} %) followed work within it, so the time was lost in the wait and wake path{}; {advice}",
-            p.phase,
-            late.late,
-            late.judged,
-            late.work_over_budget,
-            pct(late.work_over_budget, late.late),
-            late.late_wake,
-            pct(late.late_wake, late.late),
-            if late.unattributed > 0 {
-                format!("; {} could not be attributed (open predecessor)", late.unattributed)
-            } else {
-                String::new()
-            },
-        ));
+        out.push(late_line(&p.phase, late, &against, &threshold));
     }
     if p.overruns > 0 {
         out.push(format!(

@@ -114,6 +114,19 @@ impl Walk<'_> {
     fn seq(&self, i: usize) -> Option<u64> {
         self.ev.cycles[self.rows[i]].input_seq
     }
+    /// Each answered row's latency (its command span's start − arrival),
+    /// marking the late ones (over `budget`) in `late`.
+    fn answer(&mut self, answers: &[Option<i64>], budget: Option<u64>) -> Vec<i64> {
+        let mut out = Vec::new();
+        for (i, &r) in self.rows.iter().enumerate() {
+            if let Some(a) = answers[r] {
+                let l = a - self.arrival(i);
+                self.late[i] = budget.is_some_and(|b| l > b as i64);
+                out.push(l);
+            }
+        }
+        out
+    }
     /// The counter's step from `rows[i − 1]` to `rows[i]`.
     fn step(&self, i: usize) -> Option<i128> {
         if !self.follows[i] {
@@ -131,13 +144,14 @@ fn phase_figures(
     rows: &[usize],
     answers: &[Option<i64>],
 ) -> InputPhase {
-    let follows: Vec<bool> = (0..rows.len())
-        .map(|i| i > 0 && rows[i] == rows[i - 1] + 1 && segment[rows[i]] == segment[rows[i - 1]])
-        .collect();
     let mut w = Walk {
         ev,
         rows,
-        follows,
+        follows: (0..rows.len())
+            .map(|i| {
+                i > 0 && rows[i] == rows[i - 1] + 1 && segment[rows[i]] == segment[rows[i - 1]]
+            })
+            .collect(),
         late: vec![false; rows.len()],
     };
     let intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
@@ -151,15 +165,7 @@ fn phase_figures(
         Some(b) => (Some(b), "flag"),
         None => (period_ns, "period"),
     };
-    let latencies: Vec<i64> = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &r)| {
-            let l = answers[r]? - w.arrival(i);
-            w.late[i] = budget_ns.is_some_and(|b| l > b as i64);
-            Some(l)
-        })
-        .collect();
+    let latencies = w.answer(answers, budget_ns);
     let answered = latencies.len() as u64;
     let late_answers = w.late.iter().filter(|&&l| l).count() as u64;
     let arrival_hz = arrival_hz(&w);
@@ -169,6 +175,11 @@ fn phase_figures(
     };
     let lost = lost(&w, &in_burst);
     let success_rate = success_rate(ev, rows);
+    let deadline_cycles = ev
+        .cycles
+        .iter()
+        .filter(|c| c.phase == ph && !c.input_paced)
+        .count() as u64;
     let (verdict, reason) = verdict(
         late_answers,
         answered,
@@ -185,17 +196,10 @@ fn phase_figures(
             .cloned()
             .unwrap_or_default(),
         cycles: rows.len() as u64,
-        deadline_cycles: ev
-            .cycles
-            .iter()
-            .filter(|c| c.phase == ph && !c.input_paced)
-            .count() as u64,
+        deadline_cycles,
         period_ns,
         period_from: period_from.into(),
-        arrival_rate_error_pct: match (arrival_hz, period_ns) {
-            (Some(hz), Some(p)) => Some(r4((hz - 1e9 / p as f64) / (1e9 / p as f64) * 100.0)),
-            _ => None,
-        },
+        arrival_rate_error_pct: rate_error(arrival_hz, period_ns),
         arrival_period,
         arrival_hz,
         budget_ns,
@@ -211,6 +215,12 @@ fn phase_figures(
         verdict: verdict.into(),
         reason,
     }
+}
+
+/// `(hz − 1e9/P) / (1e9/P)` in %, rounded to 10⁻⁴.
+fn rate_error(hz: Option<f64>, period_ns: Option<u64>) -> Option<f64> {
+    let want = 1e9 / period_ns? as f64;
+    Some(r4((hz? - want) / want * 100.0))
 }
 
 /// Σ(arrivals − 1) / Σ(last − first arrival) over runs of successive rows.

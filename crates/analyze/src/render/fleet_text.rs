@@ -57,45 +57,7 @@ pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
         jobs
     );
     for list in &fleet.worst {
-        let (phase, rows) = (list.phase, list.rows_in_phase);
-        let _ = writeln!(
-            s,
-            "\nworst {} of {rows} in phase `{phase}` by period p99 / nominal period (then overruns per 1000):",
-            list.by_period_p99.len()
-        );
-        if list.by_period_p99.is_empty() {
-            let _ = writeln!(s, "  none ranked (no period p99 or no nominal period)");
-        } else {
-            table(&mut s, &list.by_period_p99);
-        }
-        let _ = writeln!(
-            s,
-            "worst {} of {rows} in phase `{phase}` by overruns per 1000 cycles:",
-            list.by_overruns.len()
-        );
-        if list.by_overruns.is_empty() {
-            let _ = writeln!(s, "  none overran");
-        } else {
-            table(&mut s, &list.by_overruns);
-        }
-        if !list.by_stale_share.is_empty() {
-            let _ = writeln!(
-                s,
-                "worst {} of {rows} in phase `{phase}` by stale data-age uses (the worst source's share; fleet_sources.csv has every source):",
-                list.by_stale_share.len()
-            );
-            for r in &list.by_stale_share {
-                let _ = writeln!(
-                    s,
-                    "  {}/{}/{}  stale {:.2} %, age p99 {} ms",
-                    super::text::terminal_safe(&r.robot),
-                    super::text::terminal_safe(&r.session),
-                    super::text::terminal_safe(&r.rollout),
-                    r.max_stale_share.unwrap_or(0.0) * 100.0,
-                    r.max_age_p99_ms.map_or("-".into(), |m| format!("{m:.3}"))
-                );
-            }
-        }
+        worst(&mut s, list);
     }
     let outliers = &fleet.outliers;
     let _ = writeln!(
@@ -132,4 +94,48 @@ pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
         }
     }
     s
+}
+
+/// One phase's worst lists: by period p99, by overruns, and by stale
+/// data-age uses when there are any.
+fn worst(s: &mut String, list: &crate::fleet::outliers::WorstList<'_>) {
+    let (phase, rows) = (list.phase, list.rows_in_phase);
+    let _ = writeln!(
+        s,
+        "\nworst {} of {rows} in phase `{phase}` by period p99 / nominal period (then overruns per 1000):",
+        list.by_period_p99.len()
+    );
+    if list.by_period_p99.is_empty() {
+        let _ = writeln!(s, "  none ranked (no period p99 or no nominal period)");
+    } else {
+        table(s, &list.by_period_p99);
+    }
+    let _ = writeln!(
+        s,
+        "worst {} of {rows} in phase `{phase}` by overruns per 1000 cycles:",
+        list.by_overruns.len()
+    );
+    if list.by_overruns.is_empty() {
+        let _ = writeln!(s, "  none overran");
+    } else {
+        table(s, &list.by_overruns);
+    }
+    if !list.by_stale_share.is_empty() {
+        let _ = writeln!(
+            s,
+            "worst {} of {rows} in phase `{phase}` by stale data-age uses (the worst source's share; fleet_sources.csv has every source):",
+            list.by_stale_share.len()
+        );
+        for r in &list.by_stale_share {
+            let _ = writeln!(
+                s,
+                "  {}/{}/{}  stale {:.2} %, age p99 {} ms",
+                super::text::terminal_safe(&r.robot),
+                super::text::terminal_safe(&r.session),
+                super::text::terminal_safe(&r.rollout),
+                r.max_stale_share.unwrap_or(0.0) * 100.0,
+                r.max_age_p99_ms.map_or("-".into(), |m| format!("{m:.3}"))
+            );
+        }
+    }
 }
