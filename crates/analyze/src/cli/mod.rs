@@ -41,18 +41,7 @@ impl Cli {
                 episode,
                 out,
                 input,
-            }) => Ok(Command::Report(ReportRequest {
-                episode,
-                load: input.load(),
-                output: OutputArgs {
-                    json: false,
-                    output: None,
-                    html: None,
-                },
-                plots_only: Some(out),
-                thresholds: Thresholds::default(),
-                gate: GateArgs::default(),
-            })),
+            }) => Ok(plots_request(episode, out, input)),
             Some(Sub::Compare {
                 a_path,
                 b_path,
@@ -92,24 +81,42 @@ impl Cli {
                 json,
                 input,
             }) => fleet_request(roots, out, jobs, worst, json, input),
-            None => {
-                let episode = self.episode.ok_or_else(|| {
-                    UsageError(
-                        "give an episode directory: analyze_control_timing --episode runs/latest"
-                            .into(),
-                    )
-                })?;
-                Ok(Command::Report(ReportRequest {
-                    episode,
-                    load: self.input.load(),
-                    output: self.output,
-                    plots_only: None,
-                    thresholds: self.judge.thresholds()?,
-                    gate: report_gate_args(self.gate)?,
-                }))
-            }
+            None => self.bare_report(),
         }
     }
+
+    /// The bare form, `--episode DIR` with the report's flags.
+    fn bare_report(self) -> std::result::Result<Command, UsageError> {
+        let episode = self.episode.ok_or_else(|| {
+            UsageError(
+                "give an episode directory: analyze_control_timing --episode runs/latest".into(),
+            )
+        })?;
+        Ok(Command::Report(ReportRequest {
+            episode,
+            load: self.input.load(),
+            output: self.output,
+            plots_only: None,
+            thresholds: self.judge.thresholds()?,
+            gate: report_gate_args(self.gate)?,
+        }))
+    }
+}
+
+/// `plots`: the report's plots only, into `out`.
+fn plots_request(episode: PathBuf, out: PathBuf, input: InputArgs) -> Command {
+    Command::Report(ReportRequest {
+        episode,
+        load: input.load(),
+        output: OutputArgs {
+            json: false,
+            output: None,
+            html: None,
+        },
+        plots_only: Some(out),
+        thresholds: Thresholds::default(),
+        gate: GateArgs::default(),
+    })
 }
 
 /// `fleet`: at least one job; the CPU count when not given.

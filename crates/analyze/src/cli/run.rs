@@ -298,21 +298,7 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
                 }
             }
             Err(e) => {
-                eprintln!(
-                    "{}error: {}: {}",
-                    if progress { "\n" } else { "" },
-                    dir.display(),
-                    crate::render::text::terminal_safe(&looptime_capture::error_chain(&e))
-                );
-                // Its earlier export, if any, would otherwise stay as if
-                // this one had succeeded.
-                for part in crate::export::parquet::remove_episode(&req.out, dir)? {
-                    eprintln!(
-                        "removed {}'s earlier export from the dataset: {} (in every table)",
-                        dir.display(),
-                        part.display()
-                    );
-                }
+                export_failed(&req.out, dir, &e, progress)?;
                 first_error.get_or_insert(e);
             }
         }
@@ -352,6 +338,31 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
     }
 }
 
+/// Say why `dir` could not be exported and remove its earlier export from
+/// the dataset under `out`, which would otherwise stay as if this one had
+/// succeeded.
+fn export_failed(
+    out: &std::path::Path,
+    dir: &std::path::Path,
+    e: &AnalyzeError,
+    progress: bool,
+) -> Result<()> {
+    eprintln!(
+        "{}error: {}: {}",
+        if progress { "\n" } else { "" },
+        dir.display(),
+        crate::render::text::terminal_safe(&looptime_capture::error_chain(e))
+    );
+    for part in crate::export::parquet::remove_episode(out, dir)? {
+        eprintln!(
+            "removed {}'s earlier export from the dataset: {} (in every table)",
+            dir.display(),
+            part.display()
+        );
+    }
+    Ok(())
+}
+
 /// Analyze every episode under the roots into the fleet table, print the
 /// summary, and return the fleet.
 ///
@@ -368,14 +379,7 @@ pub fn run_fleet(req: &FleetRequest, out: &mut dyn Write) -> Result<crate::fleet
             roots: req.roots.clone(),
         });
     }
-    let bar = indicatif::ProgressBar::new(dirs.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} episodes, {per_sec}, eta {eta} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
+    let bar = episodes_bar(dirs.len());
     let failed = std::sync::atomic::AtomicUsize::new(0);
     let started = std::time::Instant::now();
     let fleet = crate::fleet::analyze_all(&dirs, req.jobs, &req.load, &|_, bad| {
@@ -424,11 +428,32 @@ pub fn run_fleet(req: &FleetRequest, out: &mut dyn Write) -> Result<crate::fleet
         table::ERRORS_CSV,
         table::SUMMARY_TXT
     );
-    let errors = req.out.join(table::ERRORS_CSV);
+    fleet_outcome(fleet, &req.out.join(table::ERRORS_CSV))
+}
+
+/// A progress bar over `n` episodes.
+fn episodes_bar(n: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} episodes, {per_sec}, eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// The fleet, or why its run did not fully succeed: none analyzed, or
+/// some failed (listed in `errors`).
+fn fleet_outcome(
+    fleet: crate::fleet::Fleet,
+    errors: &std::path::Path,
+) -> Result<crate::fleet::Fleet> {
     if fleet.analyzed == 0 {
         return Err(AnalyzeError::FleetFailed {
             found: fleet.found,
-            errors,
+            errors: errors.to_path_buf(),
         });
     }
     if !fleet.failures.is_empty() {

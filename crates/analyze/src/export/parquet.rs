@@ -120,10 +120,6 @@ impl Partition {
 /// of the cycles table.
 fn cycles(ev: &Evidence, cc: &CycleColumns, thread: &str) -> Result<DataFrame> {
     let n = ev.cycles.len();
-    let mut answers: Vec<Option<i64>> = vec![None; n];
-    for (row, l) in crate::metrics::input_paced::answer_latencies(ev) {
-        answers[row] = Some(l);
-    }
     let phase = |i: u32| ev.phase_name(i);
     let c = &ev.cycles;
     Ok(DataFrame::new(
@@ -189,23 +185,38 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, thread: &str) -> Result<DataFrame> {
                 "cpu_ns".into(),
                 c.iter().map(|c| c.cpu_ns).collect::<Vec<Option<i64>>>(),
             ),
-            Column::new(
-                "pace".into(),
-                c.iter()
-                    .map(|c| if c.input_paced { "input" } else { "deadline" })
-                    .collect::<Vec<&str>>(),
-            ),
-            Column::new(
-                "arrival_ns".into(),
-                c.iter().map(|c| c.arrival_ns).collect::<Vec<Option<i64>>>(),
-            ),
-            Column::new(
-                "input_seq".into(),
-                c.iter().map(|c| c.input_seq).collect::<Vec<Option<u64>>>(),
-            ),
-            Column::new("answer_latency_ns".into(), answers),
-        ],
+        ]
+        .into_iter()
+        .chain(release_columns(ev))
+        .collect(),
     )?)
+}
+
+/// The cycles table's release columns: pace, arrival, the input's counter
+/// and the answer latency (docs/dataset.md).
+fn release_columns(ev: &Evidence) -> [Column; 4] {
+    let c = &ev.cycles;
+    let mut answers: Vec<Option<i64>> = vec![None; c.len()];
+    for (row, l) in crate::metrics::input_paced::answer_latencies(ev) {
+        answers[row] = Some(l);
+    }
+    [
+        Column::new(
+            "pace".into(),
+            c.iter()
+                .map(|c| if c.input_paced { "input" } else { "deadline" })
+                .collect::<Vec<&str>>(),
+        ),
+        Column::new(
+            "arrival_ns".into(),
+            c.iter().map(|c| c.arrival_ns).collect::<Vec<Option<i64>>>(),
+        ),
+        Column::new(
+            "input_seq".into(),
+            c.iter().map(|c| c.input_seq).collect::<Vec<Option<u64>>>(),
+        ),
+        Column::new("answer_latency_ns".into(), answers),
+    ]
 }
 
 /// The spans of `ev` (one thread) as rows of the spans table.
