@@ -155,6 +155,7 @@ impl<'a> RawCycle<'a> {
     }
 
     /// The record written for this cycle, with names from `header`.
+    // long-fn: the writer's per-cycle conversion, field for field, hot at finish
     pub(crate) fn to_record(&self, header: &Header, map: &TscMap) -> crate::format::CycleRecord {
         use crate::format::{CycleRecord, CycleTag, SampleRecord, SpanRecord};
         let spec = header;

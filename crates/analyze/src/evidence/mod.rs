@@ -497,22 +497,7 @@ fn append(
             let (line, msg) = bad.next().unwrap_or_default();
             reject(ev, line, msg)?;
         }
-        let problem = match *prev {
-            Some((pc, _)) if row.cycle == pc => Some(format!(
-                "cycle index {} appears twice (duplicate)",
-                row.cycle
-            )),
-            Some((pc, _)) if row.cycle < pc => Some(format!(
-                "cycle index {} comes after {pc}: indices must increase",
-                row.cycle
-            )),
-            Some((_, ps)) if row.start_ns < ps => Some(format!(
-                "start_ns {} is before the previous cycle's {ps}: cycle starts must not go back",
-                row.start_ns
-            )),
-            _ => None,
-        };
-        if let Some(msg) = problem {
+        if let Some(msg) = out_of_order(*prev, row) {
             reject(ev, row.line, msg)?;
             kept.push(false);
             new_rows.push(u32::MAX);
@@ -535,7 +520,32 @@ fn append(
             ev.groups.push(g);
         }
     }
-    let (key, stage, wall, cpu, start) = kept_spans(piece, &kept);
+    stack_spans(ev, piece, &kept)
+}
+
+/// Why `row` cannot follow the previous kept cycle `prev` (index, start):
+/// a duplicate index, an index going back, or a start going back.
+fn out_of_order(prev: Option<(u64, i64)>, row: &CycleRow) -> Option<String> {
+    match prev {
+        Some((pc, _)) if row.cycle == pc => Some(format!(
+            "cycle index {} appears twice (duplicate)",
+            row.cycle
+        )),
+        Some((pc, _)) if row.cycle < pc => Some(format!(
+            "cycle index {} comes after {pc}: indices must increase",
+            row.cycle
+        )),
+        Some((_, ps)) if row.start_ns < ps => Some(format!(
+            "start_ns {} is before the previous cycle's {ps}: cycle starts must not go back",
+            row.start_ns
+        )),
+        _ => None,
+    }
+}
+
+/// Stack the piece's spans of kept cycles onto `ev.spans`.
+fn stack_spans(ev: &mut Evidence, piece: Piece, kept: &[bool]) -> Result<()> {
+    let (key, stage, wall, cpu, start) = kept_spans(piece, kept);
     if !key.is_empty() {
         let df = DataFrame::new_infer_height(vec![
             Column::new("key".into(), key),

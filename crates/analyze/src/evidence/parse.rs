@@ -172,6 +172,27 @@ struct Times {
     arrival: Option<i64>,
 }
 
+/// The input-paced release's fields, checked together: an `input` cycle
+/// carries its arrival, and only it carries an arrival or a counter.
+fn check_release(
+    rec: &CycleRecord,
+    start: i64,
+    arrival: Option<i64>,
+) -> std::result::Result<(), String> {
+    let input = rec.pace == looptime_capture::PaceKind::Input;
+    match (input, arrival) {
+        (true, None) => Err("the cycle's pace is `input` but it has no arrival_ns: an input-paced release carries the input's arrival".into()),
+        (false, Some(_)) => Err("the cycle has an arrival_ns but its pace is not `input`: only an input-paced release carries an arrival".into()),
+        (false, None) if rec.input_seq.is_some() => Err("the cycle has an input_seq but its pace is not `input`: only an input-paced release carries the input's counter".into()),
+        (true, Some(a)) => check_offset_of(
+            "input wait (start_ns − arrival_ns)",
+            start - a,
+            "arrival_ns must be on the host monotonic clock, as start_ns",
+        ),
+        _ => Ok(()),
+    }
+}
+
 fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, String> {
     let start = ns("start_ns", rec.start_ns)?;
     let opt = |f: &'static str, v: Option<u64>| v.map(|x| ns(f, x)).transpose();
@@ -183,30 +204,7 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
     let margin = opt("spin_margin_ns", rec.spin_margin_ns)?;
     let spin = opt("spin_ns", rec.spin_ns)?;
     let arrival = opt("arrival_ns", rec.arrival_ns)?;
-    let input = rec.pace == looptime_capture::PaceKind::Input;
-    match (input, arrival) {
-        (true, None) => {
-            return Err(
-                "the cycle's pace is `input` but it has no arrival_ns: an input-paced release carries the input's arrival".into(),
-            )
-        }
-        (false, Some(_)) => {
-            return Err(
-                "the cycle has an arrival_ns but its pace is not `input`: only an input-paced release carries an arrival".into(),
-            )
-        }
-        (false, None) if rec.input_seq.is_some() => {
-            return Err(
-                "the cycle has an input_seq but its pace is not `input`: only an input-paced release carries the input's counter".into(),
-            )
-        }
-        (true, Some(a)) => check_offset_of(
-            "input wait (start_ns − arrival_ns)",
-            start - a,
-            "arrival_ns must be on the host monotonic clock, as start_ns",
-        )?,
-        _ => {}
-    }
+    check_release(rec, start, arrival)?;
     for (name, v) in [
         ("cpu_ns", cpu),
         ("spin_margin_ns", margin),
@@ -278,6 +276,7 @@ fn value_cells(
 
 /// Append span `i` of `rec` (cycle row `row`, phase `phase`) to the span
 /// columns, recording its group the first time its key appears.
+// long-fn: the parser's hot loop, once per span of every line, in one body
 fn convert_span(
     t: &Tables,
     rec: &CycleRecord,
