@@ -201,33 +201,48 @@ fn episode_data(a: &Analysis) -> EpisodeData {
     let phase = judged
         .and_then(|i| ev.header.phases.get(i as usize).cloned())
         .unwrap_or_default();
-    // The p99.9 the report computed for this phase: the plots compute none.
+    d.dists = judged_dists(report, &phase, per, work, over);
+    d
+}
+
+/// The judged phase's period, work and (when any) overshoot samples, each
+/// clipped at the p99.9 the report computed for the phase (the plots
+/// compute none).
+fn judged_dists(
+    report: &crate::metrics::Report,
+    phase: &str,
+    per: Vec<f64>,
+    work: Vec<f64>,
+    over: Vec<f64>,
+) -> Vec<Samples> {
     let pr = report.phases.iter().find(|p| p.phase == phase);
     let p999 = |dist: Option<&crate::metrics::Dist>, scale: f64| {
         dist.filter(|d| d.count > 0)
             .map(|d| d.p999_ns as f64 / scale)
     };
-    d.dists.push(Samples {
-        title: format!("period ({phase})"),
-        unit: "period (ms)".into(),
-        v: per,
-        clip: p999(pr.and_then(|p| p.period.as_ref()), 1e6),
-    });
-    d.dists.push(Samples {
-        title: format!("work ({phase})"),
-        unit: "work (ms)".into(),
-        v: work,
-        clip: p999(pr.and_then(|p| p.work.as_ref()), 1e6),
-    });
+    let mut out = vec![
+        Samples {
+            title: format!("period ({phase})"),
+            unit: "period (ms)".into(),
+            v: per,
+            clip: p999(pr.and_then(|p| p.period.as_ref()), 1e6),
+        },
+        Samples {
+            title: format!("work ({phase})"),
+            unit: "work (ms)".into(),
+            v: work,
+            clip: p999(pr.and_then(|p| p.work.as_ref()), 1e6),
+        },
+    ];
     if !over.is_empty() {
-        d.dists.push(Samples {
+        out.push(Samples {
             title: format!("sleep overshoot ({phase})"),
             unit: "overshoot (µs)".into(),
             v: over,
             clip: p999(pr.and_then(|p| p.sleep_overshoot.as_ref()), 1e3),
         });
     }
-    d
+    out
 }
 
 /// One distribution to draw: its samples, and where the drawing stops (a
@@ -281,89 +296,6 @@ fn cdf_points(s: &[f64]) -> Vec<(f64, f64)> {
         .map(|(i, &x)| (x, (i + 1) as f64 / n))
         .collect();
     thin(&pts, MAX_TIMELINE_POINTS)
-}
-
-fn draw_distribution<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    title: &str,
-    unit: &str,
-    v: &[f64],
-    clip: Option<f64>,
-) -> Result<(), String>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(err)?;
-    let s = sorted(v);
-    let (left, right) = root.split_horizontally(W / 2);
-    // Histogram up to the report's p99.9 (the tail beyond is counted in the
-    // caption); without one, up to the largest sample.
-    let lo = s.first().copied().unwrap_or(0.0);
-    let top = s.last().copied().unwrap_or(lo);
-    let hi = clip.unwrap_or(top).max(lo + 1e-6);
-    let bins = 50usize;
-    let width = (hi - lo) / bins as f64;
-    let mut counts = vec![0u64; bins];
-    let mut beyond = 0u64;
-    for &x in &s {
-        if x > hi {
-            beyond += 1;
-            continue;
-        }
-        let b = (((x - lo) / width) as usize).min(bins - 1);
-        counts[b] += 1;
-    }
-    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let mut chart = ChartBuilder::on(&left)
-        .caption(
-            format!("{title}: histogram ({beyond} beyond p99.9 not shown)"),
-            ("sans-serif", 13),
-        )
-        .margin(8)
-        .x_label_area_size(34)
-        .y_label_area_size(50)
-        .build_cartesian_2d(lo..hi, 0.0..top * 1.05)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(unit)
-        .y_desc("cycles")
-        .x_labels(6)
-        .bold_line_style(BLACK.mix(0.08))
-        .light_line_style(BLACK.mix(0.0))
-        .draw()
-        .map_err(err)?;
-    chart
-        .draw_series(counts.iter().enumerate().map(|(i, &c)| {
-            let x0 = lo + i as f64 * width;
-            Rectangle::new(
-                [(x0, 0.0), (x0 + width, c as f64)],
-                A_COLOR.mix(0.7).filled(),
-            )
-        }))
-        .map_err(err)?;
-    let xs = bounds(&s);
-    let mut cdf = ChartBuilder::on(&right)
-        .caption(
-            format!("{title}: CDF (n = {})", s.len()),
-            ("sans-serif", 13),
-        )
-        .margin(8)
-        .x_label_area_size(34)
-        .y_label_area_size(50)
-        .build_cartesian_2d(xs.0..xs.1, 0.0..1.0)
-        .map_err(err)?;
-    cdf.configure_mesh()
-        .x_desc(unit)
-        .y_desc("fraction of cycles ≤ x")
-        .x_labels(6)
-        .bold_line_style(BLACK.mix(0.08))
-        .light_line_style(BLACK.mix(0.0))
-        .draw()
-        .map_err(err)?;
-    cdf.draw_series(LineSeries::new(cdf_points(&s), &A_COLOR))
-        .map_err(err)?;
-    root.present().map_err(err)
 }
 
 fn draw_stages<DB: DrawingBackend>(
@@ -568,7 +500,9 @@ pub fn episode_plots(a: &Analysis, png_dir: Option<&Path>) -> Result<Vec<Plot>, 
 mod age;
 mod answer;
 mod compare;
+mod distribution;
 mod over_time;
+use distribution::draw_distribution;
 mod timeline;
 use timeline::draw_timeline;
 
