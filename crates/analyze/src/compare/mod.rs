@@ -481,6 +481,51 @@ fn warnings(
     warnings
 }
 
+/// The rate each side's figure implies (for a period metric), their
+/// difference and its share of A's, rounded as the report shows them.
+type HzFigures = (Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+
+fn hz_figures(
+    key: &(String, String, Option<String>),
+    sides: (&SideInput, &SideInput),
+) -> HzFigures {
+    let (a_hz, b_hz) = (
+        implied_hz(&key.0, &key.1, sides.0),
+        implied_hz(&key.0, &key.1, sides.1),
+    );
+    let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
+    let rel_diff_hz = a_hz
+        .zip(diff_hz)
+        .filter(|(x, _)| *x != 0.0)
+        .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
+    (a_hz, b_hz, diff_hz, rel_diff_hz)
+}
+
+/// Each rollout's count, median and p99 (rollouts with samples).
+fn per_rollout(v: &[(usize, Vec<i64>)]) -> Vec<RolloutFigures> {
+    v.iter()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(i, s)| {
+            let mut s = s.clone();
+            RolloutFigures {
+                rollout: *i,
+                count: s.len() as u64,
+                median_ns: rank(&mut s, 0.5),
+                p99_ns: rank(&mut s, 0.99),
+            }
+        })
+        .collect()
+}
+
+/// The warning when the p99.9 rests on few cycles beyond it (`fewest`: the
+/// smaller side's count beyond its p99.9).
+fn tail_warning(fewest: u64) -> Option<String> {
+    (fewest < MIN_TAIL_SAMPLES).then(|| match fewest {
+        0 => "the p99.9 is a side's maximum: no cycle lies beyond it".to_string(),
+        n => format!("the tail rests on {n} cycles"),
+    })
+}
+
 /// One metric of one phase (and stage): both sides' figures (pooled and
 /// per rollout), the seeded bootstrap intervals and the verdict. `None`
 /// with fewer than two samples on a side.
@@ -507,29 +552,7 @@ fn compare_metric(
     let rel = |d: i64, base: i64| {
         (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
     };
-    let (a_hz, b_hz) = (
-        implied_hz(&key.0, &key.1, sides.0),
-        implied_hz(&key.0, &key.1, sides.1),
-    );
-    let diff_hz = a_hz.zip(b_hz).map(|(x, y)| ((y - x) * 1e4).round() / 1e4);
-    let rel_diff_hz = a_hz
-        .zip(diff_hz)
-        .filter(|(x, _)| *x != 0.0)
-        .map(|(x, d)| ((d / x) * 1e6).round() / 1e6);
-    let per_rollout = |v: &[(usize, Vec<i64>)]| {
-        v.iter()
-            .filter(|(_, s)| !s.is_empty())
-            .map(|(i, s)| {
-                let mut s = s.clone();
-                RolloutFigures {
-                    rollout: *i,
-                    count: s.len() as u64,
-                    median_ns: rank(&mut s, 0.5),
-                    p99_ns: rank(&mut s, 0.99),
-                }
-            })
-            .collect()
-    };
+    let (a_hz, b_hz, diff_hz, rel_diff_hz) = hz_figures(key, sides);
     Some(MetricComparison {
         phase: key.0.clone(),
         diff_hz,
@@ -546,13 +569,7 @@ fn compare_metric(
         rel_diff_p99: rel(dp, a_side.p99_ns),
         ci_p99_ns: boot.ci_p99,
         diff_p999_ns: b_side.p999_ns - a_side.p999_ns,
-        tail_warning: {
-            let fewest = a_side.beyond_p999.min(b_side.beyond_p999);
-            (fewest < MIN_TAIL_SAMPLES).then(|| match fewest {
-                0 => "the p99.9 is a side's maximum: no cycle lies beyond it".to_string(),
-                n => format!("the tail rests on {n} cycles"),
-            })
-        },
+        tail_warning: tail_warning(a_side.beyond_p999.min(b_side.beyond_p999)),
         block_length: [
             (boot.block_a * 100.0).round() / 100.0,
             (boot.block_b * 100.0).round() / 100.0,
