@@ -55,20 +55,18 @@ pub struct Tables {
     pub cycles: DataFrame,
 }
 
-/// Compute every metric of `ev` from its cycle columns `cc` (and each
-/// background thread's, `thread_cc`, in `ev.threads` order). The report's
-/// `crosscheck` is left "not checked"; [`crate::analysis::Analysis::new`]
-/// fills it in.
-///
-/// # Errors
-/// Only on an internal aggregation failure.
-pub fn compute(
-    ev: &Evidence,
-    cc: &CycleColumns,
-    thread_cc: &[CycleColumns],
-) -> Result<(Report, Tables)> {
-    let h = &ev.header;
+/// The polars aggregates: the cycle table, and the phase, segment and
+/// stage reports computed from it.
+type Aggregates = (
+    DataFrame,
+    Vec<PhaseReport>,
+    Vec<SegmentReport>,
+    Vec<StageReport>,
+);
+
+fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
     use crate::profile::step;
+    let h = &ev.header;
     let s = step("metrics: cycle and command tables");
     let cycles = columns::cycle_table(ev, cc)?;
     let commands = columns::command_table(ev, &cc.segment)?;
@@ -83,6 +81,24 @@ pub fn compute(
     let s = step("metrics: stages (polars quantiles)");
     let stages = stages::stage_reports(ev, &phases, nominal_period(h), &phase_name)?;
     drop(s);
+    Ok((cycles, phases, segments, stages))
+}
+
+/// Compute every metric of `ev` from its cycle columns `cc` (and each
+/// background thread's, `thread_cc`, in `ev.threads` order). The report's
+/// `crosscheck` is left "not checked"; [`crate::analysis::Analysis::new`]
+/// fills it in.
+///
+/// # Errors
+/// Only on an internal aggregation failure.
+pub fn compute(
+    ev: &Evidence,
+    cc: &CycleColumns,
+    thread_cc: &[CycleColumns],
+) -> Result<(Report, Tables)> {
+    let h = &ev.header;
+    use crate::profile::step;
+    let (cycles, phases, segments, stages) = aggregates(ev, cc)?;
     let s = step("metrics: diagnosis");
     let pace = diagnosis::pace(ev);
     let late_cycles = match diagnosis::judged_phase(ev) {
@@ -116,11 +132,10 @@ pub fn compute(
         state,
         summary,
         thresholds,
-        caveats: {
-            let mut c = capture::caveats(ev, state, &capture, absent.as_deref());
-            c.extend(input.iter().flat_map(input_paced::caveats));
-            c
-        },
+        caveats: capture::caveats(ev, state, &capture, absent.as_deref())
+            .into_iter()
+            .chain(input.iter().flat_map(input_paced::caveats))
+            .collect(),
         capture,
         schedule_metrics_absent: absent,
         diagnosis: match input_paced::diagnosis(

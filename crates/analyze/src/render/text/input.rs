@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{dist_row, ms};
+use super::{dist_row, ms, terminal_safe};
 use crate::metrics::{InputPhase, Report};
 
 /// The section (absent without input-paced cycles).
@@ -38,7 +38,8 @@ fn phase(o: &mut String, p: &InputPhase) {
     let _ = writeln!(
         o,
         "  phase {}: {} input-paced cycles{mixed}, {period}, {rate}",
-        p.phase, p.cycles
+        terminal_safe(&p.phase),
+        p.cycles
     );
     let _ = writeln!(
         o,
@@ -80,7 +81,8 @@ fn phase(o: &mut String, p: &InputPhase) {
         let _ = writeln!(
             o,
             "    robot's success rate ({}): mean {:.4}, p50 {:.4}, p10 {:.4}, p1 {:.4}, min {:.4}; {} of {} cycles below 1",
-            s.value, s.mean, s.p50, s.p10, s.p1, s.min, s.below_one, s.count
+            terminal_safe(&s.value),
+            s.mean, s.p50, s.p10, s.p1, s.min, s.below_one, s.count
         );
     }
     let _ = writeln!(o, "    diagnosis: {}: {}", p.verdict, p.reason);
