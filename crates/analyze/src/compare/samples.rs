@@ -59,6 +59,20 @@ pub(super) fn samples(a: &Analysis) -> Samples {
     // Stages by (phase, path), attributes pooled: an A/B of `mode` compares
     // the same stage under both modes.
     stage_samples(ev, &|p| phase_name(p), &mut out);
+    thread_and_age_samples(ev, &cc.phase, &phase_name, &mut out);
+    out
+}
+
+/// Background threads' stages under `<thread>/<phase>`, per control span
+/// the time it overlapped each thread's work, and each data-age use's age
+/// at use per (phase, source) for the sources on the host clock (the
+/// others have no age).
+fn thread_and_age_samples(
+    ev: &Evidence,
+    phase: &[u32],
+    phase_name: &dyn Fn(u32) -> String,
+    out: &mut Samples,
+) {
     // Background threads: their stages under `<thread>/<phase>`, and per
     // control span the time it overlapped each thread's work.
     for t in &ev.threads {
@@ -69,14 +83,14 @@ pub(super) fn samples(a: &Analysis) -> Samples {
                 t.header.phases.get(i as usize).cloned().unwrap_or_default()
             )
         };
-        stage_samples(t, &tphase, &mut out);
+        stage_samples(t, &tphase, out);
     }
     // Data age: each use's age at use, per (phase, source), for the
     // sources on the host clock (the others have no age).
     for (i, age) in uses(ev) {
-        let source = h.sources[i.source as usize].name.clone();
+        let source = ev.header.sources[i.source as usize].name.clone();
         out.entry((
-            phase_name(cc.phase[i.row as usize]),
+            phase_name(phase[i.row as usize]),
             "age_at_use".into(),
             Some(source),
         ))
@@ -90,7 +104,6 @@ pub(super) fn samples(a: &Analysis) -> Samples {
             .1
             .extend(v);
     }
-    out
 }
 
 /// The control thread's uses of its host-clock sources with their age at

@@ -365,6 +365,45 @@ impl Plan {
     }
 }
 
+/// The `looptime` metadata record: the versions, the timebase, the
+/// episode, the anchor's uncertainty and the manifest's identity.
+fn metadata(ev: &Evidence, timebase: &str) -> BTreeMap<String, String> {
+    let mut meta = BTreeMap::new();
+    meta.insert(
+        "looptime_version".to_string(),
+        env!("CARGO_PKG_VERSION").to_string(),
+    );
+    meta.insert("timebase".into(), timebase.into());
+    meta.insert("evidence_producer".into(), ev.header.producer.clone());
+    meta.insert("episode".into(), ev.dir.display().to_string());
+    if let Some(w) = ev.header.wall_clock {
+        meta.insert(
+            "anchor_uncertainty_ns".into(),
+            w.start.uncertainty_ns.to_string(),
+        );
+        meta.insert(
+            "anchor_end".into(),
+            if w.end.is_some() {
+                "present"
+            } else {
+                "absent (recovered evidence)"
+            }
+            .into(),
+        );
+    }
+    for (key, pointer) in [
+        ("config_hash", "/config_hash"),
+        ("source_hash", "/source_hash"),
+        ("host", "/host/hostname"),
+        ("created_utc", "/created_utc"),
+    ] {
+        if let Some(v) = ev.manifest_str(pointer) {
+            meta.insert(key.into(), v);
+        }
+    }
+    meta
+}
+
 pub(crate) fn plan(a: &Analysis) -> Result<Plan> {
     let ev = &a.evidence;
     let control = Clock::of(ev, None);
@@ -410,39 +449,7 @@ pub(crate) fn plan(a: &Analysis) -> Result<Plan> {
     } else {
         "host_monotonic"
     };
-    let mut meta = BTreeMap::new();
-    meta.insert(
-        "looptime_version".to_string(),
-        env!("CARGO_PKG_VERSION").to_string(),
-    );
-    meta.insert("timebase".into(), timebase.into());
-    meta.insert("evidence_producer".into(), ev.header.producer.clone());
-    meta.insert("episode".into(), ev.dir.display().to_string());
-    if let Some(w) = ev.header.wall_clock {
-        meta.insert(
-            "anchor_uncertainty_ns".into(),
-            w.start.uncertainty_ns.to_string(),
-        );
-        meta.insert(
-            "anchor_end".into(),
-            if w.end.is_some() {
-                "present"
-            } else {
-                "absent (recovered evidence)"
-            }
-            .into(),
-        );
-    }
-    for (key, pointer) in [
-        ("config_hash", "/config_hash"),
-        ("source_hash", "/source_hash"),
-        ("host", "/host/hostname"),
-        ("created_utc", "/created_utc"),
-    ] {
-        if let Some(v) = ev.manifest_str(pointer) {
-            meta.insert(key.into(), v);
-        }
-    }
+    let meta = metadata(ev, timebase);
     Ok(Plan {
         channels,
         msgs,
