@@ -117,37 +117,11 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn every_view_reads_the_columns_computed_once_per_thread() {
-        // An episode with background threads (schema 2), so that threads'
-        // columns count too.
-        let ev = load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap();
-        let threads = ev.threads.len();
-        assert!(threads > 0, "the fixture has background threads");
-        let a = Analysis::new(ev).unwrap();
-        let once = vec![1; 1 + threads];
-        assert_eq!(computed(&a), once);
-        // A second analysis of the same files counts on its own evidence:
-        // the count is per analysis, not per process or thread.
-        let b = Analysis::new(
-            load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(computed(&b), once);
-
-        // Every view of the episode, none of which may compute them again.
-        let _ = crate::render::text::render(&a.report);
-        let _ = crate::render::json(&a.report);
-        let plots = crate::render::plots::episode_plots(&a, None);
-        let _ = crate::render::html::report_page(&a.report, &plots.unwrap_or_default());
-        let mut trace = Vec::new();
-        crate::export::chrome::write(&a, &mut trace, "t.json".as_ref()).unwrap();
-        crate::export::hdr_log(&a).unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
-        let mut mcap = std::io::Cursor::new(Vec::new());
+    /// The fixture merged by `--into` into a recording of one message (the
+    /// fixture has no wall-clock anchor: one is added to a copy of its
+    /// header); the analysis it used.
+    fn merged_into_a_recording() -> Analysis {
         let zstd = crate::export::mcap::Compression::Zstd;
-        crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref(), zstd).unwrap();
         // --into's view, over a recording of one message (the fixture has
         // no wall-clock anchor: one is added to a copy of its header).
         let mut recording = std::io::Cursor::new(Vec::new());
@@ -189,6 +163,42 @@ mod tests {
             "m.mcap".as_ref(),
         );
         assert!(merged.is_ok(), "{merged:?}");
+        anchored
+    }
+
+    #[test]
+    fn every_view_reads_the_columns_computed_once_per_thread() {
+        // An episode with background threads (schema 2), so that threads'
+        // columns count too.
+        let ev = load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap();
+        let threads = ev.threads.len();
+        assert!(threads > 0, "the fixture has background threads");
+        let a = Analysis::new(ev).unwrap();
+        let once = vec![1; 1 + threads];
+        assert_eq!(computed(&a), once);
+        // A second analysis of the same files counts on its own evidence:
+        // the count is per analysis, not per process or thread.
+        let b = Analysis::new(
+            load_episode(&fixture("v2/serve-episode"), LoadOptions::default()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(computed(&b), once);
+
+        // Every view of the episode, none of which may compute them again.
+        let _ = crate::render::text::render(&a.report);
+        let _ = crate::render::json(&a.report);
+        let plots = crate::render::plots::episode_plots(&a, None);
+        let _ = crate::render::html::report_page(&a.report, &plots.unwrap_or_default());
+        let mut trace = Vec::new();
+        crate::export::chrome::write(&a, &mut trace, "t.json".as_ref()).unwrap();
+        crate::export::hdr_log(&a).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
+        let mut mcap = std::io::Cursor::new(Vec::new());
+        let zstd = crate::export::mcap::Compression::Zstd;
+        crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref(), zstd).unwrap();
+        // --into's view: its own analysis, whose columns also count once.
+        let anchored = merged_into_a_recording();
         assert_eq!(computed(&anchored), once);
         let side = [&a];
         let c = crate::compare::compare(&side, &side, crate::compare::BootstrapConfig::default());

@@ -58,6 +58,43 @@ fn nearest_rank(v: &[i64], q: f64) -> i64 {
     s[r - 1]
 }
 
+/// Sample variance (n − 1).
+fn var(v: &[f64]) -> f64 {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+}
+
+/// The interval of the differences `d`, recomputed: the percentile interval,
+/// widened around the observed difference by the inflation and t over z,
+/// from each side's resampled statistics `(va, vb)` and rollouts.
+fn interval(
+    d: &mut [f64],
+    (va, vb): (&[f64], &[f64]),
+    (ra, rb): (&Rollouts, &Rollouts),
+    observed: f64,
+) -> [i64; 2] {
+    let (a_var, b_var) = (var(va), var(vb));
+    let (wa, wb) = (ra.inflation() * a_var, rb.inflation() * b_var);
+    let (na, nb) = (ra.degrees_of_freedom(), rb.degrees_of_freedom());
+    let (inflate, nu) = if a_var + b_var <= 0.0 {
+        (1.0, na.min(nb))
+    } else {
+        (
+            ((wa + wb) / (a_var + b_var)).sqrt(),
+            (wa + wb).powi(2) / (wa * wa / na + wb * wb / nb),
+        )
+    };
+    let w = inflate * t975(nu) / 1.959_963_984_540_054;
+    d.sort_by(f64::total_cmp);
+    let at = |q: f64| d[((q * d.len() as f64).ceil() as usize).clamp(1, d.len()) - 1];
+    let widen = |q: f64| observed + w * (q - observed);
+    [
+        widen(at(0.025)).round() as i64,
+        widen(at(0.975)).round() as i64,
+    ]
+}
+
 #[test]
 fn a_comparison_recomputed_by_hand() {
     let tmp = tempfile::tempdir().unwrap();
@@ -113,37 +150,15 @@ fn a_comparison_recomputed_by_hand() {
         va[1].push(pa);
         vb[1].push(pb);
     }
-    // Sample variance (n − 1).
-    let var = |v: &[f64]| {
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-    };
-    let interval = |d: &mut Vec<f64>, k: usize, observed: f64| -> [i64; 2] {
-        let (a_var, b_var) = (var(&va[k]), var(&vb[k]));
-        let (wa, wb) = (ra.inflation() * a_var, rb.inflation() * b_var);
-        let (na, nb) = (ra.degrees_of_freedom(), rb.degrees_of_freedom());
-        let (inflate, nu) = if a_var + b_var <= 0.0 {
-            (1.0, na.min(nb))
-        } else {
-            (
-                ((wa + wb) / (a_var + b_var)).sqrt(),
-                (wa + wb).powi(2) / (wa * wa / na + wb * wb / nb),
-            )
-        };
-        // The percentile interval of the differences, widened around the
-        // observed difference by the inflation and t over z.
-        let w = inflate * t975(nu) / 1.959_963_984_540_054;
-        d.sort_by(f64::total_cmp);
-        let at = |q: f64| d[((q * d.len() as f64).ceil() as usize).clamp(1, d.len()) - 1];
-        let widen = |q: f64| observed + w * (q - observed);
-        [
-            widen(at(0.025)).round() as i64,
-            widen(at(0.975)).round() as i64,
-        ]
-    };
-    assert_eq!(m.ci_median_ns, interval(&mut med, 0, 20_000.0));
-    assert_eq!(m.ci_p99_ns, interval(&mut p99, 1, 20_000.0));
+    let sides = (&ra, &rb);
+    assert_eq!(
+        m.ci_median_ns,
+        interval(&mut med, (&va[0], &vb[0]), sides, 20_000.0)
+    );
+    assert_eq!(
+        m.ci_p99_ns,
+        interval(&mut p99, (&va[1], &vb[1]), sides, 20_000.0)
+    );
     // And the shift is inside both: B is A moved by exactly 20 µs.
     assert!(m.ci_median_ns[0] <= 20_000 && 20_000 <= m.ci_median_ns[1]);
 }

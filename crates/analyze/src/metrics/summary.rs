@@ -481,6 +481,14 @@ mod tests {
         assert!(c[1]
             .words
             .contains("the work itself (40 of 999 cycles late), executor"));
+    }
+
+    #[test]
+    fn the_judged_cards_words_and_diagnosis_say_one_thing() {
+        let p = [
+            phase("warmup", 99.0, 10_000_000, 0),
+            phase("running", 100.0, 10_000_000, 40),
+        ];
         // More late wakes than over-budget work: scheduling, no stage.
         let c = cards(
             &p,
