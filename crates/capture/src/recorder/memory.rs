@@ -251,13 +251,12 @@ impl Recorder {
     }
 }
 
-/// Times the recorder's own operations on a scratch recorder.
-fn measure_overhead() -> Overhead {
-    const BATCHES: usize = 31;
-    const PER: usize = 64;
+/// The scratch recorder's spec: `per` cycles and spans, one phase, a
+/// wall-only and a CPU-timed stage, on the heap.
+fn scratch_spec(per: usize) -> RecorderBuilder {
     let mut spec = RecorderBuilder::new();
-    spec.max_cycles(PER)
-        .max_spans_per_cycle(PER)
+    spec.max_cycles(per)
+        .max_spans_per_cycle(per)
         .cpu_time_mode(CpuTimeMode::Spans)
         .ring(RingStorage::Heap);
     spec.phases.push("overhead".into());
@@ -269,8 +268,28 @@ fn measure_overhead() -> Overhead {
         name: "cpu".into(),
         cpu_time: true,
     });
+    spec
+}
+
+/// The time of one `read`, averaged over `n` back to back (generic, so
+/// that the read is inlined as the recorder inlines it).
+#[inline(always)]
+fn per_read(n: usize, clock: &quanta::Clock, read: impl Fn() -> u64) -> f64 {
+    let t0 = clock.raw();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        acc = acc.wrapping_add(std::hint::black_box(read()));
+    }
+    std::hint::black_box(acc);
+    clock.delta_as_nanos(t0, clock.raw()) as f64 / n as f64
+}
+
+/// Times the recorder's own operations on a scratch recorder.
+fn measure_overhead() -> Overhead {
+    const BATCHES: usize = 31;
+    const PER: usize = 64;
     // A few hundred kilobytes; if even that is refused, report no overhead.
-    let Ok(mut rec) = Recorder::allocate(spec, Overhead::default()) else {
+    let Ok(mut rec) = Recorder::allocate(scratch_spec(PER), Overhead::default()) else {
         return Overhead::default();
     };
     let clock = rec.clock.clone();
@@ -309,20 +328,8 @@ fn measure_overhead() -> Overhead {
             rec.end_cycle();
         }
 
-        let t0 = clock.raw();
-        let mut acc = 0u64;
-        for _ in 0..PER {
-            acc = acc.wrapping_add(std::hint::black_box(clock.raw()));
-        }
-        std::hint::black_box(acc);
-        raw_read.push(per_op(t0, clock.raw()));
-
-        let t0 = clock.raw();
-        for _ in 0..PER {
-            acc = acc.wrapping_add(std::hint::black_box(sys::thread_cpu_ns()));
-        }
-        std::hint::black_box(acc);
-        cpu_read.push(per_op(t0, clock.raw()));
+        raw_read.push(per_read(PER, &clock, || clock.raw()));
+        cpu_read.push(per_read(PER, &clock, sys::thread_cpu_ns));
     }
     Overhead {
         clock_read_ns: median(&mut raw_read),
