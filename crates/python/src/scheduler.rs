@@ -27,6 +27,41 @@ pub struct Scheduler {
     pub(crate) release_gil_during_spin: bool,
 }
 
+/// A `spin_margin_us` given as a number: microseconds, at least 0 (a
+/// bool is refused, though Python counts it a number).
+fn spin_margin(m: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+    let Some(m) = m else {
+        return Ok(None);
+    };
+    let us: f64 = m
+        .extract()
+        .ok()
+        .filter(|_| !m.is_instance_of::<PyBool>())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "spin_margin_us must be a number of microseconds or \"auto\", not {}",
+                m.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+            ))
+        })?;
+    if !(us.is_finite() && us >= 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "spin_margin_us must be >= 0, not {us}"
+        )));
+    }
+    Ok(Some(us))
+}
+
+/// The overrun policy named `policy`.
+fn overrun_policy(policy: &str) -> PyResult<OverrunPolicy> {
+    match policy {
+        "rebase" => Ok(OverrunPolicy::Rebase),
+        "keep-phase" => Ok(OverrunPolicy::KeepPhase),
+        other => Err(PyValueError::new_err(format!(
+            "policy must be \"rebase\" or \"keep-phase\", not {other:?}"
+        ))),
+    }
+}
+
 #[pymethods]
 impl Scheduler {
     #[new]
@@ -52,42 +87,14 @@ impl Scheduler {
         }
         // None: 200 µs (clamped to half the period); "auto": adaptive.
         let auto = spin_margin_us.is_some_and(|m| m.extract::<String>().is_ok_and(|s| s == "auto"));
-        let margin_us: Option<f64> = match spin_margin_us.filter(|m| !m.is_none() && !auto) {
-            None => None,
-            Some(m) => {
-                let us: f64 = m
-                    .extract()
-                    .ok()
-                    .filter(|_| !m.is_instance_of::<PyBool>())
-                    .ok_or_else(|| {
-                        PyValueError::new_err(format!(
-                            "spin_margin_us must be a number of microseconds or \"auto\", not {}",
-                            m.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
-                        ))
-                    })?;
-                if !(us.is_finite() && us >= 0.0) {
-                    return Err(PyValueError::new_err(format!(
-                        "spin_margin_us must be >= 0, not {us}"
-                    )));
-                }
-                Some(us)
-            }
-        };
+        let margin_us = spin_margin(spin_margin_us.filter(|m| !m.is_none() && !auto))?;
         let nominal_period_ns = (period_s * 1e9).round() as u64;
         let period_ns = if rtf == 0.0 {
             nominal_period_ns
         } else {
             ((nominal_period_ns as f64) / rtf).round().max(1.0) as u64
         };
-        let policy = match policy {
-            "rebase" => OverrunPolicy::Rebase,
-            "keep-phase" => OverrunPolicy::KeepPhase,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "policy must be \"rebase\" or \"keep-phase\", not {other:?}"
-                )))
-            }
-        };
+        let policy = overrun_policy(policy)?;
         let mut cfg = SchedulerConfig::new(period_ns);
         if let Some(us) = margin_us {
             cfg.spin_margin_ns = (us * 1e3).round() as u64;

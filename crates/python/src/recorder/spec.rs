@@ -193,15 +193,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             b.nominal_period_ns(ns);
         }
         b.target_clock(target_clock);
-        b.ring(match ring {
-            "auto" => RingStorage::Auto,
-            "heap" => RingStorage::Heap,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
-            )))
-            }
-        });
+        b.ring(ring_storage(ring)?);
         if let Some(d) = episode_dir {
             b.episode_dir(d);
         }
@@ -209,20 +201,8 @@ impl<'a, 'py> Spec<'a, 'py> {
             b.metadata(k, v);
         }
         let name = |s: &str| PyString::intern(py, s).unbind();
-        let mut st = Vec::new();
-        for s in &stages {
-            st.push(Named {
-                name: name(s),
-                id: b.stage(s).map_err(capture_err)?,
-            });
-        }
-        let mut ph = Vec::new();
-        for p in phases.unwrap_or_default() {
-            ph.push(Named {
-                name: name(&p),
-                id: b.phase(&p).map_err(capture_err)?,
-            });
-        }
+        let st = register_names(&stages, &name, |n| b.stage(n))?;
+        let ph = register_names(&phases.unwrap_or_default(), &name, |n| b.phase(n))?;
         let attr_keys = match attributes {
             Some(attrs) => register_attributes(&mut b, &attrs, &name)?,
             None => Vec::new(),
@@ -246,6 +226,35 @@ impl<'a, 'py> Spec<'a, 'py> {
             },
         ))
     }
+}
+
+/// The ring storage named `ring`.
+fn ring_storage(ring: &str) -> PyResult<RingStorage> {
+    match ring {
+        "auto" => Ok(RingStorage::Auto),
+        "heap" => Ok(RingStorage::Heap),
+        other => Err(PyValueError::new_err(format!(
+            "ring must be \"auto\" (a /dev/shm file when possible) or \"heap\", not {other:?}"
+        ))),
+    }
+}
+
+/// Each of `names` registered by `register` (a stage or a phase), with its
+/// interned Python name, in order.
+fn register_names<I>(
+    names: &[String],
+    name: &dyn Fn(&str) -> Py<PyString>,
+    mut register: impl FnMut(&str) -> Result<I, looptime_capture::CaptureError>,
+) -> PyResult<Vec<Named<I>>> {
+    names
+        .iter()
+        .map(|n| {
+            Ok(Named {
+                name: name(n),
+                id: register(n).map_err(capture_err)?,
+            })
+        })
+        .collect()
 }
 
 /// Each `attributes={key: [value, ...]}` entry registered on `b`, in order.
