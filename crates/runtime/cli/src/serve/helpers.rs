@@ -25,6 +25,26 @@ pub(super) struct Helpers {
 }
 
 impl Helpers {
+    /// What the control loop shares with the helpers, the live channel
+    /// and the stop flag.
+    pub(super) fn shared(
+        &self,
+        live: &Arc<LiveChannel>,
+        stop: &Arc<std::sync::atomic::AtomicBool>,
+        state: &Arc<crate::control::LoopState>,
+    ) -> crate::control::Shared {
+        crate::control::Shared {
+            camera: self.camera.clone(),
+            viewer: self.viewer.clone(),
+            policy: self.policy.clone(),
+            live: live.clone(),
+            stop: stop.clone(),
+            state: state.clone(),
+        }
+    }
+}
+
+impl Helpers {
     pub(super) fn spawn(
         cfg: &Config,
         live: &Arc<LiveChannel>,

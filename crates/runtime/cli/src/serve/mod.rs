@@ -96,19 +96,7 @@ pub fn serve(
     let runs = PathBuf::from(&cfg.run.runs_dir);
     fs::create_dir_all(&runs).map_err(io_err(&runs))?;
     remove_stale_temps(&runs, out);
-    let orphans = crate::recover::recover_dir(
-        Path::new(&cfg.run.timing_ring_dir),
-        crate::recover::Scope::Under(&runs),
-        out,
-    );
-    if !orphans.written.is_empty() || !orphans.removed.is_empty() {
-        let _ = writeln!(
-            out,
-            "[run] recovered {} orphaned ring(s) of processes that died, removed {} finished one(s); `analyze_control_timing --episode DIR` reads them",
-            orphans.written.len(),
-            orphans.removed.len()
-        );
-    }
+    recover_orphans(cfg, &runs, out);
     let session = create_session_dir(&runs)?;
     looptime_runtime::episode::update_latest_session(&runs, &session)?;
     let host = rt::host_facts();
@@ -154,19 +142,48 @@ pub fn serve(
         }
         record.write(&session)?;
     }
-    let stopped = stop.load(Ordering::Relaxed);
-    let not_run: Vec<String> = record
-        .rollouts
-        .iter()
-        .filter(|r| r.state == RolloutState::NotRun)
-        .map(|r| r.rollout.clone())
-        .collect();
     if let Some(e) = failure {
         record.status = "failed";
         record.stop = Some(looptime_capture::error_chain(&e));
         let _ = record.write(&session);
         return Err(e);
     }
+    close_session(record, session, episodes, stop.load(Ordering::Relaxed), out)
+}
+
+/// Turn the dead rings of this runs directory into evidence (and remove the
+/// finished ones) before a session starts, and say so when there were any.
+fn recover_orphans(cfg: &Config, runs: &Path, out: &mut dyn Write) {
+    let orphans = crate::recover::recover_dir(
+        Path::new(&cfg.run.timing_ring_dir),
+        crate::recover::Scope::Under(runs),
+        out,
+    );
+    if !orphans.written.is_empty() || !orphans.removed.is_empty() {
+        let _ = writeln!(
+            out,
+            "[run] recovered {} orphaned ring(s) of processes that died, removed {} finished one(s); `analyze_control_timing --episode DIR` reads them",
+            orphans.written.len(),
+            orphans.removed.len()
+        );
+    }
+}
+
+/// The session's last record: complete, or stopped with the rollouts that
+/// did not run.
+fn close_session(
+    mut record: SessionRecord,
+    session: PathBuf,
+    episodes: Vec<EpisodeResult>,
+    stopped: bool,
+    out: &mut dyn Write,
+) -> Result<SessionOutcome, ServeError> {
+    let not_run: Vec<String> = record
+        .rollouts
+        .iter()
+        .filter(|r| r.state == RolloutState::NotRun)
+        .map(|r| r.rollout.clone())
+        .collect();
     if stopped {
         record_stop(&mut record, out, &session, episodes.len(), &not_run);
     } else {
@@ -248,6 +265,29 @@ struct EpisodeContext<'a> {
     state: &'a Arc<crate::control::LoopState>,
 }
 
+/// The rollout's recorder (on the simulation clock when uncapped), then
+/// its directory: the recorder comes first, so that a refused allocation
+/// leaves no directory.
+fn recorder_and_dir(
+    ctx: &EpisodeContext,
+    cfg: &Config,
+    rollout: &str,
+    out: &mut dyn Write,
+) -> Result<(crate::control::Built, PathBuf), ServeError> {
+    let domain = if cfg.run.rtf == 0.0 {
+        ClockDomain::Simulation
+    } else {
+        ClockDomain::HostMonotonic
+    };
+    let dir = ctx.session.join(rollout);
+    let built = build_recorder(cfg, domain, &dir)?;
+    fs::create_dir(&dir).map_err(io_err(&dir))?;
+    if let Some(note) = &built.ring_note {
+        let _ = writeln!(out, "[warn] ring: {note}");
+    }
+    Ok((built, dir))
+}
+
 /// One rollout: prepare, run the loop, then write (in this order) the
 /// manifest, the `latest` link, the evidence and the events. The manifest
 /// goes first because it is small and says what ran: a process killed
@@ -261,21 +301,10 @@ fn run_episode(
     live_out: &impl Fn() -> Box<dyn Write + Send>,
     out: &mut dyn Write,
 ) -> Result<EpisodeResult, ServeError> {
-    let domain = if cfg.run.rtf == 0.0 {
-        ClockDomain::Simulation
-    } else {
-        ClockDomain::HostMonotonic
-    };
-    // Prepare: every allocation and thread before the first cycle. The
-    // recorder comes first, so a refused allocation leaves no directory.
-    let dir = ctx.session.join(rollout);
-    let built = build_recorder(cfg, domain, &dir)?;
+    // Prepare: every allocation and thread before the first cycle.
+    let (built, dir) = recorder_and_dir(ctx, cfg, rollout, out)?;
     let (rec, ids, ring_note) = (built.rec, built.ids, built.ring_note);
-    fs::create_dir(&dir).map_err(io_err(&dir))?;
     let dir = dir.as_path();
-    if let Some(note) = &ring_note {
-        let _ = writeln!(out, "[warn] ring: {note}");
-    }
     let ring_file = rec.ring_path().map(Path::to_path_buf);
     let not_yet = RealtimeObtained::default();
     let pre = running_manifest(
@@ -294,14 +323,7 @@ fn run_episode(
     let prepare_t = looptime_capture::clock::monotonic_ns();
     let helpers = Helpers::spawn(cfg, &live, live_out(), built.threads)?;
     let dma_hold = hold_dma_latency(cfg, out);
-    let shared = Shared {
-        camera: helpers.camera.clone(),
-        viewer: helpers.viewer.clone(),
-        policy: helpers.policy.clone(),
-        live: live.clone(),
-        stop: stop.clone(),
-        state: ctx.state.clone(),
-    };
+    let shared = helpers.shared(&live, stop, ctx.state);
     let outcome = run_control(cfg, rec, &ids, &shared)?;
     let dma_held = dma_hold.is_some();
     drop(dma_hold);
