@@ -282,33 +282,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             print!("{}", Config::default().to_toml()?);
             Ok(EXIT_OK)
         }
-        Command::Recover(a) => {
-            let mut out = std::io::stdout();
-            let summary = match &a.ring {
-                Some(ring) => crate::recover::recover_file(ring, &mut out),
-                None => {
-                    crate::recover::recover_dir(&a.ring_dir, crate::recover::Scope::All, &mut out)
-                }
-            };
-            for (ring, pid) in &summary.live {
-                println!("[recover] {}: process {pid} still runs; `looptime watch --ring {}` shows it live", ring.display(), ring.display());
-            }
-            if a.ring.is_none()
-                && summary.written.is_empty()
-                && summary.removed.is_empty()
-                && summary.failed.is_empty()
-            {
-                println!(
-                    "[recover] no ring of yours of a dead process in {}",
-                    a.ring_dir.display()
-                );
-            }
-            Ok(if summary.failed.is_empty() {
-                EXIT_OK
-            } else {
-                EXIT_ERROR
-            })
-        }
+        Command::Recover(a) => Ok(recover(&a)),
         Command::Watch(a) => crate::watch::run(&crate::watch::WatchOptions {
             pid: a.pid,
             runs_dir: Some(a.runs_dir.clone()),
@@ -320,26 +294,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             json: a.json,
         })
         .map(|()| EXIT_OK),
-        Command::Probe(a) => {
-            let r = probe::probe(ProbeOptions {
-                rate_hz: a.rate,
-                duration_s: a.duration,
-                spin_margin_ns: match a.spin_margin_us {
-                    Some(SpinMargin::Us(u)) => Some((u * 1e3) as u64),
-                    _ => None,
-                },
-                auto_margin: a.spin_margin_us == Some(SpinMargin::Auto),
-                realtime: a.realtime,
-                dma_latency: a.dma_latency,
-            })
-            .context("probe settings")?;
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-            } else {
-                print!("{}", probe::render(&r));
-            }
-            Ok(EXIT_OK)
-        }
+        Command::Probe(a) => run_probe(&a),
         Command::Serve(a) => {
             let (config, config_source) = resolve_config(&a)?;
             let stop = Arc::new(AtomicBool::new(false));
@@ -362,6 +317,60 @@ pub fn run(cli: Cli) -> Result<i32> {
             })
         }
     }
+}
+
+/// `looptime recover`: one ring, or every dead ring of the user's in the
+/// directory; the exit code says whether any failed.
+fn recover(a: &RecoverArgs) -> i32 {
+    let mut out = std::io::stdout();
+    let summary = match &a.ring {
+        Some(ring) => crate::recover::recover_file(ring, &mut out),
+        None => crate::recover::recover_dir(&a.ring_dir, crate::recover::Scope::All, &mut out),
+    };
+    for (ring, pid) in &summary.live {
+        println!(
+            "[recover] {}: process {pid} still runs; `looptime watch --ring {}` shows it live",
+            ring.display(),
+            ring.display()
+        );
+    }
+    if a.ring.is_none()
+        && summary.written.is_empty()
+        && summary.removed.is_empty()
+        && summary.failed.is_empty()
+    {
+        println!(
+            "[recover] no ring of yours of a dead process in {}",
+            a.ring_dir.display()
+        );
+    }
+    if summary.failed.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_ERROR
+    }
+}
+
+/// `looptime probe`: the host's fitness report, as text or JSON.
+fn run_probe(a: &ProbeArgs) -> Result<i32> {
+    let r = probe::probe(ProbeOptions {
+        rate_hz: a.rate,
+        duration_s: a.duration,
+        spin_margin_ns: match a.spin_margin_us {
+            Some(SpinMargin::Us(u)) => Some((u * 1e3) as u64),
+            _ => None,
+        },
+        auto_margin: a.spin_margin_us == Some(SpinMargin::Auto),
+        realtime: a.realtime,
+        dma_latency: a.dma_latency,
+    })
+    .context("probe settings")?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", probe::render(&r));
+    }
+    Ok(EXIT_OK)
 }
 
 /// SIGINT and SIGTERM, handled on a thread of their own. The first sets the
