@@ -219,6 +219,68 @@ fn check_options(opts: &ProbeOptions) -> Result<(), ProbeError> {
     Ok(())
 }
 
+/// What the probe's loop measured: the real-time setup it obtained, each
+/// wake's latency after its target, each sleep's return after it was asked
+/// for (only waits that slept), overruns, spin and wall and CPU time, and
+/// the spin margin (last, and its range).
+struct LoopRun {
+    obtained: RealtimeObtained,
+    wake: Vec<i64>,
+    os: Vec<i64>,
+    overruns: u64,
+    spin: u64,
+    wall: u64,
+    cpu: u64,
+    margin: u64,
+    range: (u64, u64),
+}
+
+/// The probe's loop, on its own thread: `duration × rate` waits of the
+/// scheduler and nothing else.
+fn probe_loop(opts: ProbeOptions, cfg: SchedulerConfig) -> Result<LoopRun, SchedulerError> {
+    let obtained = rt::setup_control_thread(&RealtimeRequest {
+        enabled: opts.realtime,
+        priority: 80,
+        cpu: None,
+        mlockall: opts.realtime,
+    });
+    let mut sched = Scheduler::new(MonotonicClock, cfg)?;
+    let n = (opts.duration_s * opts.rate_hz).round().max(1.0) as usize;
+    let mut wake = Vec::with_capacity(n);
+    let mut os = Vec::with_capacity(n);
+    let mut last_margin = cfg.spin_margin_ns;
+    sched.start();
+    let cpu0 = looptime_runtime::sys::thread_cpu_ns();
+    let t0 = sched.clock().now_ns();
+    for _ in 0..n {
+        let t = sched.wait();
+        wake.push(t.wake_ns as i64 - t.target_ns as i64);
+        last_margin = t.spin_margin_ns;
+        if !t.overdue && t.sleep_return_ns > t.wait_start_ns {
+            // The margin this wait used (it moves with `auto`).
+            let asked = t.target_ns - t.spin_margin_ns;
+            // Only when the scheduler slept (remaining > margin).
+            if t.target_ns - t.wait_start_ns > t.spin_margin_ns {
+                os.push(t.sleep_return_ns as i64 - asked as i64);
+            }
+        }
+    }
+    let wall = sched.clock().now_ns() - t0;
+    let cpu = looptime_runtime::sys::thread_cpu_ns() - cpu0;
+    rt::teardown_control_thread(&obtained);
+    Ok(LoopRun {
+        obtained,
+        wake,
+        os,
+        overruns: sched.overruns(),
+        spin: sched.spin_total_ns(),
+        wall,
+        cpu,
+        margin: last_margin,
+        range: sched.spin_margin_range_ns(),
+    })
+}
+
 /// Run the probe.
 ///
 /// # Errors
@@ -241,53 +303,21 @@ pub fn probe(opts: ProbeOptions) -> Result<ProbeReport, ProbeError> {
     };
     let handle = std::thread::Builder::new()
         .name("probe-loop".into())
-        .spawn(move || -> Result<_, SchedulerError> {
-            let obtained = rt::setup_control_thread(&RealtimeRequest {
-                enabled: opts.realtime,
-                priority: 80,
-                cpu: None,
-                mlockall: opts.realtime,
-            });
-            let mut sched = Scheduler::new(MonotonicClock, cfg)?;
-            let n = (opts.duration_s * opts.rate_hz).round().max(1.0) as usize;
-            let mut wake = Vec::with_capacity(n);
-            let mut os = Vec::with_capacity(n);
-            let mut last_margin = cfg.spin_margin_ns;
-            sched.start();
-            let cpu0 = looptime_runtime::sys::thread_cpu_ns();
-            let t0 = sched.clock().now_ns();
-            for _ in 0..n {
-                let t = sched.wait();
-                wake.push(t.wake_ns as i64 - t.target_ns as i64);
-                last_margin = t.spin_margin_ns;
-                if !t.overdue && t.sleep_return_ns > t.wait_start_ns {
-                    // The margin this wait used (it moves with `auto`).
-                    let asked = t.target_ns - t.spin_margin_ns;
-                    // Only when the scheduler slept (remaining > margin).
-                    if t.target_ns - t.wait_start_ns > t.spin_margin_ns {
-                        os.push(t.sleep_return_ns as i64 - asked as i64);
-                    }
-                }
-            }
-            let wall = sched.clock().now_ns() - t0;
-            let cpu = looptime_runtime::sys::thread_cpu_ns() - cpu0;
-            rt::teardown_control_thread(&obtained);
-            Ok((
-                obtained,
-                wake,
-                os,
-                sched.overruns(),
-                sched.spin_total_ns(),
-                wall,
-                cpu,
-                (last_margin, sched.spin_margin_range_ns()),
-            ))
-        })
+        .spawn(move || probe_loop(opts, cfg))
         .map_err(|e| ProbeError::Thread(e.to_string()))?;
-    let (obtained, mut wake, mut os, overruns, spin, wall, cpu, (margin, range)) =
-        handle
-            .join()
-            .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
+    let LoopRun {
+        obtained,
+        mut wake,
+        mut os,
+        overruns,
+        spin,
+        wall,
+        cpu,
+        margin,
+        range,
+    } = handle
+        .join()
+        .map_err(|_| ProbeError::Thread("the probe loop panicked".into()))??;
     let within = wake.iter().filter(|&&w| w <= 1_000).count() as f64 / wake.len().max(1) as f64;
     let mut report = ProbeReport {
         host,
