@@ -34,6 +34,7 @@ pub mod clock;
 pub mod embed;
 pub mod episode;
 pub mod error;
+pub mod input;
 pub mod margin;
 pub mod rt;
 pub mod scheduler;

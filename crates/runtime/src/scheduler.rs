@@ -133,6 +133,9 @@ pub enum SchedulerError {
         /// The ceiling for this period.
         ceiling_ns: u64,
     },
+    /// An input pacer's `max_dt` of zero: no `dt` could pass.
+    #[error("max_dt must be positive: a zero bound lets no dt pass")]
+    ZeroMaxDt,
     /// `max_dt` below one period.
     #[error("max_dt {max_dt_ns} ns is below one period ({period_ns} ns)")]
     MaxDtTooSmall {
