@@ -71,6 +71,11 @@
 #define LOOPTIME_NO_TARGET UINT64_MAX
 
 /**
+ * `seq` of an input that carries no counter (`looptime_cycle_begin_input`).
+ */
+#define LOOPTIME_NO_SEQ UINT64_MAX
+
+/**
  * Value kind: a signed 64-bit integer.
  */
 #define LOOPTIME_VALUE_INT 0
@@ -703,6 +708,22 @@ int32_t looptime_cycle_begin(looptime_recorder *r,
  * `r` is NULL or a live recorder; `tick` is NULL or readable.
  */
 int32_t looptime_cycle_begin_tick(looptime_recorder *r, uint32_t phase, const looptime_tick *tick);
+
+/**
+ * Begin a cycle in `phase` released by an input (docs/input-paced.md):
+ * the loop blocked in its own receive, which `looptime_wait_begin` and
+ * `looptime_wait_end` may wrap, and the input arrived at `arrival_ns`
+ * (`CLOCK_MONOTONIC` ns, read right after the receive returned) carrying
+ * the counter `seq` (`LOOPTIME_NO_SEQ` when it has none). The cycle has no
+ * target of its own. Otherwise as `looptime_cycle_begin`.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder.
+ */
+int32_t looptime_cycle_begin_input(looptime_recorder *r,
+                                   uint32_t phase,
+                                   uint64_t arrival_ns,
+                                   uint64_t seq);
 
 /**
  * End the open cycle (nothing happens without one). Spans still open are

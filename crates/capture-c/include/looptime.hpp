@@ -179,9 +179,21 @@ private:
     bool owned_ = true;
 };
 
+/// What released an input-paced cycle (docs/input-paced.md): when the
+/// input arrived (CLOCK_MONOTONIC ns, read right after the receive
+/// returned) and its own counter (`LOOPTIME_NO_SEQ` when it has none).
+struct Input {
+    uint64_t arrival_ns;
+    uint64_t seq = LOOPTIME_NO_SEQ;
+};
+
 /// One cycle: begins on construction, ends at scope exit.
 class Cycle {
 public:
+    /// A cycle released by an input, not by a deadline of the loop's own.
+    Cycle(Recorder &rec, uint32_t phase, const Input &input) noexcept : r_(rec.get()) {
+        looptime_cycle_begin_input(r_, phase, input.arrival_ns, input.seq);
+    }
     Cycle(Recorder &rec, uint32_t phase, const looptime_tick &tick) noexcept : r_(rec.get()) {
         looptime_cycle_begin_tick(r_, phase, &tick);
     }

@@ -29,6 +29,8 @@ pub const LOOPTIME_ERR_PANIC: i32 = -6;
 
 /// `target_ns` of a cycle with no scheduled release point.
 pub const LOOPTIME_NO_TARGET: u64 = u64::MAX;
+/// `seq` of an input that carries no counter (`looptime_cycle_begin_input`).
+pub const LOOPTIME_NO_SEQ: u64 = u64::MAX;
 /// Value kind: a signed 64-bit integer.
 pub const LOOPTIME_VALUE_INT: u32 = 0;
 /// Value kind: a 64-bit float.

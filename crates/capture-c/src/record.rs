@@ -106,6 +106,35 @@ pub unsafe extern "C" fn looptime_cycle_begin_tick(
     })
 }
 
+/// Begin a cycle in `phase` released by an input (docs/input-paced.md):
+/// the loop blocked in its own receive, which `looptime_wait_begin` and
+/// `looptime_wait_end` may wrap, and the input arrived at `arrival_ns`
+/// (`CLOCK_MONOTONIC` ns, read right after the receive returned) carrying
+/// the counter `seq` (`LOOPTIME_NO_SEQ` when it has none). The cycle has no
+/// target of its own. Otherwise as `looptime_cycle_begin`.
+///
+/// # Safety
+/// `r` is NULL or a live recorder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_cycle_begin_input(
+    r: *mut CRecorder,
+    phase: u32,
+    arrival_ns: u64,
+    seq: u64,
+) -> i32 {
+    guard("looptime_cycle_begin_input", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { live(r) }?;
+        let p = *h
+            .phases
+            .get(phase as usize)
+            .ok_or_else(|| unknown_id("phase", phase, h.phases.len()))?;
+        let seq = (seq != LOOPTIME_NO_SEQ).then_some(seq);
+        h.rec.begin_cycle(p, Release::input(arrival_ns, seq));
+        Ok(LOOPTIME_OK)
+    })
+}
+
 /// End the open cycle (nothing happens without one). Spans still open are
 /// closed now and marked `closed_by_cycle_end`.
 ///

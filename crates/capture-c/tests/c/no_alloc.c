@@ -109,7 +109,12 @@ int main(void) {
         uint64_t s1, s2, s3, s4, s5;
         looptime_wait_begin(r);
         looptime_wait_end(r);
-        looptime_cycle_begin(r, running, 1000 + i * 10000000, false, 0);
+        /* Odd cycles are released by an input (its arrival and counter). */
+        if (i % 2) {
+            looptime_cycle_begin_input(r, running, 1000 + i * 10000000, i);
+        } else {
+            looptime_cycle_begin(r, running, 1000 + i * 10000000, false, 0);
+        }
         looptime_span_begin(r, sense, &s1);
         looptime_span_begin(r, decode, &s2);
         looptime_span_attr(r, s2, mode, inline_);
@@ -150,6 +155,7 @@ int main(void) {
     CHECK(count_lines(dir, "control_timing.jsonl") == 1001);
     CHECK(count_lines(dir, "control_timing.camera.jsonl") == 1001);
     CHECK(file_contains(dir, "control_timing.jsonl", "\"samples_dropped\":1"));
+    CHECK(file_contains(dir, "control_timing.jsonl", "\"pace\":\"input\",\"arrival_ns\":"));
     CHECK(file_contains(dir, "control_timing.camera.jsonl", "\"produced\":true"));
     looptime_recorder_free(r);
     looptime_builder_free(cam_b);

@@ -113,7 +113,14 @@ int main() {
         }
         CHECK(rec.set(frame, int64_t{i}) == LOOPTIME_OK);
     }
-    CHECK(rec.counts().total_cycles == 5);
+    {
+        // A cycle released by an input: its arrival and counter, no target.
+        looptime::Cycle input(rec, running, looptime::Input{12'345, 7});
+    }
+    {
+        looptime::Cycle no_counter(rec, running, looptime::Input{23'456});
+    }
+    CHECK(rec.counts().total_cycles == 7);
     CHECK(rec.finish(tmp, true) == LOOPTIME_OK);  // every guard closed: no warning
 
     // Every span closed by its guard, nested under its parent.
@@ -121,6 +128,10 @@ int main() {
     CHECK(jsonl.find("\"closed_by_cycle_end\":true") == std::string::npos);
     CHECK(jsonl.find("\"parent\":0") != std::string::npos);
     CHECK(jsonl.find("\"attrs\":{\"mode\":\"worker\"}") != std::string::npos);
+    CHECK(jsonl.find("\"pace\":\"input\",\"arrival_ns\":12345,\"input_seq\":7,") !=
+          std::string::npos);
+    CHECK(jsonl.find("\"pace\":\"input\",\"arrival_ns\":23456,\"spans_dropped\"") !=
+          std::string::npos);
 
     // Finishing twice throws LOOPTIME_ERR_STATE.
     threw = false;
