@@ -47,14 +47,19 @@ def _recording_loop(rec, sched, ids, extra=None):
 
 
 def _explicit_loop(rec, sched, ids):
-    """The same cycle with begin/end calls instead of `with` blocks."""
+    """The same cycle with begin/end calls instead of `with` blocks; odd
+    cycles are released by an input (`input=(arrival_ns, seq)`)."""
     running, sense, decode, act = rec.phase_id("running"), rec.stage_id("sense"), rec.stage_id("decode"), rec.stage_id("act")
     frame, rate = rec.value_id("frame"), rec.value_id("rate")
     camera = rec.source_id("camera")
     right = (rec.attr_id("camera", "right"),)
+    arrived = (12_345_678_901, 7)  # an input-paced release, built once
     for i in ids:
         tick = sched.wait(rec)
-        rec.begin_cycle(running, tick)
+        if i % 2:
+            rec.begin_cycle(running, input=arrived)
+        else:
+            rec.begin_cycle(running, tick)
         rec.sample(camera, i, i)
         s = rec.begin_span(sense, mode="inline")
         d = rec.begin_span(decode, attrs=right)

@@ -62,6 +62,46 @@ def test_cycles_spans_values_and_attributes_are_written(tmp_path):
     assert summary["capture"]["retained_cycles"] == 3
 
 
+def test_a_cycle_released_by_an_input_carries_its_arrival_and_counter(tmp_path):
+    """input=(arrival_ns, seq) on begin_cycle and on `with rec.cycle`: the
+    record says pace input with the arrival and counter and has no target;
+    misuse raises before anything is written."""
+    rec = small_recorder()
+    running = rec.phase_id("running")
+    arrival = time.monotonic_ns()
+    rec.begin_wait()  # the blocking receive
+    rec.end_wait()
+    rec.begin_cycle(running, input=(arrival, 41))
+    rec.end_cycle()
+    with rec.cycle("running", input=(arrival + 1_000_000, None)):  # no counter
+        pass
+    with rec.cycle("running"):  # deadline-paced, as before
+        pass
+    sched = looptime.Scheduler(0.001)
+    tick = sched.wait(rec)
+    for bad, exc, needle in [
+        ((arrival,), TypeError, "tuple (arrival_ns, seq)"),
+        ([arrival, 1], TypeError, "tuple (arrival_ns, seq)"),
+        ((True, 1), TypeError, "tuple (arrival_ns, seq)"),
+        ((arrival, 1.5), TypeError, "tuple (arrival_ns, seq)"),
+        ((-1, 1), ValueError, "arrival_ns must be an int from 0"),
+        ((arrival, -2), ValueError, "seq must be an int from 0"),
+    ]:
+        with pytest.raises(exc, match=re.escape(needle)):
+            rec.begin_cycle(running, input=bad)
+    with pytest.raises(ValueError, match="not both"):
+        rec.begin_cycle(running, tick, input=(arrival, 1))
+    report = rec.finish(tmp_path)
+    _, cycles = read_jsonl(report.cycles_path)
+    # Three cycles: the refused calls began none.
+    assert len(cycles) == 3
+    first, second, third = cycles
+    assert (first["pace"], first["arrival_ns"], first["input_seq"], first["target_ns"]) == ("input", arrival, 41, None)
+    assert "sleep_start_ns" in first  # the receive, wrapped as the wait
+    assert (second["pace"], second["arrival_ns"], "input_seq" in second) == ("input", arrival + 1_000_000, False)
+    assert "pace" not in third and "arrival_ns" not in third
+
+
 @pytest.mark.parametrize(
     "setting, mode",
     [(None, "cycle"), ("cycle", "cycle"), ("spans", "spans"), ("off", "off"), (True, "spans"), (False, "off")],

@@ -19,10 +19,12 @@ use std::path::PathBuf;
 
 mod attrs;
 mod finish;
+mod release;
 mod spec;
 
 pub(crate) use attrs::SpanAttrs;
 pub use finish::FinishReport;
+use release::release_of;
 use spec::{cpu_mode, Spec};
 
 use crate::error::{capture_err, finished_err};
@@ -297,16 +299,18 @@ impl Recorder {
     }
 
     /// Begin a cycle in `phase` (name or id), for the release point in
-    /// `tick` when given. A cycle still open is ended first.
-    #[pyo3(signature = (phase, tick = None))]
+    /// `tick` when given, or released by an input, `input=(arrival_ns,
+    /// seq)` (docs/input-paced.md). A cycle still open is ended first.
+    #[pyo3(signature = (phase, tick = None, input = None))]
     fn begin_cycle(
         &mut self,
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
+        input: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         self.live()?;
         let p = resolve(&self.phases, phase, "phase")?;
-        let release = tick.map_or(Release::NONE, |t| t.0.release());
+        let release = release_of(tick, input)?;
         self.rec.begin_cycle(p, release);
         self.n_open = 0;
         Ok(())
@@ -321,17 +325,18 @@ impl Recorder {
         Ok(())
     }
 
-    /// `with rec.cycle(phase, tick):` — the cycle begins on entry and ends
-    /// on exit.
-    #[pyo3(signature = (phase, tick = None))]
+    /// `with rec.cycle(phase, tick):` (or `input=(arrival_ns, seq)`) — the
+    /// cycle begins on entry and ends on exit.
+    #[pyo3(signature = (phase, tick = None, input = None))]
     fn cycle<'py>(
         mut slf: PyRefMut<'py, Self>,
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
+        input: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
         slf.live()?;
         let p = resolve(&slf.phases, phase, "phase")?;
-        let release = tick.map_or(Release::NONE, |t| t.0.release());
+        let release = release_of(tick, input)?;
         slf.pending = Pending::Cycle(p, release);
         Ok(slf)
     }

@@ -1,0 +1,59 @@
+//! What a cycle is released by, from Python: a scheduler's `Tick` (its
+//! deadline), an input, `input=(arrival_ns, seq)` (docs/input-paced.md),
+//! or nothing. On the recording path: nothing here allocates unless it
+//! refuses the argument.
+
+use looptime_capture::Release;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyTuple};
+
+use crate::tick::Tick;
+
+/// The release a cycle begins with: the tick's, the input's, or none.
+pub(super) fn release_of(
+    tick: Option<PyRef<'_, Tick>>,
+    input: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Release> {
+    match (tick, input.filter(|i| !i.is_none())) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "give tick or input, not both: a cycle is released by the scheduler's deadline or by an input's arrival",
+        )),
+        (Some(t), None) => Ok(t.0.release()),
+        (None, Some(i)) => input_release(i),
+        (None, None) => Ok(Release::NONE),
+    }
+}
+
+/// `(arrival_ns, seq)`: two ints (not bools), at least 0; `seq` may be None.
+fn input_release(i: &Bound<'_, PyAny>) -> PyResult<Release> {
+    let shape = || {
+        PyTypeError::new_err(format!(
+            "input must be a tuple (arrival_ns, seq): the arrival as an int of CLOCK_MONOTONIC ns (time.monotonic_ns() right after the receive returned) and the input's counter as an int or None, not {}",
+            i.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+        ))
+    };
+    let t = i.cast::<PyTuple>().map_err(|_| shape())?;
+    if t.len() != 2 {
+        return Err(shape());
+    }
+    let int = |x: &Bound<'_, PyAny>, what: &str| -> PyResult<u64> {
+        if !x.is_instance_of::<PyInt>() || x.is_instance_of::<PyBool>() {
+            return Err(shape());
+        }
+        x.extract::<u64>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "input's {what} must be an int from 0 to 2**64 - 1, not {}",
+                x.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+            ))
+        })
+    };
+    let arrival = int(&t.get_item(0)?, "arrival_ns")?;
+    let s = t.get_item(1)?;
+    let seq = if s.is_none() {
+        None
+    } else {
+        Some(int(&s, "seq")?)
+    };
+    Ok(Release::input(arrival, seq))
+}
