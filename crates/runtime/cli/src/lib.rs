@@ -19,6 +19,7 @@ pub mod control;
 pub mod manifest;
 pub mod probe;
 pub mod recover;
+pub mod robot;
 pub mod serve;
 pub mod sim;
 pub mod watch;

@@ -1,0 +1,337 @@
+//! A robot peer over a real socket, for a loop paced by the robot
+//! (`[robot] transport = "udp"`, docs/input-paced.md). The peer runs
+//! in-process on a thread of its own, on loopback only: it publishes a
+//! state every period (its counter, its millisecond clock and its command
+//! success rate, computed as the robot computes it: the share of the last
+//! 100 states whose command arrived before the next state was due), and,
+//! when configured, its transmit path stalls for a few milliseconds and
+//! then delivers the held states in a burst. It sends a bounded number of
+//! states and stops by itself (or at the stop flag).
+//!
+//! The loop's side is [`Link`]: a blocking receive with a timeout, and the
+//! command that answers a state. Nothing here knows the control loop.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The robot's window for its success rate: the last 100 states.
+pub const SUCCESS_WINDOW: usize = 100;
+
+/// One state as the robot sends it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct State {
+    /// The robot's counter, from 1.
+    pub seq: u64,
+    /// The robot's clock when it generated the state, ns.
+    pub robot_ns: u64,
+    /// The share of the last [`SUCCESS_WINDOW`] states answered in time
+    /// (0 before any state could be answered).
+    pub success_rate: f64,
+}
+
+impl State {
+    const BYTES: usize = 24;
+
+    fn encode(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..16].copy_from_slice(&self.robot_ns.to_le_bytes());
+        b[16..].copy_from_slice(&self.success_rate.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<State> {
+        if b.len() != Self::BYTES {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Some(State {
+            seq: word(0),
+            robot_ns: word(8),
+            success_rate: f64::from_bits(word(16)),
+        })
+    }
+}
+
+/// How the peer behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeerSpec {
+    /// Nominal period, ns.
+    pub period_ns: u64,
+    /// States to send before it stops.
+    pub states: u64,
+    /// The transmit path stalls every this many ns (0: never)…
+    pub stall_every_ns: u64,
+    /// …for this long, then sends the held states back to back.
+    pub stall_ns: u64,
+}
+
+/// What the peer did, returned when its thread ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerReport {
+    /// States sent.
+    pub sent: u64,
+    /// States held by a stall and sent in a burst.
+    pub held: u64,
+    /// States answered before the next one was due.
+    pub answered_in_time: u64,
+}
+
+/// The loop's end of the link: receives states, sends commands.
+#[derive(Debug)]
+pub struct Link {
+    sock: UdpSocket,
+}
+
+impl Link {
+    /// Block until a state arrives, at most `timeout`; `Ok(None)` when
+    /// none came in that time, or the robot's socket is gone (a command
+    /// sent after it closed comes back refused): the robot stopped, or
+    /// the link is down.
+    ///
+    /// # Errors
+    /// A socket error other than the timeout.
+    pub fn receive(&self) -> io::Result<Option<State>> {
+        let mut buf = [0u8; 64];
+        match self.sock.recv(&mut buf) {
+            Ok(n) => Ok(State::decode(&buf[..n])),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Answer state `seq` with a command (its counter, as FCI's
+    /// `message_id`). A full socket buffer drops the command, as the
+    /// network would: the robot counts it missing.
+    pub fn answer(&self, seq: u64) {
+        let _ = self.sock.send(&seq.to_le_bytes());
+    }
+}
+
+/// The peer's thread.
+#[derive(Debug)]
+pub struct Peer {
+    handle: Option<JoinHandle<PeerReport>>,
+}
+
+impl Peer {
+    /// Wait for the peer to end; what it did.
+    pub fn join(mut self) -> PeerReport {
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Start the peer on loopback: both sockets bound to 127.0.0.1 on ports
+/// the system picks, connected to each other; the loop's receive times
+/// out after `timeout`.
+///
+/// # Errors
+/// The sockets or the thread could not be made.
+pub fn start(spec: PeerSpec, timeout: Duration, stop: Arc<AtomicBool>) -> io::Result<(Link, Peer)> {
+    let robot = UdpSocket::bind("127.0.0.1:0")?;
+    let client = UdpSocket::bind("127.0.0.1:0")?;
+    robot.connect(client.local_addr()?)?;
+    client.connect(robot.local_addr()?)?;
+    client.set_read_timeout(Some(timeout))?;
+    robot.set_nonblocking(true)?;
+    let handle = std::thread::Builder::new()
+        .name("robot_peer".into())
+        .spawn(move || run_peer(&robot, spec, &stop))?;
+    Ok((
+        Link { sock: client },
+        Peer {
+            handle: Some(handle),
+        },
+    ))
+}
+
+/// The robot's success window: whether each of the last 100 states was
+/// answered before the next one was due.
+struct Window {
+    last: VecDeque<bool>,
+    in_time: u64,
+}
+
+impl Window {
+    fn push(&mut self, answered: bool) {
+        if self.last.len() == SUCCESS_WINDOW {
+            self.last.pop_front();
+        }
+        self.last.push_back(answered);
+        self.in_time += answered as u64;
+    }
+
+    fn rate(&self) -> f64 {
+        if self.last.is_empty() {
+            return 0.0;
+        }
+        self.last.iter().filter(|&&a| a).count() as f64 / self.last.len() as f64
+    }
+}
+
+/// Whether the transmit path is stalled at `t` ns after the start.
+fn stalled(spec: &PeerSpec, t: u64) -> bool {
+    spec.stall_every_ns > 0
+        && spec.stall_ns > 0
+        && t % spec.stall_every_ns >= spec.stall_every_ns - spec.stall_ns
+}
+
+fn run_peer(sock: &UdpSocket, spec: PeerSpec, stop: &AtomicBool) -> PeerReport {
+    let mut report = PeerReport::default();
+    let mut window = Window {
+        last: VecDeque::with_capacity(SUCCESS_WINDOW),
+        in_time: 0,
+    };
+    let mut held: Vec<State> = Vec::new();
+    let t0 = looptime_capture::clock::monotonic_ns() + spec.period_ns;
+    for k in 1..=spec.states {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = t0 + (k - 1) * spec.period_ns;
+        sleep_until(due);
+        if k > 1 {
+            // State k−1 was answered in time if its command is here now.
+            window.push(drain_commands(sock, k - 1));
+        }
+        let state = State {
+            seq: k,
+            robot_ns: (k - 1) * spec.period_ns,
+            success_rate: window.rate(),
+        };
+        held.push(state);
+        if stalled(&spec, (k - 1) * spec.period_ns) {
+            report.held += 1;
+            continue;
+        }
+        for s in held.drain(..) {
+            let _ = sock.send(&s.encode());
+            report.sent += 1;
+        }
+    }
+    for s in held.drain(..) {
+        let _ = sock.send(&s.encode());
+        report.sent += 1;
+    }
+    // Keep the socket open a while for the last answers: a command sent to
+    // a closed socket comes back refused, and Linux reports that error to
+    // the loop's next receive before the states still queued for it.
+    let last = t0 + spec.states.saturating_sub(1) * spec.period_ns;
+    sleep_until(last + LINGER_NS.max(spec.period_ns));
+    window.push(drain_commands(sock, spec.states));
+    report.answered_in_time = window.in_time;
+    report
+}
+
+/// How long the peer keeps its socket after its last state.
+const LINGER_NS: u64 = 50_000_000;
+
+/// Read every command waiting; whether one answered state `seq`.
+fn drain_commands(sock: &UdpSocket, seq: u64) -> bool {
+    let mut found = false;
+    let mut buf = [0u8; 16];
+    while let Ok(n) = sock.recv(&mut buf) {
+        if n == 8 && u64::from_le_bytes(buf[..8].try_into().unwrap_or([0; 8])) == seq {
+            found = true;
+        }
+    }
+    found
+}
+
+fn sleep_until(t_ns: u64) {
+    let now = looptime_capture::clock::monotonic_ns();
+    if t_ns > now {
+        std::thread::sleep(Duration::from_nanos(t_ns - now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_round_trips_and_a_short_packet_is_none() {
+        let s = State {
+            seq: 7,
+            robot_ns: 6_000_000,
+            success_rate: 0.97,
+        };
+        assert_eq!(State::decode(&s.encode()), Some(s));
+        assert_eq!(State::decode(&[0u8; 8]), None);
+    }
+
+    #[test]
+    fn the_window_is_the_share_of_the_last_100_answered() {
+        let mut w = Window {
+            last: VecDeque::new(),
+            in_time: 0,
+        };
+        assert_eq!(w.rate(), 0.0);
+        // 150 states, every 10th missed: the last 100 hold 10 misses.
+        for k in 0..150 {
+            w.push(k % 10 != 0);
+        }
+        assert_eq!(w.rate(), 0.9);
+        assert_eq!(w.in_time, 135);
+    }
+
+    #[test]
+    fn a_stall_is_the_last_stall_ns_of_each_interval() {
+        let spec = PeerSpec {
+            period_ns: 1_000_000,
+            states: 0,
+            stall_every_ns: 100_000_000,
+            stall_ns: 5_000_000,
+        };
+        // Stalled from 95 ms to 100 ms of every 100 ms.
+        let at = |ms: u64| stalled(&spec, ms * 1_000_000);
+        assert_eq!(
+            (at(94), at(95), at(99), at(100), at(195)),
+            (false, true, true, false, true)
+        );
+    }
+
+    #[test]
+    fn a_peer_on_loopback_sends_its_states_and_holds_a_stall_for_a_burst() {
+        // 40 states at 1 ms, stalled 5 ms of every 20: states held, then
+        // sent together; every state arrives, in order.
+        let spec = PeerSpec {
+            period_ns: 1_000_000,
+            states: 40,
+            stall_every_ns: 20_000_000,
+            stall_ns: 5_000_000,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (link, peer) = start(spec, Duration::from_millis(500), stop).unwrap();
+        let mut seqs = Vec::new();
+        while let Some(s) = link.receive().unwrap() {
+            link.answer(s.seq);
+            seqs.push(s.seq);
+            if s.seq == 40 {
+                break;
+            }
+        }
+        let report = peer.join();
+        assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
+        assert_eq!(report.sent, 40);
+        // Stalled at 15..19 ms and 35..39 ms: 10 states held.
+        assert_eq!(report.held, 10);
+    }
+}
