@@ -318,11 +318,13 @@ fn lost(w: &Walk, in_burst: &[bool]) -> Option<LostInputs> {
 }
 
 /// The value the robot's success rate is recorded as: `success_rate`, or
-/// the first value whose name ends in `_success_rate`.
+/// FCI's `control_command_success_rate`, or the first value whose name
+/// ends in `_success_rate`.
 fn success_value(ev: &Evidence) -> Option<usize> {
     let v = &ev.header.values;
-    v.iter()
-        .position(|x| x.name == "success_rate")
+    let named = |n: &str| v.iter().position(|x| x.name == n);
+    named("success_rate")
+        .or_else(|| named("control_command_success_rate"))
         .or_else(|| v.iter().position(|x| x.name.ends_with("_success_rate")))
 }
 

@@ -497,3 +497,106 @@ fn malformed_input_paced_lines_are_refused_with_their_line() {
         );
     }
 }
+
+/// `looptime serve` against its robot peer over loopback UDP, at 1 kHz,
+/// with one injected fault, analysed: what the report must find.
+fn serve_udp(robot: &str) -> (tempfile::TempDir, Value) {
+    let _serve = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("udp.toml");
+    // Stages of a few µs each, so that a cycle's work stays far below P/4
+    // (the burst rule's spacing) even on a loaded host.
+    let mut text = String::from("[run]\nrate_hz = 1000.0\nduration_s = 1.5\nwarmup_s = 0.1\n");
+    for stage in [
+        "camera_read",
+        "viewer_control",
+        "adapter_decode",
+        "executor",
+        "robot_send_command",
+        "recording",
+    ] {
+        text += &format!("[stages.{stage}.cost]\nmean_us = 2.0\n");
+    }
+    text += &format!("[robot]\ntransport = \"udp\"\n{robot}\n");
+    std::fs::write(&cfg, text).unwrap();
+    let ep = serve(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("runs"),
+    );
+    let r = analyze_json(&ep, &[]);
+    drop(_serve);
+    (tmp, r)
+}
+
+fn running(r: &Value) -> &Value {
+    r["input_paced"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "running")
+        .expect("an input-paced running phase")
+}
+
+#[test]
+fn a_stalling_robot_link_is_found_as_bursts_and_called_the_link() {
+    // The peer's transmit path stalls the last 5 ms of every 250: in the
+    // running phase (100 to 1,600 ms) the stalls end at 250, 500, ...,
+    // 1,500 ms, 6 of them, each holding 5 states that arrive with the next
+    // in a burst of 6. Only what the faults must cause is asserted: a
+    // loaded host may add late answers, never remove a stall.
+    let (_tmp, r) = serve_udp("stall_every_ms = 250.0\nstall_ms = 5.0");
+    let p = running(&r);
+    assert_eq!(p["cycles"], 1500, "{p}");
+    let b = &p["bursts"];
+    let on_time = b["count"].as_u64().unwrap() - b["after_late_answer"].as_u64().unwrap();
+    assert!(
+        on_time >= 3,
+        "the stalls are bursts after on-time answers: {b}"
+    );
+    assert!(
+        b["states_max"].as_u64().unwrap() >= 6,
+        "a stall's burst carries its held states and the next: {b}"
+    );
+    assert!(p["gaps"].as_u64().unwrap() >= 3, "{p}");
+    assert!(p["verdict"].as_str().unwrap().contains("the link"), "{p}");
+    // Every state arrived: the counter lost none.
+    assert_eq!(p["lost"]["total"], 0, "{p}");
+    assert_eq!(p["success_rate"]["value"], "control_command_success_rate");
+}
+
+#[test]
+fn injected_late_answers_are_found_with_the_robots_success_dip() {
+    // Every 50th cycle answers 2 ms late (P = 1 ms): 1,600 cycles hold 32
+    // such answers, 30 of them in the running phase (cycles 149, 199, ...,
+    // 1599). Each is late by construction; a loaded host may add more.
+    let (_tmp, r) = serve_udp("late_answer_every = 50\nlate_answer_us = 2000.0");
+    let p = running(&r);
+    assert!(p["late_answers"].as_u64().unwrap() >= 30, "{p}");
+    assert!(
+        p["answer_latency"]["max_ns"].as_i64().unwrap() >= 2_000_000,
+        "{p}"
+    );
+    assert!(
+        p["verdict"].as_str().unwrap().starts_with("the loop"),
+        "{p}"
+    );
+    // The robot counts those answers missing: its windowed rate dips to
+    // at most 0.98 (2 of every 100 states answered late).
+    let s = &p["success_rate"];
+    assert!(s["min"].as_f64().unwrap() <= 0.98, "{s}");
+    assert!(s["below_one"].as_u64().unwrap() > 0, "{s}");
+    // The card judges the late answers: 2 % is over the warn band (1 %).
+    let card = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    let check = card["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "late_answers")
+        .unwrap();
+    assert_eq!(check["state"], "fail", "{card}");
+}

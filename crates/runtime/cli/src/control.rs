@@ -39,6 +39,9 @@ pub(crate) struct Ids {
     robot_ms: ValueId,
     success: ValueId,
     dt: ValueId,
+    /// The robot peer's own windowed success rate (`[robot] transport =
+    /// "udp"` only).
+    robot_success: Option<ValueId>,
     /// Data-age sources: the camera frame, the robot's state, the
     /// policy's action.
     frame: SourceId,
@@ -145,6 +148,9 @@ fn control_builder(
         robot_ms: b.value("robot_time_ms", ValueKind::Int, "ms")?,
         success: b.value("command_success_rate", ValueKind::Float, "ratio")?,
         dt: b.value("dt_measured_us", ValueKind::Float, "us")?,
+        robot_success: (cfg.robot.transport == crate::config::Transport::Udp)
+            .then(|| b.value("control_command_success_rate", ValueKind::Float, "ratio"))
+            .transpose()?,
         frame: b.source(
             "camera",
             SourceSpec {
@@ -303,6 +309,46 @@ impl Lifecycle {
     }
 }
 
+/// Say when the loop enters a phase (`last` is the phase it was in).
+fn enter_phase(sh: &Shared, last: &mut Option<PhaseId>, phase: PhaseId, i: u64, ids: &Ids) {
+    if *last != Some(phase) {
+        sh.live.push_event(Event {
+            t_ns: looptime_capture::clock::monotonic_ns(),
+            cycle: i,
+            event: transition(*last, phase, ids),
+        });
+        *last = Some(phase);
+    }
+}
+
+/// The loop's end: the finish or abort event after `cycles` cycles;
+/// whether it counts as aborted. A stop requested during the last cycle
+/// was told "aborted": the word is kept (every cycle ran, and the evidence
+/// says so).
+fn end_loop(sh: &Shared, cycles: u64, aborted: bool) -> bool {
+    let aborted = sh.state.finish() || aborted;
+    sh.live.push_event(Event {
+        t_ns: looptime_capture::clock::monotonic_ns(),
+        cycle: cycles,
+        event: if aborted {
+            EventKind::Abort
+        } else {
+            EventKind::Finish
+        },
+    });
+    aborted
+}
+
+/// The control thread's real-time setup, as the config asks.
+fn realtime_setup(cfg: &Config) -> RealtimeObtained {
+    rt::setup_control_thread(&RealtimeRequest {
+        enabled: cfg.realtime.enabled,
+        priority: cfg.realtime.priority,
+        cpu: (cfg.realtime.cpu >= 0).then_some(cfg.realtime.cpu as usize),
+        mlockall: cfg.realtime.mlockall,
+    })
+}
+
 /// The lifecycle event of entering `phase` from `last`.
 fn transition(last: Option<PhaseId>, phase: PhaseId, ids: &Ids) -> EventKind {
     if phase == ids.warmup {
@@ -325,6 +371,12 @@ struct Work<'a> {
     link: StateLink,
     last_frame: (u64, u64),
     last_action: Option<(u64, u64)>,
+    /// With `[robot] transport = "udp"`: the peer's link and the state
+    /// this cycle answers (`input_loop`).
+    udp: Option<(&'a crate::robot::Link, u64)>,
+    /// Every this many-th cycle answers late by `late_ns` (0: never).
+    late_every: u64,
+    late_ns: u64,
 }
 
 impl Work<'_> {
@@ -402,9 +454,16 @@ impl Work<'_> {
                     ex.sample(ids.state, seq, requested);
                 }
                 sim::spend(&st.executor.cost, &mut self.rng);
+                if self.late_every > 0 && i % self.late_every == self.late_every - 1 {
+                    // An injected fault: this cycle's answer leaves late.
+                    sim::spend_ns(self.late_ns, crate::config::CostKind::Busy);
+                }
                 let _send = ex.span(ids.send);
                 sim::spend(&st.robot_send_command.cost, &mut self.rng);
                 self.robot.send();
+                if let Some((link, seq)) = self.udp {
+                    link.answer(seq);
+                }
             }
         }
         let _s = rec.span(ids.recording);
@@ -434,6 +493,9 @@ impl<'a> Work<'a> {
             ),
             last_frame: (0, 0),
             last_action: None,
+            udp: None,
+            late_every: 0,
+            late_ns: 0,
         }
     }
 }
@@ -446,12 +508,7 @@ pub(crate) fn control_loop<C: LoopClock>(
     ids: &Ids,
     sh: &Shared,
 ) -> Result<ControlOutcome, ServeError> {
-    let realtime = rt::setup_control_thread(&RealtimeRequest {
-        enabled: cfg.realtime.enabled,
-        priority: cfg.realtime.priority,
-        cpu: (cfg.realtime.cpu >= 0).then_some(cfg.realtime.cpu as usize),
-        mlockall: cfg.realtime.mlockall,
-    });
+    let realtime = realtime_setup(cfg);
     let mut sched = Scheduler::new(clock, cfg.scheduler_config())?;
     let host_clock = sched.domain() != ClockDomain::Simulation;
     let rtf = if cfg.run.rtf == 0.0 { 1.0 } else { cfg.run.rtf };
@@ -477,14 +534,7 @@ pub(crate) fn control_loop<C: LoopClock>(
             break;
         }
         let phase = life.phase(i, ids);
-        if last_phase != Some(phase) {
-            sh.live.push_event(Event {
-                t_ns: looptime_capture::clock::monotonic_ns(),
-                cycle: i,
-                event: transition(last_phase, phase, ids),
-            });
-            last_phase = Some(phase);
-        }
+        enter_phase(sh, &mut last_phase, phase, i, ids);
 
         rec.begin_wait();
         let tick = sched.wait();
@@ -524,20 +574,7 @@ pub(crate) fn control_loop<C: LoopClock>(
         crate::alloc_probe::stop(),
         std::sync::atomic::Ordering::SeqCst,
     );
-    // A stop requested during the last cycle was told "aborted": keep the
-    // word (every cycle ran, and the evidence says so).
-    if sh.state.finish() {
-        aborted = true;
-    }
-    sh.live.push_event(Event {
-        t_ns: looptime_capture::clock::monotonic_ns(),
-        cycle: cycles,
-        event: if aborted {
-            EventKind::Abort
-        } else {
-            EventKind::Finish
-        },
-    });
+    let aborted = end_loop(sh, cycles, aborted);
     rt::teardown_control_thread(&realtime);
     Ok(ControlOutcome {
         rec,
@@ -548,6 +585,10 @@ pub(crate) fn control_loop<C: LoopClock>(
         realtime,
     })
 }
+
+#[path = "control_input.rs"]
+mod input;
+pub(crate) use input::input_loop;
 
 #[cfg(test)]
 #[path = "control_tests.rs"]

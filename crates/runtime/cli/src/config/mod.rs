@@ -98,6 +98,8 @@ pub struct Config {
     pub stats: StatsSection,
     /// `[stages]`
     pub stages: StagesSection,
+    /// `[robot]`
+    pub robot: RobotLink,
 }
 
 /// `[run]`: rate, duration and capture.
@@ -570,10 +572,12 @@ impl Config {
 }
 
 mod footprint;
+mod robot;
 mod spin_margin;
 mod text;
 mod validate;
 
+pub use robot::{RobotLink, Transport};
 pub use spin_margin::SpinMargin;
 
 #[cfg(test)]

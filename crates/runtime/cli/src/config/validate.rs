@@ -13,6 +13,7 @@ impl Config {
         self.validate_run()?;
         self.validate_sections()?;
         self.validate_stages()?;
+        self.validate_robot()?;
         // The manifest records the config as TOML and hashes that text: a
         // config without a TOML form is refused here, never hashed as "".
         self.to_toml().map(|_| ())
@@ -196,6 +197,59 @@ impl Config {
             "0 to reply_delay_us",
         )?;
         check_cost("stages.recording.cost", &s.recording.cost)
+    }
+
+    /// `[robot]`: the peer's stall and the injected late answers; a UDP
+    /// peer runs in real time, without a pause (a paused loop sends no
+    /// command, and the robot would count every state missed).
+    pub(super) fn validate_robot(&self) -> Result<(), ConfigError> {
+        let r = &self.robot;
+        range(
+            "robot.stall_every_ms",
+            r.stall_every_ms,
+            0.0,
+            3_600_000.0,
+            "0 (never) to 3,600,000 ms",
+        )?;
+        let most = if r.stall_every_ms > 0.0 {
+            r.stall_every_ms
+        } else {
+            0.0
+        };
+        range(
+            "robot.stall_ms",
+            r.stall_ms,
+            0.0,
+            most,
+            "0 to robot.stall_every_ms",
+        )?;
+        range(
+            "robot.late_answer_us",
+            r.late_answer_us,
+            0.0,
+            1e6,
+            "0 to 1,000,000 µs",
+        )?;
+        if r.transport != Transport::Udp {
+            return Ok(());
+        }
+        if self.run.rtf != 1.0 {
+            return Err(ConfigError::OutOfRange {
+                key: "run.rtf".into(),
+                value: self.run.rtf.to_string(),
+                expected:
+                    "1 with robot.transport = \"udp\": the robot peer sends its states in real time"
+                        .into(),
+            });
+        }
+        if self.lifecycle.pause_at_s > 0.0 {
+            return Err(ConfigError::OutOfRange {
+                key: "lifecycle.pause_at_s".into(),
+                value: self.lifecycle.pause_at_s.to_string(),
+                expected: "0 with robot.transport = \"udp\": a paused loop sends no command, and the robot would count every state missed".into(),
+            });
+        }
+        Ok(())
     }
 }
 

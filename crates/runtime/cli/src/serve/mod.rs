@@ -450,7 +450,9 @@ fn run_control(
         std::thread::Builder::new()
             .name("control".into())
             .spawn_scoped(s, || {
-                if uncapped {
+                if cfg.robot.transport == crate::config::Transport::Udp {
+                    crate::control::input_loop(cfg, rec, ids, shared)
+                } else if uncapped {
                     control_loop(SimulationClock::new(0), cfg, rec, ids, shared)
                 } else {
                     control_loop(MonotonicClock, cfg, rec, ids, shared)

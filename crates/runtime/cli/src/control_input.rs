@@ -1,0 +1,143 @@
+//! The control loop paced by the robot (`[robot] transport = "udp"`,
+//! docs/input-paced.md): no sleep of its own. Each cycle blocks in the
+//! receive of the robot peer's next state (recorded as the cycle's wait),
+//! begins as an input-paced release with the state's arrival and counter,
+//! runs the same stages as the deadline-paced loop, and answers the state
+//! in its `robot_send_command` span. `dt` is the robot's own clock step
+//! (the input pacer). No state within the timeout ends the motion, as a
+//! robot ends it when the answers stop.
+
+use std::time::Duration;
+
+use looptime_runtime::input::InputPacer;
+
+use super::*;
+use crate::robot::{self, Link, PeerSpec};
+
+/// A receive waits at most this many periods (and at least 100 ms).
+const TIMEOUT_PERIODS: u64 = 50;
+
+/// Run the loop against a robot peer started here; the peer stops with it.
+pub(crate) fn input_loop(
+    cfg: &Config,
+    mut rec: Recorder,
+    ids: &Ids,
+    sh: &Shared,
+) -> Result<ControlOutcome, ServeError> {
+    let mut realtime = realtime_setup(cfg);
+    let life = Lifecycle::new(cfg);
+    let total = life.warm + cfg.running_cycles();
+    let period = cfg.nominal_period_ns();
+    let timeout = Duration::from_nanos((period * TIMEOUT_PERIODS).max(100_000_000));
+    let spec = PeerSpec {
+        period_ns: period,
+        states: total,
+        stall_every_ns: (cfg.robot.stall_every_ms * 1e6) as u64,
+        stall_ns: (cfg.robot.stall_ms * 1e6) as u64,
+    };
+    let (link, peer) =
+        robot::start(spec, timeout, sh.stop.clone()).map_err(|source| ServeError::Thread {
+            thread: "robot_peer",
+            source,
+        })?;
+    let max_dt = (period as f64 * cfg.scheduler.max_dt_periods) as u64;
+    let mut pacer = InputPacer::new(max_dt.max(1))?;
+    let mut work = Work::new(cfg);
+    work.late_every = cfg.robot.late_answer_every;
+    work.late_ns = (cfg.robot.late_answer_us * 1e3) as u64;
+    let mut last_phase: Option<PhaseId> = None;
+    let mut prev_arrival = looptime_capture::clock::monotonic_ns();
+    pacer.start(prev_arrival);
+    let (mut cycles, mut aborted) = (0u64, false);
+    sh.state.enter();
+    for i in 0..total {
+        if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
+            aborted = true;
+            break;
+        }
+        let phase = life.phase(i, ids);
+        enter_phase(sh, &mut last_phase, phase, i, ids);
+        let step = Step {
+            ids,
+            sh,
+            link: &link,
+            phase,
+            i,
+        };
+        let Some(arrival) = step.run(&mut rec, &mut work, &mut pacer)? else {
+            realtime.warnings.push(format!(
+                "robot: no state for {} ms after cycle {i}; the motion ended there, as a robot ends it when its states stop",
+                timeout.as_millis()
+            ));
+            aborted = true;
+            break;
+        };
+        sh.live.push_stat(CycleStat {
+            cycle: i,
+            period_ns: arrival.saturating_sub(prev_arrival),
+            work_ns: looptime_capture::clock::monotonic_ns().saturating_sub(arrival),
+            lag_ns: 0,
+            overdue: false,
+        });
+        prev_arrival = arrival;
+        cycles += 1;
+    }
+    let aborted = end_loop(sh, cycles, aborted);
+    // The peer ends with its last state (or at the stop flag).
+    let _ = peer.join();
+    rt::teardown_control_thread(&realtime);
+    Ok(ControlOutcome {
+        rec,
+        cycles,
+        overruns: 0,
+        skipped: 0,
+        aborted,
+        realtime,
+    })
+}
+
+/// One cycle of the input-paced loop.
+struct Step<'s> {
+    ids: &'s Ids,
+    sh: &'s Shared,
+    link: &'s Link,
+    phase: PhaseId,
+    i: u64,
+}
+
+impl<'s> Step<'s> {
+    /// Wait for the next state, then run the cycle it releases; its
+    /// arrival, or `None` when no state came within the timeout.
+    fn run(
+        &self,
+        rec: &mut Recorder,
+        work: &mut Work<'s>,
+        pacer: &mut InputPacer,
+    ) -> Result<Option<u64>, ServeError> {
+        let ids = self.ids;
+        rec.begin_wait();
+        let state = self.link.receive();
+        rec.end_wait();
+        let arrival = looptime_capture::clock::monotonic_ns();
+        let state = state.map_err(|source| ServeError::Thread {
+            thread: "control (robot link)",
+            source,
+        })?;
+        let Some(state) = state else {
+            return Ok(None);
+        };
+        let tick = pacer.arrived(arrival, Some(state.seq), Some(state.robot_ns));
+        rec.begin_cycle(self.phase, tick.release());
+        work.udp = Some((self.link, state.seq));
+        let paused = self.phase == ids.paused;
+        work.stages(rec, ids, self.sh, paused, self.i, tick.dt_measured_ns);
+        rec.set_int(ids.robot_seq, state.seq as i64);
+        rec.set_int(ids.robot_ms, (state.robot_ns / 1_000_000) as i64);
+        rec.set_float(ids.success, work.robot.success_rate());
+        if let Some(v) = ids.robot_success {
+            rec.set_float(v, state.success_rate);
+        }
+        rec.end_cycle();
+        Ok(Some(arrival))
+    }
+}
