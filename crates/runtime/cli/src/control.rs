@@ -444,30 +444,34 @@ impl Work<'_> {
                 let _s = rec.span(ids.decode);
                 sim::spend(&st.adapter_decode.cost, &mut self.rng);
             }
-            {
-                let mut ex = rec.span(ids.executor);
-                // The newest robot state that has arrived, stamped at its
-                // request.
-                if let Some((seq, requested)) =
-                    self.link.latest(looptime_capture::clock::monotonic_ns())
-                {
-                    ex.sample(ids.state, seq, requested);
-                }
-                sim::spend(&st.executor.cost, &mut self.rng);
-                if self.late_every > 0 && i % self.late_every == self.late_every - 1 {
-                    // An injected fault: this cycle's answer leaves late.
-                    sim::spend_ns(self.late_ns, crate::config::CostKind::Busy);
-                }
-                let _send = ex.span(ids.send);
-                sim::spend(&st.robot_send_command.cost, &mut self.rng);
-                self.robot.send();
-                if let Some((link, seq)) = self.udp {
-                    link.answer(seq);
-                }
-            }
+            self.execute(rec, ids, i);
         }
         let _s = rec.span(ids.recording);
         sim::spend(&st.recording.cost, &mut self.rng);
+    }
+}
+
+impl Work<'_> {
+    /// The `executor` stage of cycle `i`, with `robot_send_command` inside:
+    /// the newest robot state that has arrived (stamped at its request),
+    /// then the command (to the peer too, with `[robot] transport = "udp"`).
+    fn execute(&mut self, rec: &mut Recorder, ids: &Ids, i: u64) {
+        let st = self.st;
+        let mut ex = rec.span(ids.executor);
+        if let Some((seq, requested)) = self.link.latest(looptime_capture::clock::monotonic_ns()) {
+            ex.sample(ids.state, seq, requested);
+        }
+        sim::spend(&st.executor.cost, &mut self.rng);
+        if self.late_every > 0 && i % self.late_every == self.late_every - 1 {
+            // An injected fault: this cycle's answer leaves late.
+            sim::spend_ns(self.late_ns, crate::config::CostKind::Busy);
+        }
+        let _send = ex.span(ids.send);
+        sim::spend(&st.robot_send_command.cost, &mut self.rng);
+        self.robot.send();
+        if let Some((link, seq)) = self.udp {
+            link.answer(seq);
+        }
     }
 }
 
