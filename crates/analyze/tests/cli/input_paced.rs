@@ -562,6 +562,20 @@ fn a_stalling_robot_link_is_found_as_bursts_and_called_the_link() {
     // Every state arrived: the counter lost none.
     assert_eq!(p["lost"]["total"], 0, "{p}");
     assert_eq!(p["success_rate"]["value"], "control_command_success_rate");
+    // The peer's own record, a background thread: one send_state span per
+    // state (100 warmup + 1,500 running), the stalls as sends closer than
+    // P/4 and intervals of 5 ms and more.
+    let peer = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == "robot_peer")
+        .expect("the peer's evidence");
+    assert_eq!(peer["stages"][0]["stage"], "send_state");
+    assert_eq!(peer["stages"][0]["count"], 1600, "{peer}");
+    let period = &peer["phases"][0]["period"];
+    assert!(period["min_ns"].as_i64().unwrap() < 250_000, "{period}");
+    assert!(period["max_ns"].as_i64().unwrap() >= 5_000_000, "{period}");
 }
 
 #[test]

@@ -56,6 +56,8 @@ pub(crate) struct ThreadRecorders {
     pub(crate) camera: Option<ThreadRecorder>,
     pub(crate) viewer: Option<ThreadRecorder>,
     pub(crate) policy: Option<ThreadRecorder>,
+    /// The robot peer's send times (`[robot] transport = "udp"`).
+    pub(crate) robot: Option<ThreadRecorder>,
 }
 
 /// What [`build_recorder`] returns.
@@ -227,6 +229,9 @@ fn build_all(
                 ),
             );
         }
+        if cfg.robot.transport == crate::config::Transport::Udp {
+            threads.push(("robot_peer", "send_state", None, true, None));
+        }
         for (name, work, publish, implicit, source) in threads {
             let (b, w, p, s) = thread_builder(cfg, &storage, work, publish, implicit, source)?;
             reg.thread(name, b)?;
@@ -245,6 +250,7 @@ fn build_all(
         match name {
             "camera_reader" => threads.camera = t,
             "viewer_transport" => threads.viewer = t,
+            "robot_peer" => threads.robot = t,
             _ => threads.policy = t,
         }
     }
@@ -271,6 +277,8 @@ pub(crate) struct Shared {
 
 pub(crate) struct ControlOutcome {
     pub(crate) rec: Recorder,
+    /// The robot peer's recorder, back from its thread (input-paced loop).
+    pub(crate) peer: Option<ThreadRecorder>,
     pub(crate) cycles: u64,
     pub(crate) overruns: u64,
     pub(crate) skipped: u64,
@@ -582,6 +590,7 @@ pub(crate) fn control_loop<C: LoopClock>(
     rt::teardown_control_thread(&realtime);
     Ok(ControlOutcome {
         rec,
+        peer: None,
         cycles,
         overruns: sched.overruns(),
         skipped: sched.skipped(),

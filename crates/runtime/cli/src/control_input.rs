@@ -18,11 +18,13 @@ use crate::robot::{self, Link, PeerSpec};
 const TIMEOUT_PERIODS: u64 = 50;
 
 /// Run the loop against a robot peer started here; the peer stops with it.
+/// `peer_rec` records the peer's sends; it comes back in the outcome.
 pub(crate) fn input_loop(
     cfg: &Config,
     mut rec: Recorder,
     ids: &Ids,
     sh: &Shared,
+    peer_rec: Option<ThreadRecorder>,
 ) -> Result<ControlOutcome, ServeError> {
     let mut realtime = realtime_setup(cfg);
     let life = Lifecycle::new(cfg);
@@ -35,11 +37,16 @@ pub(crate) fn input_loop(
         stall_every_ns: (cfg.robot.stall_every_ms * 1e6) as u64,
         stall_ns: (cfg.robot.stall_ms * 1e6) as u64,
     };
-    let (link, peer) =
-        robot::start(spec, timeout, sh.stop.clone()).map_err(|source| ServeError::Thread {
-            thread: "robot_peer",
-            source,
-        })?;
+    let (link, peer) = robot::start(
+        spec,
+        timeout,
+        sh.stop.clone(),
+        peer_rec.map(|t| (t.rec, t.work)),
+    )
+    .map_err(|source| ServeError::Thread {
+        thread: "robot_peer",
+        source,
+    })?;
     let max_dt = (period as f64 * cfg.scheduler.max_dt_periods) as u64;
     let mut pacer = InputPacer::new(max_dt.max(1))?;
     let mut work = Work::new(cfg);
@@ -84,10 +91,16 @@ pub(crate) fn input_loop(
     }
     let aborted = end_loop(sh, cycles, aborted);
     // The peer ends with its last state (or at the stop flag).
-    let _ = peer.join();
+    let (_, peer_rec) = peer.join();
     rt::teardown_control_thread(&realtime);
     Ok(ControlOutcome {
         rec,
+        peer: peer_rec.map(|(rec, work)| ThreadRecorder {
+            rec,
+            work,
+            publish: None,
+            source: None,
+        }),
         cycles,
         overruns: 0,
         skipped: 0,

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use looptime_capture::{Recorder, StageId};
+
 /// The robot's window for its success rate: the last 100 states.
 pub const SUCCESS_WINDOW: usize = 100;
 
@@ -122,15 +124,19 @@ impl Link {
     }
 }
 
+/// A recorder of the peer's own send times: one `stage` span per state
+/// sent (implicit cycles), so the stalls show in the peer's evidence too.
+pub type PeerRecorder = (Recorder, StageId);
+
 /// The peer's thread.
 #[derive(Debug)]
 pub struct Peer {
-    handle: Option<JoinHandle<PeerReport>>,
+    handle: Option<JoinHandle<(PeerReport, Option<PeerRecorder>)>>,
 }
 
 impl Peer {
-    /// Wait for the peer to end; what it did.
-    pub fn join(mut self) -> PeerReport {
+    /// Wait for the peer to end; what it did, and its recorder back.
+    pub fn join(mut self) -> (PeerReport, Option<PeerRecorder>) {
         self.handle
             .take()
             .and_then(|h| h.join().ok())
@@ -140,11 +146,16 @@ impl Peer {
 
 /// Start the peer on loopback: both sockets bound to 127.0.0.1 on ports
 /// the system picks, connected to each other; the loop's receive times
-/// out after `timeout`.
+/// out after `timeout`. With `recorder`, the peer records each send.
 ///
 /// # Errors
 /// The sockets or the thread could not be made.
-pub fn start(spec: PeerSpec, timeout: Duration, stop: Arc<AtomicBool>) -> io::Result<(Link, Peer)> {
+pub fn start(
+    spec: PeerSpec,
+    timeout: Duration,
+    stop: Arc<AtomicBool>,
+    mut recorder: Option<PeerRecorder>,
+) -> io::Result<(Link, Peer)> {
     let robot = UdpSocket::bind("127.0.0.1:0")?;
     let client = UdpSocket::bind("127.0.0.1:0")?;
     robot.connect(client.local_addr()?)?;
@@ -153,7 +164,10 @@ pub fn start(spec: PeerSpec, timeout: Duration, stop: Arc<AtomicBool>) -> io::Re
     robot.set_nonblocking(true)?;
     let handle = std::thread::Builder::new()
         .name("robot_peer".into())
-        .spawn(move || run_peer(&robot, spec, &stop))?;
+        .spawn(move || {
+            let report = run_peer(&robot, spec, &stop, recorder.as_mut());
+            (report, recorder)
+        })?;
     Ok((
         Link { sock: client },
         Peer {
@@ -193,7 +207,12 @@ fn stalled(spec: &PeerSpec, t: u64) -> bool {
         && t % spec.stall_every_ns >= spec.stall_every_ns - spec.stall_ns
 }
 
-fn run_peer(sock: &UdpSocket, spec: PeerSpec, stop: &AtomicBool) -> PeerReport {
+fn run_peer(
+    sock: &UdpSocket,
+    spec: PeerSpec,
+    stop: &AtomicBool,
+    mut rec: Option<&mut PeerRecorder>,
+) -> PeerReport {
     let mut report = PeerReport::default();
     let mut window = Window {
         last: VecDeque::with_capacity(SUCCESS_WINDOW),
@@ -221,15 +240,9 @@ fn run_peer(sock: &UdpSocket, spec: PeerSpec, stop: &AtomicBool) -> PeerReport {
             report.held += 1;
             continue;
         }
-        for s in held.drain(..) {
-            let _ = sock.send(&s.encode());
-            report.sent += 1;
-        }
+        report.sent += send_all(sock, &mut held, rec.as_deref_mut());
     }
-    for s in held.drain(..) {
-        let _ = sock.send(&s.encode());
-        report.sent += 1;
-    }
+    report.sent += send_all(sock, &mut held, rec);
     // Keep the socket open a while for the last answers: a command sent to
     // a closed socket comes back refused, and Linux reports that error to
     // the loop's next receive before the states still queued for it.
@@ -242,6 +255,26 @@ fn run_peer(sock: &UdpSocket, spec: PeerSpec, stop: &AtomicBool) -> PeerReport {
 
 /// How long the peer keeps its socket after its last state.
 const LINGER_NS: u64 = 50_000_000;
+
+/// Send the held states in order, each inside a span of the peer's
+/// recorder when it has one; how many were sent.
+fn send_all(sock: &UdpSocket, held: &mut Vec<State>, rec: Option<&mut PeerRecorder>) -> u64 {
+    let n = held.len() as u64;
+    match rec {
+        Some((r, stage)) => {
+            for s in held.drain(..) {
+                let _span = r.span(*stage);
+                let _ = sock.send(&s.encode());
+            }
+        }
+        None => {
+            for s in held.drain(..) {
+                let _ = sock.send(&s.encode());
+            }
+        }
+    }
+    n
+}
 
 /// Read every command waiting; whether one answered state `seq`.
 fn drain_commands(sock: &UdpSocket, seq: u64) -> bool {
@@ -319,7 +352,7 @@ mod tests {
             stall_ns: 5_000_000,
         };
         let stop = Arc::new(AtomicBool::new(false));
-        let (link, peer) = start(spec, Duration::from_millis(500), stop).unwrap();
+        let (link, peer) = start(spec, Duration::from_millis(500), stop, None).unwrap();
         let mut seqs = Vec::new();
         while let Some(s) = link.receive().unwrap() {
             link.answer(s.seq);
@@ -328,7 +361,7 @@ mod tests {
                 break;
             }
         }
-        let report = peer.join();
+        let (report, _) = peer.join();
         assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
         assert_eq!(report.sent, 40);
         // Stalled at 15..19 ms and 35..39 ms: 10 states held.

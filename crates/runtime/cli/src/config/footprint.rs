@@ -22,7 +22,8 @@ impl Config {
     /// in background camera mode, the camera reader, each with
     /// `run.timing_max_cycles` cycles of 4 span slots; the policy worker
     /// and the camera reader publish a data-age source, so they also take
-    /// the default 8 sample slots a cycle.
+    /// the default 8 sample slots a cycle; with `[robot] transport = "udp"`
+    /// also the robot peer, without samples.
     pub fn thread_recorders_footprint_bytes(&self) -> u64 {
         if !self.run.timing_threads {
             return 0;
@@ -40,6 +41,8 @@ impl Config {
         } else {
             1
         };
-        with(0) + publishers * with(looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE)
+        // The robot peer's send times (`[robot] transport = "udp"`).
+        let peer = (self.robot.transport == Transport::Udp) as u64 * with(0);
+        with(0) + publishers * with(looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE) + peer
     }
 }

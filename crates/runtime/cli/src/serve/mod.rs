@@ -321,16 +321,20 @@ fn run_episode(
     update_latest(ctx.runs, dir)?;
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
-    let helpers = Helpers::spawn(cfg, &live, live_out(), built.threads)?;
+    let mut threads = built.threads;
+    let peer_rec = threads.robot.take();
+    let helpers = Helpers::spawn(cfg, &live, live_out(), threads)?;
     let dma_hold = hold_dma_latency(cfg, out);
     let shared = helpers.shared(&live, stop, ctx.state);
-    let outcome = run_control(cfg, rec, &ids, &shared)?;
+    let mut outcome = run_control(cfg, rec, &ids, &shared, peer_rec)?;
     let dma_held = dma_hold.is_some();
     drop(dma_hold);
     for w in &outcome.realtime.warnings {
         let _ = writeln!(out, "[warn] {w}");
     }
-    let (maintenance, thread_recs) = helpers.stop();
+    let (maintenance, mut thread_recs) = helpers.stop();
+    // The robot peer registered last: its evidence comes last.
+    thread_recs.extend(outcome.peer.take());
     let status = if outcome.aborted {
         EpisodeStatus::Aborted
     } else {
@@ -444,6 +448,7 @@ fn run_control(
     rec: looptime_capture::Recorder,
     ids: &crate::control::Ids,
     shared: &Shared,
+    peer_rec: Option<crate::sim::ThreadRecorder>,
 ) -> Result<crate::control::ControlOutcome, ServeError> {
     let uncapped = cfg.run.rtf == 0.0;
     std::thread::scope(|s| {
@@ -451,7 +456,7 @@ fn run_control(
             .name("control".into())
             .spawn_scoped(s, || {
                 if cfg.robot.transport == crate::config::Transport::Udp {
-                    crate::control::input_loop(cfg, rec, ids, shared)
+                    crate::control::input_loop(cfg, rec, ids, shared, peer_rec)
                 } else if uncapped {
                     control_loop(SimulationClock::new(0), cfg, rec, ids, shared)
                 } else {
