@@ -33,6 +33,10 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Watch a running loop live, read-only, from its ring file.
     Watch(WatchArgs),
+    /// Run the robot peer for a loop in another program: a state every
+    /// period over loopback UDP, to a client that sends any datagram first
+    /// (docs/input-paced.md).
+    RobotPeer(RobotPeerArgs),
     /// Print the embedded default config (equal to configs/default.toml).
     DefaultConfig,
     /// Print a shell completion script (bash, zsh, fish, elvish,
@@ -176,6 +180,29 @@ pub struct ProbeArgs {
     pub json: bool,
 }
 
+/// `looptime robot-peer`.
+#[derive(Debug, clap::Args)]
+pub struct RobotPeerArgs {
+    /// The robot's state rate in hertz.
+    #[arg(long, default_value_t = 1000.0, allow_negative_numbers = true)]
+    pub rate: f64,
+    /// Seconds of states to send.
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub duration: f64,
+    /// The UDP port on 127.0.0.1 (0: one the system picks; printed).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// The transmit path stalls once every this many ms (0: never)…
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub stall_every_ms: f64,
+    /// …for this many ms, then sends the held states in a burst.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub stall_ms: f64,
+    /// Seconds to wait for the client's first datagram.
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    pub wait: f64,
+}
+
 /// Resolve the serve config: file or embedded default, then flags.
 ///
 /// # Errors
@@ -295,6 +322,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         })
         .map(|()| EXIT_OK),
         Command::Probe(a) => run_probe(&a),
+        Command::RobotPeer(a) => robot_peer(&a),
         Command::Serve(a) => {
             let (config, config_source) = resolve_config(&a)?;
             let stop = Arc::new(AtomicBool::new(false));
@@ -349,6 +377,55 @@ fn recover(a: &RecoverArgs) -> i32 {
     } else {
         EXIT_ERROR
     }
+}
+
+/// `looptime robot-peer`: the peer's address on stdout, then its run.
+fn robot_peer(a: &RobotPeerArgs) -> Result<i32> {
+    let ok = |v: f64, lo: f64, hi: f64| v.is_finite() && (lo..=hi).contains(&v);
+    anyhow::ensure!(
+        ok(a.rate, 1.0, 10_000.0),
+        "--rate must be 1 to 10,000 Hz, not {}",
+        a.rate
+    );
+    anyhow::ensure!(
+        ok(a.duration, 0.0, 3_600.0),
+        "--duration must be 0 to 3,600 s, not {}",
+        a.duration
+    );
+    anyhow::ensure!(
+        ok(a.stall_every_ms, 0.0, 3_600_000.0),
+        "--stall-every-ms must be 0 (never) to 3,600,000, not {}",
+        a.stall_every_ms
+    );
+    anyhow::ensure!(
+        ok(a.stall_ms, 0.0, a.stall_every_ms),
+        "--stall-ms must be 0 to --stall-every-ms, not {}",
+        a.stall_ms
+    );
+    anyhow::ensure!(
+        ok(a.wait, 0.001, 3_600.0),
+        "--wait must be 0.001 to 3,600 s, not {}",
+        a.wait
+    );
+    let period_ns = (1e9 / a.rate).round() as u64;
+    let spec = crate::robot::PeerSpec {
+        period_ns,
+        states: (a.duration * a.rate).round() as u64,
+        stall_every_ns: (a.stall_every_ms * 1e6) as u64,
+        stall_ns: (a.stall_ms * 1e6) as u64,
+    };
+    let sock = std::net::UdpSocket::bind(("127.0.0.1", a.port))
+        .context("binding the robot peer's UDP socket")?;
+    println!("robot-peer: listening on {}", sock.local_addr()?);
+    std::io::stdout().flush()?;
+    let stop = AtomicBool::new(false);
+    let wait = std::time::Duration::from_secs_f64(a.wait);
+    let r = crate::robot::serve_client(&sock, spec, wait, &stop).context("robot peer")?;
+    println!(
+        "robot-peer: sent {} states ({} held by stalls and sent in bursts), {} answered before the next was due",
+        r.sent, r.held, r.answered_in_time
+    );
+    Ok(EXIT_OK)
 }
 
 /// `looptime probe`: the host's fitness report, as text or JSON.

@@ -176,6 +176,34 @@ pub fn start(
     ))
 }
 
+/// A peer for a client in another process (`looptime robot-peer`): the
+/// socket `sock` (bound on loopback) waits up to `wait` for the client's
+/// first datagram, answers to its sender from then on, and runs `spec`.
+///
+/// # Errors
+/// No client within `wait`, or a socket error.
+pub fn serve_client(
+    sock: &UdpSocket,
+    spec: PeerSpec,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> io::Result<PeerReport> {
+    sock.set_read_timeout(Some(wait))?;
+    let mut hello = [0u8; 64];
+    let (_, client) = sock.recv_from(&mut hello).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "no client sent a datagram within {} s: {e}",
+                wait.as_secs_f64()
+            ),
+        )
+    })?;
+    sock.connect(client)?;
+    sock.set_nonblocking(true)?;
+    Ok(run_peer(sock, spec, stop, None))
+}
+
 /// The robot's success window: whether each of the last 100 states was
 /// answered before the next one was due.
 struct Window {

@@ -427,3 +427,46 @@ fn a_write_failure_names_the_path_and_states_the_os_error_once() {
     assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `robot-peer` refuses a bad value with its range, and gives up with a
+/// clear error when no client writes within `--wait`; a `[robot]` config
+/// that cannot run is refused before anything runs.
+#[test]
+fn the_robot_peer_and_the_robot_section_refuse_what_cannot_run() {
+    for (args, want) in [
+        (vec!["--rate", "0"], "--rate must be 1 to 10,000 Hz, not 0"),
+        (
+            vec!["--stall-every-ms", "10", "--stall-ms", "20"],
+            "--stall-ms must be 0 to --stall-every-ms, not 20",
+        ),
+        (
+            vec!["--wait", "0.05"],
+            "no client sent a datagram within 0.05 s",
+        ),
+    ] {
+        let o = run(&[&["robot-peer"][..], &args].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "[run]\nrtf = 2.0\n[robot]\ntransport = \"udp\"\n",
+            "config key `run.rtf` = 2 is out of range: expected 1 with robot.transport = \"udp\"",
+        ),
+        (
+            "[lifecycle]\npause_at_s = 1.0\npause_s = 0.5\n[robot]\ntransport = \"udp\"\n",
+            "`lifecycle.pause_at_s` = 1 is out of range",
+        ),
+        (
+            "[robot]\nstall_every_ms = 10.0\nstall_ms = 11.0\n",
+            "`robot.stall_ms` = 11 is out of range: expected 0 to robot.stall_every_ms",
+        ),
+        ("[robot]\ntransport = \"tcp\"\n", "unknown variant `tcp`"),
+    ] {
+        let cfg = write_config(tmp.path(), text);
+        let o = run(&["serve", "--config", cfg.to_str().unwrap()]);
+        assert_ne!(o.status.code(), Some(0), "{text}");
+        assert!(stderr(&o).contains(want), "{text}: {}", stderr(&o));
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A loop paced by the robot, in Python: it blocks on the robot's states
+over UDP and answers each one (docs/input-paced.md). Start the robot peer
+first, then this client with the port it printed:
+
+    ./target/release/looptime robot-peer --rate 1000 --duration 2 --stall-every-ms 250 --stall-ms 5
+    python3 examples/python/robot_udp.py --port PORT --out runs/udp-py
+    ./target/release/analyze_control_timing --episode runs/udp-py
+
+Each cycle: the receive (recorded as the wait), an input-paced release
+(the arrival, read right after the receive returned, and the state's own
+counter), a `control` span, and the answer in `robot_send_command`. With
+``--late-every N`` every N-th answer leaves 2 ms late, a fault the report
+must find. The loop ends when the states stop for 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import struct
+import time
+
+import looptime
+
+STATE = struct.Struct("<QQd")  # seq, robot clock ns, success rate
+ANSWER = struct.Struct("<Q")  # the seq answered
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--port", type=int, required=True, help="the robot peer's UDP port on 127.0.0.1")
+    p.add_argument("--rate", type=float, default=1000.0, help="the robot's state rate, Hz (the nominal period)")
+    p.add_argument("--out", required=True, help="the episode directory to write")
+    p.add_argument("--late-every", type=int, default=0, help="answer every N-th state 2 ms late (0: never)")
+    args = p.parse_args()
+
+    rec = looptime.Recorder(
+        stages=["control", "robot_send_command"],
+        phases=["running"],
+        values={"control_command_success_rate": ("float", "ratio")},
+        nominal_period_ns=round(1e9 / args.rate),
+        ring="heap",
+    )
+    running = rec.phase_id("running")
+    control, send = rec.stage_id("control"), rec.stage_id("robot_send_command")
+    success = rec.value_id("control_command_success_rate")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.connect(("127.0.0.1", args.port))
+    sock.settimeout(0.1)
+    sock.send(ANSWER.pack(0))  # hello: the peer answers to this address
+    buf = bytearray(64)
+    cycle = 0
+    while True:
+        rec.begin_wait()
+        try:
+            n = sock.recv_into(buf)
+        except (socket.timeout, ConnectionRefusedError):
+            break  # the robot stopped: the motion ends
+        finally:
+            rec.end_wait()
+        arrival = time.monotonic_ns()
+        if n != STATE.size:
+            continue
+        seq, _robot_ns, rate = STATE.unpack_from(buf)
+        rec.begin_cycle(running, input=(arrival, seq))
+        with rec.span(control):
+            if args.late_every and cycle % args.late_every == args.late_every - 1:
+                time.sleep(0.002)  # an injected late answer
+        with rec.span(send):
+            sock.send(ANSWER.pack(seq))
+        rec.set_value(success, rate)
+        rec.end_cycle()
+        cycle += 1
+    os.makedirs(args.out, exist_ok=True)
+    report = rec.finish(args.out)
+    print(f"robot_udp.py: {report.retained_cycles} cycles into {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
