@@ -501,6 +501,11 @@ fn malformed_input_paced_lines_are_refused_with_their_line() {
 /// `looptime serve` against its robot peer over loopback UDP, at 1 kHz,
 /// with one injected fault, analysed: what the report must find.
 fn serve_udp(robot: &str) -> (tempfile::TempDir, Value) {
+    serve_udp_with(robot, 2.0)
+}
+
+/// As [`serve_udp`], each stage costing `stage_us`.
+fn serve_udp_with(robot: &str, stage_us: f64) -> (tempfile::TempDir, Value) {
     let _serve = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("udp.toml");
@@ -515,7 +520,7 @@ fn serve_udp(robot: &str) -> (tempfile::TempDir, Value) {
         "robot_send_command",
         "recording",
     ] {
-        text += &format!("[stages.{stage}.cost]\nmean_us = 2.0\n");
+        text += &format!("[stages.{stage}.cost]\nmean_us = {stage_us}\n");
     }
     text += &format!("[robot]\ntransport = \"udp\"\n{robot}\n");
     std::fs::write(&cfg, text).unwrap();
@@ -613,4 +618,29 @@ fn injected_late_answers_are_found_with_the_robots_success_dip() {
         .find(|c| c["check"] == "late_answers")
         .unwrap();
     assert_eq!(check["state"], "fail", "{card}");
+}
+
+#[test]
+fn a_loop_slower_than_its_robot_loses_states_after_late_answers_and_is_cut_short() {
+    // Six stages of 400 µs: 2.4 ms of work a cycle against a 1 ms state
+    // stream. Every answer is late, the states pile up in the socket until
+    // the kernel drops them (counter gaps after late answers: ours), and
+    // the loop, which cannot catch up, runs out of states before its 1,600
+    // cycles: the rollout ends aborted.
+    let (_tmp, r) = serve_udp_with("", 400.0);
+    assert_eq!(r["state"], "aborted", "{}", r["caveats"]);
+    let p = &r["input_paced"]["phases"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let lost = &p["lost"];
+    assert!(lost["after_late_answer"].as_u64().unwrap() > 0, "{lost}");
+    assert_eq!(lost["before_arrival"], 0, "{lost}");
+    assert!(p["late_share"].as_f64().unwrap() > 0.9, "{p}");
+    assert!(
+        p["verdict"].as_str().unwrap().starts_with("the loop"),
+        "{p}"
+    );
 }

@@ -83,8 +83,62 @@ mod tests {
         assert_eq!(super::stop(), 2, "nothing counted while off");
     }
 
+    /// Serve `[run]` keys `run` and the further tables `rest` into a fresh
+    /// directory; the allocations the control loop counted, with what
+    /// serve printed.
+    fn serve_counted(run: &str, rest: &str) -> (u64, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[run]\n{run}\nruns_dir = {:?}\n{rest}\n",
+            tmp.path().display().to_string()
+        );
+        let config = Config::from_toml(&text, Path::new("alloc.toml")).unwrap();
+        let opts = ServeOptions {
+            config,
+            config_source: "test".into(),
+        };
+        let mut out = Vec::new();
+        let outcome = serve(
+            &opts,
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(LoopState::default()),
+            &mut out,
+            || Box::new(std::io::sink()),
+        )
+        .unwrap();
+        assert!(!outcome.stopped);
+        let allocs = super::CONTROL_LOOP.load(Ordering::SeqCst);
+        (allocs, String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn the_loop_paced_by_the_robot_peer_allocates_nothing_across_its_cycles() {
+        // 0.3 s at 1 kHz against the UDP peer, with stalls and late answers:
+        // every receive, release and answer, counted on the control thread.
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (allocs, out) = serve_counted(
+            "rate_hz = 1000.0\nwarmup_s = 0.05\nduration_s = 0.3\ncontrol_timing = true\n\
+             timing_max_cycles = 200\ntiming_ring = \"heap\"",
+            "[robot]\ntransport = \"udp\"\nstall_every_ms = 100.0\nstall_ms = 5.0\n\
+             late_answer_every = 50\nlate_answer_us = 2000.0\n\
+             [stages.camera_read.cost]\nmean_us = 2.0\n[stages.viewer_control.cost]\nmean_us = 2.0\n\
+             [stages.adapter_decode.cost]\nmean_us = 2.0\n[stages.executor.cost]\nmean_us = 2.0\n\
+             [stages.robot_send_command.cost]\nmean_us = 2.0\n[stages.recording.cost]\nmean_us = 2.0",
+        );
+        // Every state was answered: the loop kept up and was not cut short.
+        assert!(out.contains(": 350 cycles, complete"), "{out}");
+        assert_eq!(
+            allocs, 0,
+            "{allocs} allocations in the input-paced loop\n{out}"
+        );
+    }
+
+    /// The probe's result is one static: the serve tests take turns.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn serves_control_loop_allocates_nothing_across_its_cycles() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         // An uncapped 1,100-cycle run (warmup, running, a pause) of the
         // simulated robot, recording into a heap ring of 500 cycles, so it
         // wraps, with background threads recorded, live statistics and

@@ -279,6 +279,9 @@ pub(crate) struct ControlOutcome {
     pub(crate) rec: Recorder,
     /// The robot peer's recorder, back from its thread (input-paced loop).
     pub(crate) peer: Option<ThreadRecorder>,
+    /// Why the loop was aborted, when it was: `signal`, or the robot's
+    /// states stopping (input-paced loop).
+    pub(crate) abort_reason: &'static str,
     pub(crate) cycles: u64,
     pub(crate) overruns: u64,
     pub(crate) skipped: u64,
@@ -591,6 +594,7 @@ pub(crate) fn control_loop<C: LoopClock>(
     Ok(ControlOutcome {
         rec,
         peer: None,
+        abort_reason: "signal",
         cycles,
         overruns: sched.overruns(),
         skipped: sched.skipped(),

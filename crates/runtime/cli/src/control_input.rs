@@ -56,7 +56,12 @@ pub(crate) fn input_loop(
     let mut prev_arrival = looptime_capture::clock::monotonic_ns();
     pacer.start(prev_arrival);
     let (mut cycles, mut aborted) = (0u64, false);
+    let mut abort_reason = "signal";
     sh.state.enter();
+    // Test builds count this thread's allocations over the cycles, as the
+    // deadline-paced loop's: the receive and the answer make none.
+    #[cfg(test)]
+    crate::alloc_probe::start();
     for i in 0..total {
         if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
             aborted = true;
@@ -77,6 +82,7 @@ pub(crate) fn input_loop(
                 timeout.as_millis()
             ));
             aborted = true;
+            abort_reason = "the robot's states stopped";
             break;
         };
         sh.live.push_stat(CycleStat {
@@ -89,12 +95,18 @@ pub(crate) fn input_loop(
         prev_arrival = arrival;
         cycles += 1;
     }
+    #[cfg(test)]
+    crate::alloc_probe::CONTROL_LOOP.store(
+        crate::alloc_probe::stop(),
+        std::sync::atomic::Ordering::SeqCst,
+    );
     let aborted = end_loop(sh, cycles, aborted);
     // The peer ends with its last state (or at the stop flag).
     let (_, peer_rec) = peer.join();
     rt::teardown_control_thread(&realtime);
     Ok(ControlOutcome {
         rec,
+        abort_reason,
         peer: peer_rec.map(|(rec, work)| ThreadRecorder {
             rec,
             work,

@@ -505,8 +505,8 @@ fn report_episode(
         dir.display(),
         outcome.cycles,
         match status {
-            EpisodeStatus::Complete => "complete",
-            EpisodeStatus::Aborted => "aborted (signal)",
+            EpisodeStatus::Complete => "complete".to_string(),
+            EpisodeStatus::Aborted => format!("aborted ({})", outcome.abort_reason),
         }
     );
     if let Some(ev) = evidence {
