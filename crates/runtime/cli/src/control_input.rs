@@ -30,23 +30,7 @@ pub(crate) fn input_loop(
     let life = Lifecycle::new(cfg);
     let total = life.warm + cfg.running_cycles();
     let period = cfg.nominal_period_ns();
-    let timeout = Duration::from_nanos((period * TIMEOUT_PERIODS).max(100_000_000));
-    let spec = PeerSpec {
-        period_ns: period,
-        states: total,
-        stall_every_ns: (cfg.robot.stall_every_ms * 1e6) as u64,
-        stall_ns: (cfg.robot.stall_ms * 1e6) as u64,
-    };
-    let (link, peer) = robot::start(
-        spec,
-        timeout,
-        sh.stop.clone(),
-        peer_rec.map(|t| (t.rec, t.work)),
-    )
-    .map_err(|source| ServeError::Thread {
-        thread: "robot_peer",
-        source,
-    })?;
+    let (link, peer, timeout) = start_peer(cfg, total, sh, peer_rec)?;
     let max_dt = (period as f64 * cfg.scheduler.max_dt_periods) as u64;
     let mut pacer = InputPacer::new(max_dt.max(1))?;
     let mut work = Work::new(cfg);
@@ -119,6 +103,33 @@ pub(crate) fn input_loop(
         aborted,
         realtime,
     })
+}
+
+/// The robot peer for `states` states of `cfg`, recording its sends into
+/// `peer_rec`; the loop's link and the receive's timeout.
+fn start_peer(
+    cfg: &Config,
+    states: u64,
+    sh: &Shared,
+    peer_rec: Option<ThreadRecorder>,
+) -> Result<(Link, robot::Peer, Duration), ServeError> {
+    let period = cfg.nominal_period_ns();
+    let timeout = Duration::from_nanos((period * TIMEOUT_PERIODS).max(100_000_000));
+    let spec = PeerSpec {
+        period_ns: period,
+        states,
+        stall_every_ns: (cfg.robot.stall_every_ms * 1e6) as u64,
+        stall_ns: (cfg.robot.stall_ms * 1e6) as u64,
+    };
+    let recorder = peer_rec.map(|t| (t.rec, t.work));
+    let (link, peer) =
+        robot::start(spec, timeout, sh.stop.clone(), recorder).map_err(|source| {
+            ServeError::Thread {
+                thread: "robot_peer",
+                source,
+            }
+        })?;
+    Ok((link, peer, timeout))
 }
 
 /// One cycle of the input-paced loop.
