@@ -33,9 +33,7 @@ pub(crate) fn input_loop(
     let (link, peer, timeout) = start_peer(cfg, total, sh, peer_rec)?;
     let max_dt = (period as f64 * cfg.scheduler.max_dt_periods) as u64;
     let mut pacer = InputPacer::new(max_dt.max(1))?;
-    let mut work = Work::new(cfg);
-    work.late_every = cfg.robot.late_answer_every;
-    work.late_ns = (cfg.robot.late_answer_us * 1e3) as u64;
+    let mut work = Work::with_late_answers(cfg);
     let mut last_phase: Option<PhaseId> = None;
     let mut prev_arrival = looptime_capture::clock::monotonic_ns();
     pacer.start(prev_arrival);
@@ -69,13 +67,7 @@ pub(crate) fn input_loop(
             abort_reason = "the robot's states stopped";
             break;
         };
-        sh.live.push_stat(CycleStat {
-            cycle: i,
-            period_ns: arrival.saturating_sub(prev_arrival),
-            work_ns: looptime_capture::clock::monotonic_ns().saturating_sub(arrival),
-            lag_ns: 0,
-            overdue: false,
-        });
+        push_stat(sh, i, arrival, prev_arrival);
         prev_arrival = arrival;
         cycles += 1;
     }
@@ -130,6 +122,18 @@ fn start_peer(
             }
         })?;
     Ok((link, peer, timeout))
+}
+
+/// Cycle `i`'s live statistics: its period from the previous arrival,
+/// its work from its own arrival (no deadline: no lag, never overdue).
+fn push_stat(sh: &Shared, i: u64, arrival: u64, prev_arrival: u64) {
+    sh.live.push_stat(CycleStat {
+        cycle: i,
+        period_ns: arrival.saturating_sub(prev_arrival),
+        work_ns: looptime_capture::clock::monotonic_ns().saturating_sub(arrival),
+        lag_ns: 0,
+        overdue: false,
+    });
 }
 
 /// One cycle of the input-paced loop.
