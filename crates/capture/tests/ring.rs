@@ -680,3 +680,32 @@ fn an_episode_directory_that_is_not_utf8_is_refused_not_written_as_an_empty_meta
         "{err}"
     );
 }
+
+#[test]
+fn recover_into_writes_where_it_is_told_and_leaves_the_ring() {
+    // A ring that names an episode directory; recover_into writes into
+    // another one, never into the named one, and keeps the ring.
+    let shm = tempfile::tempdir().unwrap();
+    let named = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 100, Some(&named.path().join("ep")));
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    for i in 0..12 {
+        record(&mut rec, &ids, i);
+    }
+    let ring_path = rec.ring_path().unwrap().to_path_buf();
+    let report = ring::recover_into(&ring_path, out.path()).unwrap();
+    assert_eq!(report.summary.status, CaptureStatus::Recovered);
+    let (_, cycles) = EvidenceReader::open(&report.cycles_path)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(cycles.len(), 12);
+    assert!(report.cycles_path.starts_with(out.path()));
+    assert!(
+        !named.path().join("ep").exists(),
+        "the named directory is untouched"
+    );
+    assert!(ring_path.exists(), "the ring stays");
+}

@@ -74,7 +74,7 @@ mod shm;
 
 pub(crate) use heap::{try_boxed, Slab};
 pub use reader::{RingRead, RingReader};
-pub use recover::{recover, Recovered};
+pub use recover::{recover, recover_into, Recovered};
 pub(crate) use shm::RingFile;
 
 /// The first eight bytes of every ring file.

@@ -73,12 +73,39 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         path: dir.clone(),
         source,
     })?;
+    let report = write_recovered(&reader, path, &dir)?;
+    drop(reader);
+    fs::remove_file(path).map_err(ring_err(path, "remove"))?;
+    Ok(Recovered::Written {
+        ring: path.to_path_buf(),
+        dir,
+        report: Box::new(report),
+    })
+}
+
+/// The ring at `path`'s complete cycles written into `dir` (which must
+/// exist) with status `recovered`, whatever directory the ring names and
+/// whoever wrote it, and the ring left in place: what a test or a fuzz
+/// target that hands it untrusted bytes needs. [`recover`] is the
+/// command's way, with its checks.
+///
+/// # Errors
+/// [`CaptureError::BadRing`] for a damaged ring, and the write errors of
+/// [`Recorder::finish`](crate::Recorder::finish).
+pub fn recover_into(path: &Path, dir: &Path) -> Result<FinishReport> {
+    let reader = RingReader::open(path)?;
+    write_recovered(&reader, path, dir)
+}
+
+/// Read `reader`'s complete cycles and write them into `dir` as recovered
+/// evidence.
+fn write_recovered(reader: &RingReader, path: &Path, dir: &Path) -> Result<FinishReport> {
     let read = reader.read(None)?;
     let last = read.cycles.last();
     let recovery = Recovery {
         ring_file: path.display().to_string(),
         writer_pid: reader.pid(),
-        ring_state: state.as_str().to_string(),
+        ring_state: reader.state().as_str().to_string(),
         cycles_recovered: read.cycles.len() as u64,
         in_progress_records: read.in_progress,
         torn_records: read.torn + read.damaged,
@@ -91,20 +118,13 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         spans_outside_cycle: read.spans_outside_cycle,
         values_dropped: read.values_dropped,
     };
-    let report = write_evidence(
-        &dir,
+    write_evidence(
+        dir,
         &read.header,
         read.cycles.into_iter(),
         CaptureStatus::Recovered,
         counts,
         Some(recovery),
         Vec::new(),
-    )?;
-    drop(reader);
-    fs::remove_file(path).map_err(ring_err(path, "remove"))?;
-    Ok(Recovered::Written {
-        ring: path.to_path_buf(),
-        dir,
-        report: Box::new(report),
-    })
+    )
 }
