@@ -288,7 +288,10 @@ impl RingReader {
         for k in lo..total {
             match self.read_slot(k, &mut spans, &mut samples, &mut values) {
                 SlotRead::Complete(slot) => {
-                    if !slot_consistent(&slot, &spans, &samples, &out.header) {
+                    // A slot whose own index is not its place was damaged
+                    // after it was written (its sequence number says it is
+                    // cycle k): its record would break the file's order.
+                    if slot.index != k || !slot_consistent(&slot, &spans, &samples, &out.header) {
                         out.damaged += 1;
                         continue;
                     }
