@@ -31,6 +31,11 @@
 #    (tests/dataset_check.py --spark);
 # 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), and
 #    bench/mcap_into.sh at 10 and 20 MB, as smoke tests of the benchmarks;
+# 9. a loop paced by the robot: the Python and C++ robot_udp examples
+#    against `looptime robot-peer` (tests/robot_udp_example.sh), and a
+#    fuzzing smoke: the capture-level fuzz targets 30 s each on the
+#    committed corpus under ASan (scripts/fuzz.sh 30; it installs
+#    cargo-fuzz);
 # 0. before all of them, scripts/module_cycles.py: no crate's modules
 #    import each other in a circle; and scripts/check_scripts.py: every
 #    script finds cargo's output through scripts/lib/target_dir
@@ -169,6 +174,10 @@ fleet_bench_smoke() {
 }
 suite "fleet benchmark at smoke size (bench/fleet.sh: 6 episodes x 2,000 cycles)" fleet_bench_smoke
 
+# Coverage-guided fuzzing, a smoke on the committed corpus: the four
+# capture-level targets (docs/reliability.md), 30 s each, under ASan. The
+# analyzer-level targets need an instrumented polars build: scripts only.
+suite "fuzzing smoke: evidence lines, summary, config, ring (scripts/fuzz.sh 30)" bash scripts/fuzz.sh 30
 step "summary"
 if [[ ${#failed[@]} -gt 0 ]]; then
     echo "failed: ${failed[*]}" >&2
