@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A loop paced by the robot, from Python (examples/python/robot_udp.py)
-# and from C++ (examples/cpp/robot_udp.cpp), each against `looptime
-# robot-peer` over loopback UDP: 1 s of states at 1 kHz,
+# from C++ (examples/cpp/robot_udp.cpp) and from C (examples/cpp/
+# robot_udp.c), each against `looptime robot-peer` over loopback UDP: 1 s of states at 1 kHz,
 # the peer's transmit path stalling the last 5 ms of every 250 (4 stalls),
 # and the client answering every 50th state 2 ms late (20 late answers).
 # The analyzer must find what the faults cause: the 20 late answers (at
@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 cpp_build="$TARGET_DIR/cpp-example"
 cmake -S examples/cpp -B "$cpp_build" -DLOOPTIME_CARGO_PROFILE=dev >/dev/null
-cmake --build "$cpp_build" --target robot_udp >/dev/null
+cmake --build "$cpp_build" --target robot_udp robot_udp_c >/dev/null
 
 run_client() {  # run_client NAME CLIENT...: the peer, then the client with its port
     local name=$1
@@ -56,4 +56,5 @@ PY
 }
 run_client py python3 examples/python/robot_udp.py
 run_client cpp "$cpp_build/robot_udp"
+run_client c "$cpp_build/robot_udp_c"
 echo "robot_udp example: ok"

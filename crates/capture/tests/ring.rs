@@ -714,3 +714,41 @@ fn recover_into_writes_where_it_is_told_and_leaves_the_ring() {
     );
     assert!(ring_path.exists(), "the ring stays");
 }
+
+#[test]
+fn a_ring_whose_header_names_an_unknown_schema_is_refused_not_recovered() {
+    // Found by the `ring` fuzz target: schema_version in the ring's meta
+    // damaged to 3 was recovered into a control_timing.jsonl that every
+    // evidence reader refuses. The ring reader now refuses the ring.
+    let shm = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 100, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    for i in 0..4 {
+        record(&mut rec, &ids, i);
+    }
+    let path = rec.ring_path().unwrap().to_path_buf();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes
+        .windows(18)
+        .position(|w| w == b"\"schema_version\":2")
+        .expect("the meta's schema_version");
+    bytes[at + 17] = b'3';
+    let copy = shm.path().join("damaged.ring");
+    std::fs::write(&copy, &bytes).unwrap();
+    let err = RingReader::open(&copy)
+        .unwrap()
+        .read(None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("schema_version 3") && err.contains("damaged.ring"),
+        "{err}"
+    );
+    let err = ring::recover_into(&copy, out.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("schema_version 3"), "{err}");
+    assert!(!out.path().join("control_timing.jsonl").exists());
+}

@@ -212,12 +212,25 @@ impl RingReader {
             if live.meta_seq.load(Ordering::Relaxed) != s1 {
                 continue;
             }
-            return serde_json::from_slice(&bytes).map_err(|e| {
+            let meta: RingMeta = serde_json::from_slice(&bytes).map_err(|e| {
                 bad_ring(
                     &self.path,
                     format!("its meta region is not valid JSON ({e})"),
                 )
-            });
+            })?;
+            // Found by the `ring` fuzz target: a damaged schema_version was
+            // recovered into evidence no reader accepts.
+            let v = meta.header.schema_version;
+            if !crate::format::SUPPORTED_SCHEMA_VERSIONS.contains(&v) {
+                return Err(bad_ring(
+                    &self.path,
+                    format!(
+                        "its header says schema_version {v}, which no reader of evidence accepts (this build reads {:?}): damaged",
+                        crate::format::SUPPORTED_SCHEMA_VERSIONS
+                    ),
+                ));
+            }
+            return Ok(meta);
         }
         Err(bad_ring(
             &self.path,

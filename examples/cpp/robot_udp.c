@@ -1,0 +1,121 @@
+/* A loop paced by the robot, in C (C99): it blocks on the robot's states
+ * over UDP and answers each one (docs/input-paced.md). Start the robot
+ * peer first, then this client with the port it printed:
+ *
+ *   looptime robot-peer --rate 1000 --duration 2 --stall-every-ms 250 --stall-ms 5
+ *   build/robot_udp_c --port PORT --out runs/udp-c [--late-every 50]
+ *   analyze_control_timing --episode runs/udp-c
+ *
+ * Each cycle: the receive between looptime_wait_begin and _end, the
+ * arrival read right after it returned, looptime_cycle_begin_input with
+ * the state's own counter, a `control` span, and the answer inside
+ * `robot_send_command`. The loop ends when the states stop for 100 ms. */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "looptime.h"
+
+/* The wire format of `looptime robot-peer`, little-endian. */
+struct state {
+    uint64_t seq;
+    uint64_t robot_ns;
+    double success_rate;
+};
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define CHECK(call)                                                                  \
+    do {                                                                             \
+        if ((call) < 0) {                                                            \
+            fprintf(stderr, "robot_udp_c: %s: %s\n", #call, looptime_last_error()); \
+            return 1;                                                                \
+        }                                                                            \
+    } while (0)
+
+int main(int argc, char **argv) {
+    int port = 0, i;
+    long late_every = 0, cycle = 0;
+    const char *out = NULL;
+    looptime_builder *b;
+    looptime_recorder *rec = NULL;
+    uint32_t running, control, send_stage, success;
+    struct sockaddr_in peer;
+    struct timeval timeout = {0, 100000};
+    int sock;
+    uint64_t hello = 0;
+
+    for (i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--port") == 0) port = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
+        else if (strcmp(argv[i], "--late-every") == 0) late_every = atol(argv[i + 1]);
+    }
+    if (port <= 0 || port > 65535 || out == NULL || late_every < 0) {
+        fprintf(stderr, "usage: robot_udp_c --port PORT --out DIR [--late-every N]\n");
+        return 2;
+    }
+    b = looptime_builder_new();
+    CHECK(looptime_builder_nominal_period_ns(b, 1000000));
+    CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP));
+    CHECK(looptime_builder_phase(b, "running", &running));
+    CHECK(looptime_builder_stage(b, "control", &control));
+    CHECK(looptime_builder_stage(b, "robot_send_command", &send_stage));
+    CHECK(looptime_builder_value(b, "control_command_success_rate", LOOPTIME_VALUE_FLOAT, "ratio", &success));
+    CHECK(looptime_recorder_new(b, &rec));
+    looptime_builder_free(b);
+
+    sock = socket(AF_INET, SOCK_DGRAM, 0);
+    memset(&peer, 0, sizeof peer);
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons((uint16_t)port);
+    peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&peer, sizeof peer) != 0 ||
+        setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) != 0) {
+        perror("robot_udp_c: socket");
+        return 1;
+    }
+    (void)send(sock, &hello, sizeof hello, 0); /* the peer answers to this address */
+    for (;;) {
+        struct state s;
+        uint64_t arrival, answer_span, work_span;
+        ssize_t n;
+        looptime_wait_begin(rec);
+        n = recv(sock, &s, sizeof s, 0);
+        looptime_wait_end(rec);
+        arrival = monotonic_ns();
+        if (n < 0) break; /* no state for 100 ms, or the robot is gone */
+        if (n != (ssize_t)sizeof s) continue;
+        looptime_cycle_begin_input(rec, running, arrival, s.seq);
+        looptime_span_begin(rec, control, &work_span);
+        if (late_every > 0 && cycle % late_every == late_every - 1) {
+            struct timespec late = {0, 2000000}; /* an injected late answer */
+            nanosleep(&late, NULL);
+        }
+        looptime_span_end(rec, work_span);
+        looptime_span_begin(rec, send_stage, &answer_span);
+        (void)send(sock, &s.seq, sizeof s.seq, 0);
+        looptime_span_end(rec, answer_span);
+        looptime_set_float(rec, success, s.success_rate);
+        looptime_cycle_end(rec);
+        ++cycle;
+    }
+    close(sock);
+    mkdir(out, 0755);
+    CHECK(looptime_recorder_finish(rec, out, true));
+    looptime_recorder_free(rec);
+    printf("robot_udp_c: %ld cycles into %s\n", cycle, out);
+    return 0;
+}
