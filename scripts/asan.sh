@@ -20,5 +20,9 @@ export RUSTFLAGS="-Zsanitizer=address"
 export RUSTDOCFLAGS="-Zsanitizer=address"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 cargo test -p looptime-capture --target "$host" --target-dir "$TARGET_DIR/asan" \
-    --test ring --test recorder --test samples --test threads --test reader_edges --lib
+    --test ring --test recorder --test samples --test threads --test reader_edges --lib -- \
+    --skip an_absurd_ring_is_an_out_of_memory_error_not_an_abort
+# Skipped: that test caps its child's address space (RLIMIT_AS) to provoke
+# an out-of-memory error; the sanitizer's shadow memory cannot be mapped
+# under such a cap, so the child dies in ASan, not in looptime.
 echo "asan: capture's ring, recorder, samples, threads and reader tests ran clean under AddressSanitizer"

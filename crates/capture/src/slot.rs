@@ -200,7 +200,7 @@ impl<'a> RawCycle<'a> {
                     wall_ns: map.to_ns(end).saturating_sub(map.to_ns(s.start)),
                     cpu_ns: (s.cpu != 0 && !open).then(|| s.cpu_end.saturating_sub(s.cpu_start)),
                     closed_by_cycle_end: s.closed_by_cycle_end != 0 || open,
-                    attrs: s.attrs[..s.n_attrs as usize]
+                    attrs: s.attrs[..(s.n_attrs as usize).min(MAX_ATTRS_PER_SPAN)]
                         .iter()
                         .filter_map(|&(k, v)| {
                             let a = spec.attributes.get(k as usize)?;

@@ -619,7 +619,7 @@ fn a_reader_racing_a_writer_that_overwrites_gets_only_whole_cycles() {
 
 #[test]
 fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
-    // Ten cycles in a live ring, then four slots damaged in the file at
+    // Ten cycles in a live ring, then five slots damaged in the file at
     // the offsets of the fixed header and the slot layout (`Fixed`,
     // `CycleSlot`, `SpanSlot` in capture): cycle 3's phase id, cycle 6's
     // inner span's stage id, and cycle 8's inner span's parent (pointing
@@ -654,10 +654,14 @@ fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
     // between 4 and 6, and the recovered file broke the order every reader
     // of evidence requires. A slot whose index is not its place is damaged.
     poke(cycles_at + 5 * cycle_slot + 8, 99);
+    // Also found by it: a span's attribute count (byte 53 of its slot)
+    // damaged to 115, beyond the slot's 4, made recover panic slicing the
+    // attributes. Such a span makes its cycle damaged.
+    poke(spans_at + (7 * max_spans) * span_slot + 53, 115);
     let r = RingReader::open(&path).unwrap().read(None).unwrap();
-    assert_eq!(r.damaged, 4);
+    assert_eq!(r.damaged, 5);
     let kept: Vec<u64> = r.cycles.iter().map(|c| c.cycle).collect();
-    assert_eq!(kept, [0, 1, 2, 4, 7, 9]);
+    assert_eq!(kept, [0, 1, 2, 4, 9]);
 }
 
 /// The ring's meta is JSON; an episode directory that is not UTF-8 has no

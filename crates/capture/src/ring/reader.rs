@@ -230,6 +230,18 @@ impl RingReader {
                     ),
                 ));
             }
+            // The slots hold `n_values` values a cycle; a header that
+            // declares more would read past them.
+            if meta.header.values.len() > self.fixed.n_values as usize {
+                return Err(bad_ring(
+                    &self.path,
+                    format!(
+                        "its header declares {} values but its slots hold {}: damaged",
+                        meta.header.values.len(),
+                        self.fixed.n_values
+                    ),
+                ));
+            }
             return Ok(meta);
         }
         Err(bad_ring(
@@ -422,5 +434,6 @@ fn slot_consistent(
         && spans.iter().enumerate().all(|(i, s)| {
             (s.stage as usize) < header.stages.len()
                 && (s.parent == u16::MAX || (s.parent as usize) < i)
+                && s.n_attrs as usize <= crate::slot::MAX_ATTRS_PER_SPAN
         })
 }
