@@ -17,12 +17,20 @@ fuzz_target!(|data: &[u8]| {
         Ok(cfg) => {
             cfg.validate().expect("an accepted config validates");
             let toml = cfg.to_toml().expect("an accepted config has a TOML form");
-            let back = Config::from_toml(&toml, Path::new("again.toml")).expect("its TOML reads back");
-            assert_eq!(back.to_toml().unwrap(), toml, "the TOML survives its round trip");
+            let back =
+                Config::from_toml(&toml, Path::new("again.toml")).expect("its TOML reads back");
+            assert_eq!(
+                back.to_toml().unwrap(),
+                toml,
+                "the TOML survives its round trip"
+            );
         }
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains("fuzz.toml") || msg.contains("config key"), "a refusal says where: {msg}");
+            assert!(
+                msg.contains("fuzz.toml") || msg.contains("config key"),
+                "a refusal says where: {msg}"
+            );
         }
     }
 });

@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(r) => r,
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains("control_timing.jsonl"), "a refusal names its file: {msg}");
+            assert!(
+                msg.contains("control_timing.jsonl"),
+                "a refusal names its file: {msg}"
+            );
             return;
         }
     };
@@ -31,12 +34,17 @@ fuzz_target!(|data: &[u8]| {
         match reader.parse_cycle(no, &text) {
             Ok(rec) => {
                 let json = serde_json::to_string(&rec).expect("a record serializes");
-                let back = reader.parse_cycle(no, &json).expect("its own JSON reads back");
+                let back = reader
+                    .parse_cycle(no, &json)
+                    .expect("its own JSON reads back");
                 assert_eq!(back, rec, "the record survives its round trip");
             }
             Err(e) => {
                 let msg = e.to_string();
-                assert!(msg.contains(&format!(":{no}")), "a refused line names its line: {msg}");
+                assert!(
+                    msg.contains(&format!(":{no}")),
+                    "a refused line names its line: {msg}"
+                );
             }
         }
     }

@@ -34,7 +34,9 @@ fn seed_ring(cycles: u8, input_paced: bool) -> Vec<u8> {
     let running = b.phase("running").unwrap();
     let outer = b.stage("outer").unwrap();
     let inner = b.stage("inner").unwrap();
-    let seq = b.value("seq", looptime_capture::ValueKind::Int, "count").unwrap();
+    let seq = b
+        .value("seq", looptime_capture::ValueKind::Int, "count")
+        .unwrap();
     let cam = b.source("camera", SourceSpec::default()).unwrap();
     let mut rec = b.build().expect("a small ring");
     for i in 0..cycles as u64 {
@@ -74,7 +76,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(reader) = RingReader::open(&path) {
         if let Ok(read) = reader.read(None) {
             let idx: Vec<u64> = read.cycles.iter().map(|c| c.cycle).collect();
-            assert!(idx.windows(2).all(|w| w[0] < w[1]), "cycles in order: {idx:?}");
+            assert!(
+                idx.windows(2).all(|w| w[0] < w[1]),
+                "cycles in order: {idx:?}"
+            );
         }
     }
     let out = dir().path().join("out");
@@ -86,5 +91,8 @@ fuzz_target!(|data: &[u8]| {
             .expect("recovered evidence reads back");
         assert_eq!(back.len() as u64, report.summary.capture.retained_cycles);
     }
-    assert!(!dir().path().join("named").exists(), "nothing written where the ring points");
+    assert!(
+        !dir().path().join("named").exists(),
+        "nothing written where the ring points"
+    );
 });

@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
     match read_summary(&path) {
         Ok(s) => {
             let again = dir().path().join("again.json");
-            std::fs::write(&again, serde_json::to_vec(&s).expect("a summary serializes")).unwrap();
+            std::fs::write(
+                &again,
+                serde_json::to_vec(&s).expect("a summary serializes"),
+            )
+            .unwrap();
             let back = read_summary(&again).expect("its own JSON reads back");
             assert_eq!(
                 serde_json::to_value(&back).unwrap(),
@@ -29,7 +33,10 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains("control_timing_summary.json"), "a refusal names its file: {msg}");
+            assert!(
+                msg.contains("control_timing_summary.json"),
+                "a refusal names its file: {msg}"
+            );
         }
     }
 });
