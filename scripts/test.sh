@@ -138,7 +138,7 @@ python_tests() {
 }
 suite "Python: the wheel (maturin build), the .pyi against the module (stubtest), pytest, and the wheel in a clean venv without Rust" python_tests
 cargo build -q -p looptime-cli --bin looptime
-suite "a loop paced by the robot: the Python and C++ robot_udp examples against looptime robot-peer (stalls and late answers found)" bash tests/robot_udp_example.sh
+suite "a loop paced by the robot: the Python, C++ and C robot_udp examples against looptime robot-peer (stalls and late answers found)" bash tests/robot_udp_example.sh
 suite "MuJoCo arm examples, Python and C++: paced, uncapped bit-identical, sessions, SIGINT, a reduced A/B" bash tests/mujoco_examples.sh
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
