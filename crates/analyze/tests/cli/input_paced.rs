@@ -235,18 +235,7 @@ fn every_input_paced_figure_matches_the_hand_derived_answer() {
     );
     assert!(!caveats.contains("mixed pace"), "{caveats}");
     // The card: late answers 5.88 % > 1 %: fail, with the input verdict.
-    let card = r["summary"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["phase"] == "running")
-        .unwrap();
-    let check = card["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "late_answers")
-        .unwrap();
+    let (card, check) = late_answers_check(&r);
     assert_eq!(
         (&check["value"], &check["state"]),
         (&json!(5.88), &json!("fail"))
@@ -533,6 +522,23 @@ fn serve_udp_with(robot: &str, stage_us: f64) -> (tempfile::TempDir, Value) {
     (tmp, r)
 }
 
+/// The running phase's card and its `late_answers` check.
+fn late_answers_check(r: &Value) -> (&Value, &Value) {
+    let card = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    let check = card["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "late_answers")
+        .unwrap();
+    (card, check)
+}
+
 fn running(r: &Value) -> &Value {
     r["input_paced"]["phases"]
         .as_array()
@@ -605,18 +611,7 @@ fn injected_late_answers_are_found_with_the_robots_success_dip() {
     assert!(s["min"].as_f64().unwrap() <= 0.98, "{s}");
     assert!(s["below_one"].as_u64().unwrap() > 0, "{s}");
     // The card judges the late answers: 2 % is over the warn band (1 %).
-    let card = r["summary"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["phase"] == "running")
-        .unwrap();
-    let check = card["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "late_answers")
-        .unwrap();
+    let (card, check) = late_answers_check(&r);
     assert_eq!(check["state"], "fail", "{card}");
 }
 

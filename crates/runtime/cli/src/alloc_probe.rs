@@ -138,39 +138,16 @@ mod tests {
 
     #[test]
     fn serves_control_loop_allocates_nothing_across_its_cycles() {
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         // An uncapped 1,100-cycle run (warmup, running, a pause) of the
         // simulated robot, recording into a heap ring of 500 cycles, so it
         // wraps, with background threads recorded, live statistics and
         // events: every cycle of the loop, counted on the control thread.
-        let tmp = tempfile::tempdir().unwrap();
-        let text = format!(
-            "[run]\nrtf = 0.0\nwarmup_s = 1.0\nduration_s = 10.0\ncontrol_timing = true\n\
-             timing_max_cycles = 500\ntiming_ring = \"heap\"\nruns_dir = {:?}\n\
-             [lifecycle]\npause_at_s = 3.0\npause_s = 1.0\n[stats]\ninterval_s = 0.5\n",
-            tmp.path().display().to_string()
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (allocs, out) = serve_counted(
+            "rtf = 0.0\nwarmup_s = 1.0\nduration_s = 10.0\ncontrol_timing = true\n\
+             timing_max_cycles = 500\ntiming_ring = \"heap\"",
+            "[lifecycle]\npause_at_s = 3.0\npause_s = 1.0\n[stats]\ninterval_s = 0.5",
         );
-        let config = Config::from_toml(&text, Path::new("alloc.toml")).unwrap();
-        let opts = ServeOptions {
-            config,
-            config_source: "test".into(),
-        };
-        let mut out = Vec::new();
-        let outcome = serve(
-            &opts,
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(LoopState::default()),
-            &mut out,
-            || Box::new(std::io::sink()),
-        )
-        .unwrap();
-        assert!(!outcome.stopped);
-        let allocs = super::CONTROL_LOOP.load(Ordering::SeqCst);
-        assert_eq!(
-            allocs,
-            0,
-            "{allocs} allocations in the control loop\n{}",
-            String::from_utf8_lossy(&out)
-        );
+        assert_eq!(allocs, 0, "{allocs} allocations in the control loop\n{out}");
     }
 }

@@ -171,8 +171,21 @@ impl Lifecycle {
     }
 }
 
-/// Say when the loop enters a phase (`last` is the phase it was in).
-fn enter_phase(sh: &Shared, last: &mut Option<PhaseId>, phase: PhaseId, i: u64, ids: &Ids) {
+/// The phase of cycle `i`, saying when the loop enters one (`last` is the
+/// phase it was in); `None` when a stop was asked for, so that the loop
+/// ends before the cycle. Both loops, deadline- and input-paced, begin each
+/// cycle with it.
+fn next_phase(
+    sh: &Shared,
+    life: &Lifecycle,
+    i: u64,
+    ids: &Ids,
+    last: &mut Option<PhaseId>,
+) -> Option<PhaseId> {
+    if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
+        return None;
+    }
+    let phase = life.phase(i, ids);
     if *last != Some(phase) {
         sh.live.push_event(Event {
             t_ns: looptime_capture::clock::monotonic_ns(),
@@ -181,6 +194,7 @@ fn enter_phase(sh: &Shared, last: &mut Option<PhaseId>, phase: PhaseId, i: u64, 
         });
         *last = Some(phase);
     }
+    Some(phase)
 }
 
 /// The loop's end: the finish or abort event after `cycles` cycles;
@@ -404,13 +418,10 @@ pub(crate) fn control_loop<C: LoopClock>(
     #[cfg(test)]
     crate::alloc_probe::start();
     for i in 0..total {
-        if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
+        let Some(phase) = next_phase(sh, &life, i, ids, &mut last_phase) else {
             aborted = true;
             break;
-        }
-        let phase = life.phase(i, ids);
-        enter_phase(sh, &mut last_phase, phase, i, ids);
-
+        };
         rec.begin_wait();
         let tick = sched.wait();
         rec.end_wait();

@@ -45,12 +45,10 @@ pub(crate) fn input_loop(
     #[cfg(test)]
     crate::alloc_probe::start();
     for i in 0..total {
-        if sh.stop.load(Ordering::Relaxed) || sh.state.stop_requested() {
+        let Some(phase) = next_phase(sh, &life, i, ids, &mut last_phase) else {
             aborted = true;
             break;
-        }
-        let phase = life.phase(i, ids);
-        enter_phase(sh, &mut last_phase, phase, i, ids);
+        };
         let step = Step {
             ids,
             sh,
