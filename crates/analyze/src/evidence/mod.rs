@@ -21,6 +21,8 @@ mod dir;
 pub mod find;
 mod parse;
 mod progress;
+mod scan;
+mod view;
 
 use dir::{leftover_temps, why_no_cycles};
 pub use find::{find_episodes, identity, Found, Search};

@@ -5,6 +5,8 @@
 
 use looptime_capture::{CycleRecord, Header, ValueKind};
 
+use super::scan;
+use super::view::CycleView;
 use super::{
     mix, Cell, CycleRow, GroupDecode, SampleRow, ABSURD_DURATION_NS, MAX_ATTRS, ROOT_PATH_KEY,
 };
@@ -137,6 +139,8 @@ impl Piece {
         for g in self.groups.drain(groups..) {
             self.seen.remove(&g.key);
         }
+        // The line's keys may name groups just dropped: not a shortcut now.
+        self.last_keys.clear();
         self.commands.truncate(commands);
     }
 }
@@ -145,7 +149,7 @@ impl Piece {
 /// can violate. On error nothing of the line stays in the piece.
 fn convert(
     t: &Tables,
-    rec: &CycleRecord,
+    rec: &CycleView,
     line: u64,
     p: &mut Piece,
 ) -> std::result::Result<(), String> {
@@ -175,7 +179,7 @@ struct Times {
 /// The input-paced release's fields, checked together: an `input` cycle
 /// carries its arrival, and only it carries an arrival or a counter.
 fn check_release(
-    rec: &CycleRecord,
+    rec: &CycleView,
     start: i64,
     arrival: Option<i64>,
 ) -> std::result::Result<(), String> {
@@ -193,7 +197,7 @@ fn check_release(
     }
 }
 
-fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, String> {
+fn check_times(t: &Tables, rec: &CycleView) -> std::result::Result<Times, String> {
     let start = ns("start_ns", rec.start_ns)?;
     let opt = |f: &'static str, v: Option<u64>| v.map(|x| ns(f, x)).transpose();
     let end = opt("end_ns", rec.end_ns)?;
@@ -262,7 +266,7 @@ fn check_times(t: &Tables, rec: &CycleRecord) -> std::result::Result<Times, Stri
 /// The cycle's caller values, by header position.
 fn value_cells(
     t: &Tables,
-    rec: &CycleRecord,
+    rec: &CycleView,
 ) -> std::result::Result<[Cell; looptime_capture::MAX_VALUES], String> {
     let mut values = [Cell::Unset; looptime_capture::MAX_VALUES];
     for (name, v) in &rec.values {
@@ -279,7 +283,7 @@ fn value_cells(
 // long-fn: the parser's hot loop, once per span of every line, in one body
 fn convert_span(
     t: &Tables,
-    rec: &CycleRecord,
+    rec: &CycleView,
     i: usize,
     phase: u32,
     row: u32,
@@ -295,7 +299,7 @@ fn convert_span(
     });
     let stage = match cached {
         Some(c) => c,
-        None => t.stage(&s.stage).ok_or_else(|| {
+        None => t.stage(s.stage).ok_or_else(|| {
             format!(
                 "span {i}: stage `{}` is not declared in the header",
                 s.stage
@@ -330,7 +334,7 @@ fn convert_span(
     p.path_keys.push(path_key);
     let mut attr_key = 0u64;
     // `attrs` is a sorted map, so the key does not depend on set order.
-    for (k, v) in s.attrs.iter().take(MAX_ATTRS) {
+    for (k, v) in rec.span_attrs(s).iter().take(MAX_ATTRS) {
         let (ak, av) = t.attr(k, v).ok_or_else(|| {
             format!("span {i}: attribute `{k}={v}` is not declared in the header")
         })?;
@@ -346,7 +350,7 @@ fn convert_span(
         let mut j = Some(i);
         while let Some(k) = j {
             chain.push(p.path_keys[k]);
-            names.push(rec.spans[k].stage.as_str());
+            names.push(rec.spans[k].stage);
             j = rec.spans[k].parent.map(|x| x as usize);
         }
         chain.reverse();
@@ -357,7 +361,11 @@ fn convert_span(
             stage,
             depth: s.depth,
             path: names.join("/"),
-            attrs: s.attrs.clone(),
+            attrs: rec
+                .span_attrs(s)
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             chain,
         });
     }
@@ -380,12 +388,12 @@ fn convert_span(
 
 fn convert_inner(
     t: &Tables,
-    rec: &CycleRecord,
+    rec: &CycleView,
     line: u64,
     p: &mut Piece,
 ) -> std::result::Result<(), String> {
     let phase = t
-        .phase(&rec.phase)
+        .phase(rec.phase)
         .ok_or_else(|| format!("phase `{}` is not declared in the header", rec.phase))?;
     let times = check_times(t, rec)?;
     let most_spans = t.header.capacity.max_spans_per_cycle as usize;
@@ -436,7 +444,7 @@ fn convert_inner(
 /// time fits an i64.
 fn sample_rows(
     t: &Tables,
-    rec: &CycleRecord,
+    rec: &CycleView,
     row: u32,
 ) -> std::result::Result<Vec<SampleRow>, String> {
     let h = &t.header;
@@ -481,42 +489,52 @@ fn describe(line: &[u8], e: &serde_json::Error) -> String {
 pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
     let mut p = Piece::default();
     // Validate UTF-8 once for the piece (SIMD), then parse lines from `&str`
-    // so serde does not re-validate every string. Invalid UTF-8 falls back
-    // to byte parsing, which names the bad line.
+    // so that no parser re-validates a string. Invalid UTF-8 goes to serde's
+    // byte parser, which names the bad line.
     let as_str = std::str::from_utf8(text).ok();
+    let mut view = CycleView::default();
     let mut from = 0usize;
     let mut i = 0u64;
     while from < text.len() {
         let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |q| from + q);
         let line = first_line + i;
         i += 1;
-        let parsed = match as_str {
-            Some(st) => {
-                let raw = st[from..to].trim_ascii();
-                (!raw.is_empty()).then(|| {
-                    serde_json::from_str::<CycleRecord>(raw)
-                        .map_err(|e| describe(raw.as_bytes(), &e))
-                })
-            }
-            None => {
-                let raw = text[from..to].trim_ascii();
-                (!raw.is_empty()).then(|| {
-                    serde_json::from_slice::<CycleRecord>(raw).map_err(|e| describe(raw, &e))
-                })
-            }
-        };
+        let raw = text[from..to].trim_ascii();
+        let raw_str = as_str.map(|st| st[from..to].trim_ascii());
         from = to + 1;
-        match parsed {
-            None => p.blank_lines += 1,
-            Some(Err(msg)) => p.bad.push((line, msg)),
-            Some(Ok(rec)) => {
-                if let Err(msg) = convert(t, &rec, line, &mut p) {
-                    p.bad.push((line, msg));
-                }
+        if raw.is_empty() {
+            p.blank_lines += 1;
+            continue;
+        }
+        // The fast path first; a line it steps aside from, or that fails a
+        // check, goes through serde, which names what is wrong.
+        let fast = raw_str.is_some_and(|raw| {
+            scan::cycle(raw, &mut view).is_ok() && convert(t, &view, line, &mut p).is_ok()
+        });
+        if !fast {
+            if let Err(msg) = parse_slow(t, raw, raw_str, line, &mut p) {
+                p.bad.push((line, msg));
             }
         }
     }
     p
+}
+
+/// One line through serde into the conversion: the path that names every
+/// error (field and column for a parse error, the check for the rest).
+fn parse_slow(
+    t: &Tables,
+    raw: &[u8],
+    raw_str: Option<&str>,
+    line: u64,
+    p: &mut Piece,
+) -> std::result::Result<(), String> {
+    let rec = match raw_str {
+        Some(st) => serde_json::from_str::<CycleRecord>(st),
+        None => serde_json::from_slice::<CycleRecord>(raw),
+    }
+    .map_err(|e| describe(raw, &e))?;
+    convert(t, &CycleView::of_record(&rec), line, p)
 }
 
 /// Split `block` (whole lines) into about `n` pieces at line boundaries;
@@ -538,3 +556,6 @@ pub(super) fn split_lines(block: &[u8], n: usize) -> (Vec<(&[u8], u64)>, u64) {
     }
     (out, line)
 }
+
+#[cfg(test)]
+mod tests;
