@@ -277,4 +277,49 @@ mod tests {
             assert_eq!(e, whole, "{block}-byte blocks");
         }
     }
+
+    #[test]
+    fn each_cycles_span_rows_hold_its_own_spans() {
+        // A duplicated line (refused under --lenient, its spans dropped)
+        // in the middle of a piece: every kept cycle's rows
+        // span_row .. span_row + n_spans must follow the previous cycle's
+        // and hold spans that start within its work.
+        let tmp = tempfile::tempdir().unwrap();
+        let src = fixture("v2/serve-episode");
+        for e in std::fs::read_dir(&src).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+        let jsonl = tmp.path().join("control_timing.jsonl");
+        let text = std::fs::read_to_string(&jsonl).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.insert(12, lines[11]);
+        std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+        let opts = LoadOptions {
+            lenient: true,
+            ..LoadOptions::default()
+        };
+        for block in [0, 1 << 10] {
+            crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(block));
+            let ev = load_episode(tmp.path(), opts.clone()).unwrap();
+            crate::evidence::TEST_BLOCK_BYTES.with(|b| b.set(0));
+            assert_eq!(ev.skipped_lines, 1);
+            let starts = ev.spans.column("start_ns").unwrap().i64().unwrap().clone();
+            let mut next = 0u64;
+            for c in &ev.cycles {
+                assert_eq!(c.span_row, next, "cycle {} (block {block})", c.cycle);
+                next += c.n_spans as u64;
+                for r in c.span_row..next {
+                    let s = starts.get(r as usize).unwrap();
+                    let end = c.end_ns.unwrap_or(i64::MAX);
+                    assert!(
+                        s >= c.start_ns && s <= end,
+                        "cycle {}: span at {s}",
+                        c.cycle
+                    );
+                }
+            }
+            assert_eq!(next as usize, ev.spans.height());
+        }
+    }
 }

@@ -19,7 +19,7 @@ use polars::prelude::*;
 
 use crate::error::Result;
 use crate::evidence::Evidence;
-use crate::metrics::table::{cpu_measured, dist_aggs, dist_aggs_of, Table};
+use crate::metrics::table::{dist_aggs, Table};
 use crate::metrics::{CaptureReport, CrossCheck, Dist, Figure, Mismatch, SegmentReport, Tables};
 
 /// Loop Hz: relative tolerance.
@@ -57,25 +57,20 @@ pub fn summary_view(ev: &Evidence, tables: &Tables) -> Result<SummaryView> {
             .select(overall_aggs)
             .collect()?,
     };
-    let mut name_aggs = vec![col("wall_ns").count().alias("count")];
-    name_aggs.extend(dist_aggs("wall_ns"));
-    name_aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
-    let by_name = Table::grouped(&ev.spans, "stage", name_aggs, "stage")?;
     let mut view = SummaryView {
         work: overall.dist("work_ns", 0)?,
         overshoot: overall.dist("overshoot_ns", 0)?,
         lag: overall.dist("lag_ns", 0)?,
         stages: Vec::new(),
     };
-    for i in 0..by_name.height() {
-        let sid = by_name.u("stage", i)? as usize;
-        if let Some(wall) = by_name.dist("wall_ns", i)? {
-            let name = ev.header.stages.get(sid).map(|s| s.name.clone());
+    for (sid, d) in &tables.stages_by_name {
+        if let Some(wall) = &d.wall {
+            let name = ev.header.stages.get(*sid as usize).map(|s| s.name.clone());
             view.stages.push((
                 name.unwrap_or_default(),
-                by_name.u("count", i)?,
-                wall,
-                by_name.dist("cpu_ns", i)?,
+                d.count,
+                wall.clone(),
+                d.cpu.clone(),
             ));
         }
     }

@@ -621,6 +621,11 @@ mod bad_input {
         let r = analyze_json(tmp.path(), &["--lenient"]);
         assert_eq!(r["capture"]["lines_skipped"], 1);
         assert_eq!(r["capture"]["retained_cycles"], 70);
+        // The duplicate's spans went with it (not someone else's): every
+        // stage figure is the undamaged episode's.
+        let whole = analyze_json(&fixture("v1/serve-episode"), &[]);
+        assert_eq!(r["stages"], whole["stages"]);
+        assert_eq!(r["late_cycles"], whole["late_cycles"]);
     }
 
     #[test]

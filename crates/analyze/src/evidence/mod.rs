@@ -12,11 +12,11 @@ use std::path::Path;
 
 use looptime_capture::format::{read_summary, thread_files, CYCLES_FILE, SUMMARY_FILE};
 use looptime_capture::{CaptureError, EvidenceReader};
-use polars::prelude::{Column, DataFrame};
 use rayon::prelude::*;
 
 use crate::error::{AnalyzeError, Result};
 
+mod append;
 mod dir;
 pub mod find;
 mod parse;
@@ -24,9 +24,10 @@ mod progress;
 mod scan;
 mod view;
 
+use append::{Appender, SpanColumns};
 use dir::{leftover_temps, why_no_cycles};
 pub use find::{find_episodes, identity, Found, Search};
-use parse::{parse_piece, split_lines, KeySet, Piece, Tables};
+use parse::{parse_piece, split_lines, Piece, Tables};
 use progress::Progress;
 
 mod types;
@@ -182,7 +183,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
         manifest: None,
         cycles: Vec::new(),
         values: Vec::new(),
-        spans: empty_spans()?,
+        spans: SpanColumns::default().into_frame()?,
         groups: Vec::new(),
         commands: Vec::new(),
         samples: Vec::new(),
@@ -216,7 +217,7 @@ fn read_cycles(
     let show = opts.progress && bytes >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal();
     let mut progress = Progress::new(show.then(std::io::stderr), bytes);
     let threads = rayon::current_num_threads().max(1);
-    let mut seen_groups = KeySet::default();
+    let mut app = Appender::default();
 
     // Two buffers: `buf[..filled]` holds unparsed bytes. Each round parses
     // the whole lines in `buf` on all cores while, beside it, the previous
@@ -230,7 +231,6 @@ fn read_cycles(
     let mut next_line = 1u64; // line number of buf[0]
     let mut header_skipped = false;
     let mut read_total = 0u64;
-    let mut prev: Option<(u64, i64)> = None;
     // Read ahead of this round (bytes, end of file), and parsed pieces not
     // yet appended (pieces, whether they end in an unterminated last line,
     // that line's number).
@@ -240,6 +240,10 @@ fn read_cycles(
     // the append and read beside it), and the last append.
     let prof = crate::profile::enabled();
     let (mut t_read, mut t_rounds, mut t_append) = Default::default();
+    // Within the rounds: the parse's time summed over the threads, and the
+    // append and the read beside it.
+    let parse_ns = std::sync::atomic::AtomicU64::new(0);
+    let (mut t_append_beside, mut t_read_beside) = Default::default();
     let clock = |on: bool| on.then(std::time::Instant::now);
     let since =
         |t: Option<std::time::Instant>| t.map_or(std::time::Duration::ZERO, |t| t.elapsed());
@@ -294,6 +298,7 @@ fn read_cycles(
             let lines = memchr::memchr_iter(b'\n', block).count().max(1) as u64;
             let est = (bytes / (block.len() as u64 / lines).max(1)) as usize + 16;
             ev.cycles.reserve(est);
+            app.est_cycles = est;
         }
         let (pieces, block_lines) = split_lines(block, threads * 2);
         let first_line = next_line;
@@ -314,18 +319,27 @@ fn read_cycles(
             || {
                 pieces
                     .par_iter()
-                    .map(|(text, rel)| parse_piece(tables, text, first_line + rel))
+                    .map(|(text, rel)| {
+                        let t = clock(prof);
+                        let piece = parse_piece(tables, text, first_line + rel);
+                        let ns = since(t).as_nanos() as u64;
+                        parse_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+                        piece
+                    })
                     .collect::<Vec<Piece>>()
             },
             || -> Result<Option<(usize, bool)>> {
+                let t = clock(prof);
                 if let Some(block) = earlier {
-                    append_block(ev, &mut seen_groups, block, path, opts, &mut prev)?;
+                    app.block(ev, block, path, opts)?;
                 }
-                if eof {
-                    Ok(None)
-                } else {
-                    fill(&mut file, &mut spare, tail, path).map(Some)
-                }
+                t_append_beside += since(t);
+                let t = clock(prof);
+                let r = (!eof)
+                    .then(|| fill(&mut file, &mut spare, tail, path))
+                    .transpose();
+                t_read_beside += since(t);
+                r
             },
         );
         t_rounds += since(t);
@@ -340,13 +354,14 @@ fn read_cycles(
     }
     let t = clock(prof);
     if let Some(block) = pending.take() {
-        append_block(ev, &mut seen_groups, block, path, opts, &mut prev)?;
+        app.block(ev, block, path, opts)?;
     }
     t_append += since(t);
     progress.done();
-    // One chunk per column: the aggregations then never gather across chunks.
+    // One chunk per column, built in place by the appends: the aggregations
+    // never gather across chunks, and no copy joins them.
     let t = clock(prof);
-    ev.spans.rechunk_mut_par();
+    ev.spans = app.spans.into_frame()?;
     if prof {
         let name = path
             .file_name()
@@ -356,8 +371,13 @@ fn read_cycles(
             &format!("load {name}: parse ({threads} threads), append and read beside"),
             t_rounds,
         );
+        let each = |what: &str, d| crate::profile::report(&format!("load {name}:   {what}"), d);
+        let parse_sum = std::time::Duration::from_nanos(parse_ns.into_inner());
+        each("parse, summed over the threads", parse_sum);
+        each("append beside", t_append_beside);
+        each("read beside", t_read_beside);
         crate::profile::report(&format!("load {name}: last append"), t_append);
-        crate::profile::report(&format!("load {name}: rechunk spans"), since(t));
+        crate::profile::report(&format!("load {name}: span table"), since(t));
     }
 
     Ok(())
@@ -405,175 +425,4 @@ fn read_sidecars(ev: &mut Evidence, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The span columns of the kept cycles: the whole piece as one chunk, or
-/// (after a lenient rejection, rare) only the spans of the kept cycles.
-type SpanColumns = (Vec<u64>, Vec<u32>, Vec<i64>, Vec<i64>, Vec<i64>);
-
-fn kept_spans(piece: Piece, kept: &[bool]) -> SpanColumns {
-    if kept.iter().all(|&k| k) {
-        return (piece.key, piece.stage, piece.wall, piece.cpu, piece.start);
-    }
-    let mut out: SpanColumns = Default::default();
-    for (row, keep) in piece.cycles.iter().zip(kept) {
-        if *keep {
-            let r = row.span_start as usize..(row.span_start + row.n_spans) as usize;
-            out.0.extend_from_slice(&piece.key[r.clone()]);
-            out.1.extend_from_slice(&piece.stage[r.clone()]);
-            out.2.extend_from_slice(&piece.wall[r.clone()]);
-            out.3.extend_from_slice(&piece.cpu[r.clone()]);
-            out.4.extend_from_slice(&piece.start[r]);
-        }
-    }
-    out
-}
-
-fn empty_spans() -> Result<DataFrame> {
-    Ok(DataFrame::new_infer_height(vec![
-        Column::new("key".into(), Vec::<u64>::new()),
-        Column::new("stage".into(), Vec::<u32>::new()),
-        Column::new("wall_ns".into(), Vec::<i64>::new()),
-        Column::new("cpu_ns".into(), Vec::<i64>::new()),
-        Column::new("start_ns".into(), Vec::<i64>::new()),
-    ])?)
-}
-
-/// Append one block's parsed pieces in line order: (pieces, whether the
-/// block ends in an unterminated last line, that line's number).
-fn append_block(
-    ev: &mut Evidence,
-    seen_groups: &mut KeySet,
-    (pieces, unterminated, last): (Vec<Piece>, bool, u64),
-    path: &Path,
-    opts: &LoadOptions,
-    prev: &mut Option<(u64, i64)>,
-) -> Result<()> {
-    for piece in pieces {
-        append(ev, seen_groups, piece, path, opts, unterminated, last, prev)?;
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn append(
-    ev: &mut Evidence,
-    seen_groups: &mut KeySet,
-    mut piece: Piece,
-    path: &Path,
-    opts: &LoadOptions,
-    unterminated_tail: bool,
-    last_line_no: u64,
-    prev: &mut Option<(u64, i64)>,
-) -> Result<()> {
-    let reject = |ev: &mut Evidence, line: u64, msg: String| -> Result<()> {
-        if unterminated_tail && line == last_line_no {
-            ev.truncated_last_line = true;
-            return Ok(());
-        }
-        if opts.lenient {
-            ev.skipped_lines += 1;
-            if ev.skipped_examples.len() < 5 {
-                ev.skipped_examples.push(format!("line {line}: {msg}"));
-            }
-            Ok(())
-        } else {
-            Err(AnalyzeError::BadLine {
-                path: path.to_path_buf(),
-                line,
-                message: msg,
-            })
-        }
-    };
-    let mut bad = std::mem::take(&mut piece.bad).into_iter().peekable();
-    let nv = ev.header.values.len();
-    ev.blank_lines += piece.blank_lines;
-    let mut span_row = ev.spans.height() as u64;
-    let mut kept: Vec<bool> = Vec::with_capacity(piece.cycles.len());
-    let mut new_rows: Vec<u32> = Vec::with_capacity(piece.cycles.len());
-    for (k, row) in piece.cycles.iter().enumerate() {
-        while let Some((line, _)) = bad.peek() {
-            if *line > row.line {
-                break;
-            }
-            let (line, msg) = bad.next().unwrap_or_default();
-            reject(ev, line, msg)?;
-        }
-        if let Some(msg) = out_of_order(*prev, row) {
-            reject(ev, row.line, msg)?;
-            kept.push(false);
-            new_rows.push(u32::MAX);
-            continue;
-        }
-        *prev = Some((row.cycle, row.start_ns));
-        new_rows.push(ev.cycles.len() as u32);
-        ev.cycles.push(CycleRow { span_row, ..*row });
-        span_row += row.n_spans as u64;
-        ev.values
-            .extend_from_slice(&piece.values[k * nv..(k + 1) * nv]);
-        kept.push(true);
-    }
-    for (line, msg) in bad {
-        reject(ev, line, msg)?;
-    }
-    remap_rows(ev, &piece, &new_rows);
-    for g in std::mem::take(&mut piece.groups) {
-        if seen_groups.insert(g.key) {
-            ev.groups.push(g);
-        }
-    }
-    stack_spans(ev, piece, &kept)
-}
-
-/// Why `row` cannot follow the previous kept cycle `prev` (index, start):
-/// a duplicate index, an index going back, or a start going back.
-fn out_of_order(prev: Option<(u64, i64)>, row: &CycleRow) -> Option<String> {
-    match prev {
-        Some((pc, _)) if row.cycle == pc => Some(format!(
-            "cycle index {} appears twice (duplicate)",
-            row.cycle
-        )),
-        Some((pc, _)) if row.cycle < pc => Some(format!(
-            "cycle index {} comes after {pc}: indices must increase",
-            row.cycle
-        )),
-        Some((_, ps)) if row.start_ns < ps => Some(format!(
-            "start_ns {} is before the previous cycle's {ps}: cycle starts must not go back",
-            row.start_ns
-        )),
-        _ => None,
-    }
-}
-
-/// Stack the piece's spans of kept cycles onto `ev.spans`.
-fn stack_spans(ev: &mut Evidence, piece: Piece, kept: &[bool]) -> Result<()> {
-    let (key, stage, wall, cpu, start) = kept_spans(piece, kept);
-    if !key.is_empty() {
-        let df = DataFrame::new_infer_height(vec![
-            Column::new("key".into(), key),
-            Column::new("stage".into(), stage),
-            Column::new("wall_ns".into(), wall),
-            Column::new("cpu_ns".into(), cpu),
-            Column::new("start_ns".into(), start),
-        ])?;
-        ev.spans.vstack_mut_owned(df)?;
-    }
-    Ok(())
-}
-
-/// The piece's command spans and samples, with their rows renumbered into
-/// `ev.cycles` (`new_rows`; `u32::MAX` for a rejected cycle, whose rows go).
-fn remap_rows(ev: &mut Evidence, piece: &Piece, new_rows: &[u32]) {
-    for (row, start) in &piece.commands {
-        let r = new_rows[*row as usize];
-        if r != u32::MAX {
-            ev.commands.push((r, *start));
-        }
-    }
-    for x in &piece.samples {
-        let r = new_rows[x.row as usize];
-        if r != u32::MAX {
-            ev.samples.push(SampleRow { row: r, ..*x });
-        }
-    }
 }

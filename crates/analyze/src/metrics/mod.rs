@@ -30,6 +30,7 @@ pub mod diagnosis;
 pub mod input_paced;
 pub mod rates;
 pub mod report;
+pub(crate) mod span_dists;
 pub mod stages;
 pub mod summary;
 pub(crate) mod table;
@@ -53,6 +54,8 @@ use crate::evidence::Evidence;
 pub struct Tables {
     /// [`columns::cycle_table`].
     pub cycles: DataFrame,
+    /// The spans' distributions per stage, in stage order.
+    pub(crate) stages_by_name: Vec<(u32, span_dists::SpanDist)>,
 }
 
 /// The polars aggregates: the cycle table, and the phase, segment and
@@ -62,6 +65,7 @@ type Aggregates = (
     Vec<PhaseReport>,
     Vec<SegmentReport>,
     Vec<StageReport>,
+    Vec<(u32, span_dists::SpanDist)>,
 );
 
 fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
@@ -78,10 +82,11 @@ fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
     let s = step("metrics: segments (polars quantiles)");
     let segments = rates::segment_reports(&cycles, &commands, &phase_name)?;
     drop(s);
-    let s = step("metrics: stages (polars quantiles)");
-    let stages = stages::stage_reports(ev, &phases, nominal_period(h), &phase_name)?;
+    let s = step("metrics: stages (each group gathered once)");
+    let dists = span_dists::span_dists(&ev.spans)?;
+    let stages = stages::stage_reports(ev, &dists.by_key, &phases, nominal_period(h), &phase_name);
     drop(s);
-    Ok((cycles, phases, segments, stages))
+    Ok((cycles, phases, segments, stages, dists.by_stage))
 }
 
 /// Compute every metric of `ev` from its cycle columns `cc` (and each
@@ -98,7 +103,7 @@ pub fn compute(
 ) -> Result<(Report, Tables)> {
     let h = &ev.header;
     use crate::profile::step;
-    let (cycles, phases, segments, stages) = aggregates(ev, cc)?;
+    let (cycles, phases, segments, stages, stages_by_name) = aggregates(ev, cc)?;
     let s = step("metrics: diagnosis");
     let pace = diagnosis::pace(ev);
     let late_cycles = match diagnosis::judged_phase(ev) {
@@ -161,5 +166,11 @@ pub fn compute(
             not_checked: Some("not cross-checked".into()),
         },
     };
-    Ok((report, Tables { cycles }))
+    Ok((
+        report,
+        Tables {
+            cycles,
+            stages_by_name,
+        },
+    ))
 }

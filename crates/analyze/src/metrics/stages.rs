@@ -3,33 +3,20 @@
 
 use std::collections::HashMap;
 
-use polars::prelude::*;
-
 use super::report::{PhaseReport, StageReport};
-use super::table::{cpu_measured, dist_aggs, dist_aggs_of, r4, Table};
-use crate::error::Result;
+use super::span_dists::SpanDist;
+use super::table::r4;
 use crate::evidence::{Evidence, GroupDecode};
 
 /// Every stage group's report. `nominal` gives the shares of the period;
 /// `phases` the report order of phases.
-pub fn stage_reports(
+pub(crate) fn stage_reports(
     ev: &Evidence,
+    by_key: &[(u64, SpanDist)],
     phases: &[PhaseReport],
     nominal: Option<u64>,
     phase_name: &dyn Fn(u64) -> String,
-) -> Result<Vec<StageReport>> {
-    let mut aggs = vec![col("wall_ns").count().alias("count")];
-    aggs.extend(dist_aggs("wall_ns"));
-    aggs.extend(dist_aggs_of("cpu_ns", cpu_measured()));
-    let by = Table {
-        df: ev
-            .spans
-            .clone()
-            .lazy()
-            .group_by([col("key")])
-            .agg(aggs)
-            .collect()?,
-    };
+) -> Vec<StageReport> {
     // Names of each group were recorded by the loader the first time its
     // key appeared. Rows are ordered by where each path first appeared, so
     // the stage tree reads top-down.
@@ -42,13 +29,12 @@ pub fn stage_reports(
         }
     }
     let period = nominal.map(|p| p as f64);
-    let keys = by.df.column("key")?.as_materialized_series().u64()?.clone();
     let mut rows = Vec::new();
-    for i in 0..by.height() {
-        let Some(g) = keys.get(i).and_then(|k| info.get(&k)) else {
+    for (key, d) in by_key {
+        let Some(g) = info.get(key) else {
             continue;
         };
-        let Some(wall) = by.dist("wall_ns", i)? else {
+        let Some(wall) = d.wall.clone() else {
             continue;
         };
         let order: Vec<usize> = g
@@ -67,11 +53,11 @@ pub fn stage_reports(
             path: g.path.clone(),
             depth: g.depth,
             attrs: g.attrs.clone(),
-            count: by.u("count", i)?,
+            count: d.count,
             mean_share_of_period: period.map(|p| r4(wall.mean_ns / p)),
             p99_share_of_period: period.map(|p| r4(wall.p99_ns as f64 / p)),
             wall,
-            cpu: by.dist("cpu_ns", i)?,
+            cpu: d.cpu.clone(),
         };
         rows.push((order, report));
     }
@@ -80,5 +66,5 @@ pub fn stage_reports(
     rows.sort_by(|a, b| {
         (phase_pos(&a.1.phase), &a.0, &a.1.attrs).cmp(&(phase_pos(&b.1.phase), &b.0, &b.1.attrs))
     });
-    Ok(rows.into_iter().map(|(_, s)| s).collect())
+    rows.into_iter().map(|(_, s)| s).collect()
 }

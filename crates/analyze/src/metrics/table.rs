@@ -20,12 +20,7 @@ pub(crate) fn dist_aggs(c: &str) -> Vec<Expr> {
     dist_aggs_of(c, col(c))
 }
 
-/// The span table stores "not measured" CPU time as −1.
-pub(crate) fn cpu_measured() -> Expr {
-    col("cpu_ns").filter(col("cpu_ns").gt_eq(lit(0i64)))
-}
-
-pub(crate) fn dist_aggs_of(c: &str, e: Expr) -> Vec<Expr> {
+fn dist_aggs_of(c: &str, e: Expr) -> Vec<Expr> {
     let mut v = vec![
         e.clone().count().alias(format!("{c}__count")),
         e.clone().mean().alias(format!("{c}__mean")),
