@@ -95,6 +95,12 @@ impl Appender {
         opts: &LoadOptions,
         tail: Tail,
     ) -> Result<()> {
+        for row in &mut piece.cycles {
+            row.line += piece.line_base;
+        }
+        for (line, _) in &mut piece.bad {
+            *line += piece.line_base;
+        }
         let mut bad = std::mem::take(&mut piece.bad).into_iter().peekable();
         let nv = ev.header.values.len();
         ev.blank_lines += piece.blank_lines;

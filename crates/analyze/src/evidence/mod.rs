@@ -300,14 +300,9 @@ fn read_cycles(
             ev.cycles.reserve(est);
             app.est_cycles = est;
         }
-        let (pieces, block_lines) = split_lines(block, threads * 2);
-        let first_line = next_line;
-        next_line += block_lines;
-        let last_line_no = if ends_with_newline {
-            next_line - 1
-        } else {
-            next_line
-        };
+        // Each piece numbers its lines from 0 and counts them as it parses
+        // (no serial count before the parse); the bases follow the join.
+        let pieces = split_lines(block, threads * 2);
         let tail = filled - cut;
         if spare.len() < buf.len() {
             spare.resize(buf.len(), 0);
@@ -319,9 +314,9 @@ fn read_cycles(
             || {
                 pieces
                     .par_iter()
-                    .map(|(text, rel)| {
+                    .map(|text| {
                         let t = clock(prof);
-                        let piece = parse_piece(tables, text, first_line + rel);
+                        let piece = parse_piece(tables, text, 0);
                         let ns = since(t).as_nanos() as u64;
                         parse_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
                         piece
@@ -344,6 +339,12 @@ fn read_cycles(
         );
         t_rounds += since(t);
         prefetched = beside?;
+        let mut parsed = parsed;
+        for piece in &mut parsed {
+            piece.line_base = next_line;
+            next_line += piece.newlines;
+        }
+        let last_line_no = next_line - ends_with_newline as u64;
         pending = Some((parsed, eof && !ends_with_newline, last_line_no));
         std::mem::swap(&mut buf, &mut spare);
         filled = tail;

@@ -111,6 +111,12 @@ pub(super) struct Piece {
     pub(super) cycles: Vec<CycleRow>,
     pub(super) values: Vec<Cell>,
     pub(super) blank_lines: u64,
+    /// Newlines in the piece's text (its lines, but for an unterminated
+    /// last one).
+    pub(super) newlines: u64,
+    /// Added to every line number of the piece when it is appended: the
+    /// loader parses pieces from line 0 and numbers them after the join.
+    pub(super) line_base: u64,
     pub(super) key: Vec<u64>,
     pub(super) stage: Vec<u32>,
     pub(super) wall: Vec<i64>,
@@ -497,6 +503,7 @@ pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
     let mut i = 0u64;
     while from < text.len() {
         let to = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |q| from + q);
+        p.newlines += (to < text.len()) as u64;
         let line = first_line + i;
         i += 1;
         let raw = text[from..to].trim_ascii();
@@ -537,24 +544,20 @@ fn parse_slow(
     convert(t, &CycleView::of_record(&rec), line, p)
 }
 
-/// Split `block` (whole lines) into about `n` pieces at line boundaries;
-/// returns (piece, number of the piece's first line relative to the block).
-pub(super) fn split_lines(block: &[u8], n: usize) -> (Vec<(&[u8], u64)>, u64) {
-    let mut out = Vec::with_capacity(n);
+/// Split `block` (whole lines) into about `n` pieces at line boundaries.
+pub(super) fn split_lines(block: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut out = Vec::with_capacity(n + 1);
     let target = block.len() / n.max(1) + 1;
     let mut start = 0;
-    let mut line = 0u64;
     while start < block.len() {
         let mut end = (start + target).min(block.len());
         if end < block.len() && block[end - 1] != b'\n' {
             end = memchr::memchr(b'\n', &block[end..]).map_or(block.len(), |p| end + p + 1);
         }
-        let piece = &block[start..end];
-        out.push((piece, line));
-        line += memchr::memchr_iter(b'\n', piece).count() as u64;
+        out.push(&block[start..end]);
         start = end;
     }
-    (out, line)
+    out
 }
 
 #[cfg(test)]

@@ -120,30 +120,27 @@ impl<'a> Cur<'a> {
     fn u64(&mut self) -> R<u64> {
         self.peek()?;
         let b = self.bytes();
-        let mut i = self.i;
-        let mut v: u64 = match b[i] {
-            b'0' => 0,
-            c @ b'1'..=b'9' => (c - b'0') as u64,
-            _ => return Err(Bail),
-        };
-        i += 1;
-        if v == 0 {
-            if b.get(i).is_some_and(u8::is_ascii_digit) {
-                return Err(Bail); // a leading zero
-            }
-        } else {
-            while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-                v = v
-                    .checked_mul(10)
-                    .and_then(|v| v.checked_add((c - b'0') as u64))
-                    .ok_or(Bail)?;
-                i += 1;
-            }
+        let (end, any) = Self::digits(b, self.i);
+        let digits = &b[self.i..end];
+        if !any || (digits[0] == b'0' && digits.len() > 1) {
+            return Err(Bail); // not a number, or a leading zero
         }
-        if matches!(b.get(i), Some(b'.' | b'e' | b'E')) {
+        if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
             return Err(Bail);
         }
-        self.i = i;
+        // 19 digits never overflow a u64; a 20th may.
+        let fold = |v: u64, c: &u8| v * 10 + (c - b'0') as u64;
+        let v = match digits.len() {
+            ..=19 => digits.iter().fold(0, fold),
+            20 => digits[19..]
+                .iter()
+                .try_fold(digits[..19].iter().fold(0, fold), |v, c| {
+                    v.checked_mul(10)?.checked_add((c - b'0') as u64)
+                })
+                .ok_or(Bail)?,
+            _ => return Err(Bail),
+        };
+        self.i = end;
         Ok(v)
     }
 
