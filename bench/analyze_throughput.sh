@@ -9,6 +9,13 @@
 #   SIZES="200000 1000000" RUNS=3 bash bench/analyze_throughput.sh
 #   ANALYZER=/path/to/throughput  (a throughput harness built elsewhere,
 #                                  e.g. from an older tree, to compare)
+#   BASELINE=/path/to/throughput  (a second harness, e.g. the last landing's,
+#                                  run interleaved with the first: its
+#                                  analysis is reported as a speed ratio)
+#
+# The ratio `analysis / floor` (the floor's time over the analysis's: above
+# 1, faster than one core of serde_json) is printed at the end; record it
+# in docs/performance.md §3 at every landing that touches the loader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
@@ -31,6 +38,9 @@ for n in $SIZES; do
     for r in $(seq "$RUNS"); do
         "$bin" floor "$dir"
         "$bin" analyze "$dir"
+        if [[ -n "${BASELINE:-}" ]]; then
+            "$BASELINE" analyze "$dir" | sed 's/"mode":"analyze"/"mode":"baseline"/'
+        fi
         if [[ "${POLARS_PY:-1}" == 1 ]]; then
             python3 bench/polars_baseline.py "$dir"
         fi
@@ -39,8 +49,9 @@ done
 python3 - "$WORK" $SIZES <<'PY'
 import json, statistics, sys
 work, sizes = sys.argv[1], sys.argv[2:]
-print("| cycles | JSONL MB | floor MB/s | analysis MB/s | analysis / floor | analysis cycles/s | floor peak RSS MB | analysis peak RSS MB | RSS / JSONL | polars-python s | analysis speed / polars-python |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| cycles | JSONL MB | floor MB/s | analysis MB/s | analysis / floor | analysis cycles/s | floor peak RSS MB | analysis peak RSS MB | RSS / JSONL | polars-python s | analysis speed / polars-python | baseline / floor | analysis speed / baseline | baseline peak RSS MB |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+ratios = []
 for n in sizes:
     rows = [json.loads(l) for l in open(f"{work}/results-{n}.jsonl")]
     def med(mode, key):
@@ -51,5 +62,14 @@ for n in sizes:
     py = [r["seconds"] for r in rows if r["mode"] == "polars_python"]
     py_s = statistics.median(py) if py else None
     py_cells = f"{py_s:.2f} | {py_s / a_s:.1f}×" if py_s else "n/a | n/a"
-    print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} | {py_cells} |")
+    if any(r["mode"] == "baseline" for r in rows):
+        b_s, b_rss = med("baseline", "seconds"), med("baseline", "peak_rss") / 1e6
+        base_cells = f"{f_s / b_s:.2f} | {b_s / a_s:.2f}× | {b_rss:.0f}"
+    else:
+        base_cells = "n/a | n/a | n/a"
+    print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} | {py_cells} | {base_cells} |")
+    ratios.append((int(n), f_s / a_s))
+print()
+for n, r in ratios:
+    print(f"analysis / floor at {n:,} cycles: {r:.2f} (median of the runs; target >= 1.5)")
 PY

@@ -174,6 +174,21 @@ proptest! {
         }
     }
 
+    /// Any integer in an unsigned field, and any string (escapes and
+    /// control characters included, which step aside) in a name, read as
+    /// serde reads them: the word-at-a-time digit and string scans.
+    #[test]
+    fn integers_and_strings_read_as_serde(v in any::<u64>(), small in 0u64..100_000, name in "[ -~\t\u{80}-\u{10FFFF}]{0,40}") {
+        let phase = serde_json::to_string(&name).unwrap();
+        let line = format!(r#"{{"type":"cycle","cycle":{small},"phase":{phase},"start_ns":{v}}}"#);
+        let plain = !name.chars().any(|c| c == '"' || c == '\\' || (c as u32) < 0x20);
+        prop_assert_eq!(agrees(&line), plain, "{}", line);
+        if plain {
+            let view = fast(&line).unwrap();
+            prop_assert_eq!((view.start_ns, view.cycle, view.phase), (v, small, name.as_str()));
+        }
+    }
+
     /// A float value, written in any of the forms JSON allows, reads to the
     /// same bits as serde_json's correctly rounded parse.
     #[test]
