@@ -20,14 +20,22 @@ fn simd(line: &mut [u8]) -> Result<CycleRecord, String> {
     simd_json::serde::from_slice(line).map_err(|e| e.to_string())
 }
 
-const PARSERS: [(&str, Parse); 3] = [("serde_json", serde), ("sonic-rs", sonic), ("simd-json", simd)];
+const PARSERS: [(&str, Parse); 3] = [
+    ("serde_json", serde),
+    ("sonic-rs", sonic),
+    ("simd-json", simd),
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = args.get(1).expect("usage: EPISODE_DIR [ROUNDS]");
     let rounds: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(3);
     let text = std::fs::read(format!("{dir}/control_timing.jsonl")).expect("read the JSONL");
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').skip(1).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .collect();
     let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
     let mut scratch = Vec::new();
     let mut times = vec![Vec::new(); PARSERS.len()];
@@ -50,12 +58,20 @@ fn main() {
         v[v.len() / 2]
     };
     let floor = median(&mut times[0].clone());
-    println!("{} lines, {:.1} MB, medians of {rounds} interleaved rounds, one thread", lines.len(), bytes as f64 / 1e6);
+    println!(
+        "{} lines, {:.1} MB, medians of {rounds} interleaved rounds, one thread",
+        lines.len(),
+        bytes as f64 / 1e6
+    );
     println!("| parser | s | MB/s | speed / serde_json |");
     println!("|---|---|---|---|");
     for (k, (name, _)) in PARSERS.iter().enumerate() {
         let s = median(&mut times[k]);
-        println!("| {name} | {s:.3} | {:.0} | {:.2}x |", bytes as f64 / 1e6 / s, floor / s);
+        println!(
+            "| {name} | {s:.3} | {:.0} | {:.2}x |",
+            bytes as f64 / 1e6 / s,
+            floor / s
+        );
     }
     exactness(&lines);
 }
@@ -81,7 +97,10 @@ fn exactness(lines: &[&[u8]]) {
             };
             differ += !same as usize;
         }
-        println!("{name}: {differ} of {} lines read differently from serde_json", all.len());
+        println!(
+            "{name}: {differ} of {} lines read differently from serde_json",
+            all.len()
+        );
     }
     let damaged: [&[u8]; 3] = [
         br#"{"type":"cycle","cycle":"seven","phase":"p","start_ns":1}"#,
@@ -92,11 +111,17 @@ fn exactness(lines: &[&[u8]]) {
         for (name, parse) in &PARSERS {
             scratch.clear();
             scratch.extend_from_slice(d);
-            println!("  {name}: {}", parse(&mut scratch).err().unwrap_or_default());
+            println!(
+                "  {name}: {}",
+                parse(&mut scratch).err().unwrap_or_default()
+            );
         }
     }
 }
 
 fn bits(r: &CycleRecord) -> Vec<Option<u64>> {
-    r.values.values().map(|n| n.as_f64().map(f64::to_bits)).collect()
+    r.values
+        .values()
+        .map(|n| n.as_f64().map(f64::to_bits))
+        .collect()
 }
