@@ -322,4 +322,49 @@ mod tests {
             assert_eq!(next as usize, ev.spans.height());
         }
     }
+
+    #[test]
+    fn an_episode_from_bytes_is_the_episode_from_its_directory() {
+        use crate::evidence::load_episode_bytes;
+        let dir = fixture("v1/serve-episode");
+        let jsonl = std::fs::read(dir.join("control_timing.jsonl")).unwrap();
+        let summary = std::fs::read(dir.join("control_timing_summary.json")).unwrap();
+        let report = |ev| crate::render::json(&Analysis::new(ev).unwrap().report);
+        let from_dir = report(load_episode(&dir, LoadOptions::default()).unwrap());
+        let from_bytes =
+            load_episode_bytes(&dir, &jsonl, Some(&summary), LoadOptions::default()).unwrap();
+        assert!(from_bytes.summary.is_some());
+        // The manifest is not among the bytes (a caveat says so): every
+        // figure is the same, and the cross-check of the summary too.
+        let parse = |t: String| serde_json::from_str::<serde_json::Value>(&t).unwrap();
+        let (mut b, mut d) = (parse(report(from_bytes)), parse(from_dir));
+        let caveats = b["caveats"].take();
+        assert!(
+            caveats[0].as_str().unwrap().starts_with("no manifest.json"),
+            "{caveats}"
+        );
+        assert_eq!(caveats.as_array().map(Vec::len), Some(1));
+        for v in [&mut b, &mut d] {
+            v["run"] = serde_json::Value::Null;
+            v["caveats"] = serde_json::Value::Null;
+        }
+        assert!(b == d, "the report from bytes differs from the directory's");
+        // A bad line is named as in the directory: file and line.
+        let text = String::from_utf8(jsonl).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[4] = "{\"type\":\"cycle\",\"cycle\":\"four\"}";
+        let bad = lines.join("\n");
+        let err = load_episode_bytes(&dir, bad.as_bytes(), None, LoadOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("control_timing.jsonl:5:"), "{err}");
+        let err = load_episode_bytes(&dir, b"", None, LoadOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("control_timing.jsonl"), "{err}");
+        // A background thread the header declares is missing, not read.
+        let v2 = fixture("v2/serve-episode");
+        let jsonl = std::fs::read(v2.join("control_timing.jsonl")).unwrap();
+        let ev = load_episode_bytes(&v2, &jsonl, None, LoadOptions::default()).unwrap();
+        assert_eq!(ev.missing_threads, ev.header.threads);
+        assert!(!ev.missing_threads.is_empty());
+    }
 }

@@ -50,5 +50,5 @@ pub mod render;
 
 pub use analysis::{analyze, Analysis};
 pub use error::{AnalyzeError, PlotError, Result};
-pub use evidence::{load_episode, Evidence, LoadOptions};
+pub use evidence::{load_episode, load_episode_bytes, Evidence, LoadOptions};
 pub use metrics::Report;

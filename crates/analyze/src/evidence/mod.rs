@@ -160,6 +160,56 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
     let header = reader.header().clone();
     let header_notes = reader.notes();
     drop(reader);
+    let file = File::open(path).map_err(|source| CaptureError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    load_cycles(dir, path, (header, header_notes), file, bytes, opts)
+}
+
+/// An episode from bytes instead of a directory: the control thread's
+/// JSONL and, when given, its summary, read as if they were the files of
+/// the directory `dir` (which every message names, and which need not
+/// exist). Background threads' files are not given: each one the header
+/// declares is listed missing. The same checks, errors and figures as
+/// [`load_episode`] on a directory holding those files; for the fuzz
+/// targets and for programs that hold evidence in memory.
+///
+/// # Errors
+/// As [`load_episode`], for the JSONL; a summary that does not read is a
+/// caveat (`summary_problem`), as in a directory.
+pub fn load_episode_bytes(
+    dir: &Path,
+    jsonl: &[u8],
+    summary: Option<&[u8]>,
+    opts: LoadOptions,
+) -> Result<Evidence> {
+    let path = dir.join(CYCLES_FILE);
+    let header = looptime_capture::format::read_header(&path, &mut &jsonl[..])?;
+    let mut ev = load_cycles(dir, &path, header, jsonl, jsonl.len() as u64, &opts)?;
+    if let Some(bytes) = summary {
+        let spath = dir.join(SUMMARY_FILE);
+        let text = String::from_utf8_lossy(bytes);
+        match looptime_capture::format::parse_summary(&spath, &text) {
+            Ok(s) => ev.summary = Some(s),
+            Err(e) => ev.summary_problem = Some(looptime_capture::error_chain(&e)),
+        }
+    }
+    ev.missing_threads = ev.header.threads.clone();
+    Ok(ev)
+}
+
+/// The cycles of one JSONL (`source`, `bytes` long, read from its start;
+/// its header already parsed), as the file `path` of `dir`.
+fn load_cycles(
+    dir: &Path,
+    path: &Path,
+    (header, header_notes): (looptime_capture::Header, looptime_capture::HeaderNotes),
+    source: impl Read + Send,
+    bytes: u64,
+    opts: &LoadOptions,
+) -> Result<Evidence> {
     let tables = Tables {
         header: &header,
         command_stage: header
@@ -169,12 +219,6 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
             .map(|i| i as u32),
         comparable: header.clocks.schedule_comparable(),
     };
-
-    let file = File::open(path).map_err(|source| CaptureError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut ev = Evidence {
         dir: dir.to_path_buf(),
         header: header.clone(),
@@ -199,7 +243,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
         columns_computed: std::sync::atomic::AtomicUsize::new(0),
         answer_budget_ns: opts.answer_budget_ns,
     };
-    read_cycles(&mut ev, file, &tables, opts, path)?;
+    read_cycles(&mut ev, source, &tables, opts, path)?;
     Ok(ev)
 }
 
@@ -208,7 +252,7 @@ fn load_jsonl(dir: &Path, path: &Path, opts: &LoadOptions) -> Result<Evidence> {
 // long-fn: the loader's pipeline (read a block, parse the previous one on all cores, append the one before), one loop whose stages share their buffers
 fn read_cycles(
     ev: &mut Evidence,
-    mut file: File,
+    mut file: impl Read + Send,
     tables: &Tables,
     opts: &LoadOptions,
     path: &Path,
@@ -386,7 +430,7 @@ fn read_cycles(
 
 /// Read from `file` until `buf[filled..]` is full or the file ends;
 /// returns the bytes read and whether the end was reached.
-fn fill(file: &mut File, buf: &mut [u8], filled: usize, path: &Path) -> Result<(usize, bool)> {
+fn fill(file: &mut impl Read, buf: &mut [u8], filled: usize, path: &Path) -> Result<(usize, bool)> {
     let mut at = filled;
     while at < buf.len() {
         let n = file

@@ -69,7 +69,7 @@ fn check_header_bounds(path: &Path, h: &Header) -> Result<()> {
 }
 
 /// The first line of `reader`, at most [`MAX_HEADER_BYTES`] long.
-fn read_first_line(path: &Path, reader: &mut BufReader<File>) -> Result<Vec<u8>> {
+fn read_first_line(path: &Path, reader: &mut impl BufRead) -> Result<Vec<u8>> {
     use std::io::Read;
     let mut raw = Vec::new();
     reader
@@ -160,6 +160,29 @@ fn probe_header(path: &Path, first: &str) -> Result<()> {
     }
 }
 
+/// The header line at the start of `reader` (the evidence file `path`
+/// names), with every check [`EvidenceReader::open`] makes; `reader` is
+/// left at the first cycle line.
+///
+/// # Errors
+/// As [`EvidenceReader::open`], but for opening the file.
+pub fn read_header(path: &Path, reader: &mut impl BufRead) -> Result<(Header, HeaderNotes)> {
+    let raw = read_first_line(path, reader)?;
+    let (first, notes) = header_text(path, &raw)?;
+    probe_header(path, first)?;
+    let header: Header = serde_json::from_str(first).map_err(|e| {
+        bad_header(
+            path,
+            format!(
+                "the header: {}; the header is written once by the recorder and the cycles cannot be read without it: restore the file as the recorder wrote it (docs/evidence-format.md lists the header's fields), or record the run again",
+                crate::json_error::describe::<Header>(first.as_bytes(), &e)
+            ),
+        )
+    })?;
+    check_header_bounds(path, &header)?;
+    Ok((header, notes))
+}
+
 impl EvidenceReader {
     /// Opens `path` and parses its header line. A UTF-8 byte-order mark and
     /// a CRLF line ending are accepted and reported in [`notes`](Self::notes).
@@ -179,19 +202,7 @@ impl EvidenceReader {
             source,
         })?;
         let mut reader = BufReader::with_capacity(1 << 16, file);
-        let raw = read_first_line(&path, &mut reader)?;
-        let (first, notes) = header_text(&path, &raw)?;
-        probe_header(&path, first)?;
-        let header: Header = serde_json::from_str(first).map_err(|e| {
-            bad_header(
-                &path,
-                format!(
-                    "the header: {}; the header is written once by the recorder and the cycles cannot be read without it: restore the file as the recorder wrote it (docs/evidence-format.md lists the header's fields), or record the run again",
-                    crate::json_error::describe::<Header>(first.as_bytes(), &e)
-                ),
-            )
-        })?;
-        check_header_bounds(&path, &header)?;
+        let (header, notes) = read_header(&path, &mut reader)?;
         Ok(Self {
             path,
             lines: reader.lines(),
@@ -272,13 +283,22 @@ impl EvidenceReader {
 /// when it is not a valid summary, [`CaptureError::UnsupportedSchema`] for an
 /// unknown version.
 pub fn read_summary(path: impl AsRef<Path>) -> Result<Summary> {
-    let path = path.as_ref().to_path_buf();
-    let text = std::fs::read_to_string(&path).map_err(|source| CaptureError::Open {
-        path: path.clone(),
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| CaptureError::Open {
+        path: path.to_path_buf(),
         source,
     })?;
+    parse_summary(path, &text)
+}
+
+/// Parses the text of `control_timing_summary.json` (the file `path` names).
+///
+/// # Errors
+/// As [`read_summary`], but for opening the file.
+pub fn parse_summary(path: &Path, text: &str) -> Result<Summary> {
+    let path = path.to_path_buf();
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| CaptureError::Parse {
+        serde_json::from_str(text).map_err(|source| CaptureError::Parse {
             path: path.clone(),
             line: 1,
             source,
