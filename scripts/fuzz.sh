@@ -9,7 +9,10 @@
 # inputs go to a working corpus under fuzz/target/corpus/TARGET, kept
 # between runs (copy the ones worth keeping into fuzz/corpus after `cargo
 # fuzz cmin`). Without TARGET: the capture-level targets (evidence_lines,
-# summary, config, ring), the ones CI runs for a short smoke. A crash
+# summary, config, ring), the ones CI runs for a short smoke. The
+# analyzer-level targets (episode, mcap_into) live in fuzz/analyzer, a
+# cargo-fuzz project of their own: they link polars, whose instrumented
+# build takes many minutes, so they run only when named. A crash
 # stops with libFuzzer's report and the input under fuzz/artifacts/TARGET:
 # turn it into a regression test in the normal suite, then fix it.
 #
@@ -24,22 +27,30 @@ targets=("$@")
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 export RUSTC_BOOTSTRAP=1
 cd fuzz
+# The cargo-fuzz project a target belongs to.
+project() {
+    case $1 in
+    episode | mcap_into) echo analyzer ;;
+    *) echo . ;;
+    esac
+}
 echo "[fuzz] building ${targets[*]} (release, coverage instrumented) ..."
 for t in "${targets[@]}"; do
-    cargo fuzz build -O "$t"
+    cargo fuzz build --fuzz-dir "$(project "$t")" -O "$t"
 done
 for t in "${targets[@]}"; do
     work="target/corpus/$t"
-    mkdir -p "$work" "artifacts/$t"
+    arts="$(project "$t")/artifacts/$t"
+    mkdir -p "$work" "$arts"
     echo "[fuzz] $t: ${seconds} s from corpus/$t ($(ls "corpus/$t" | wc -l) seeds)"
     log="target/fuzz-$t.log"
-    cargo fuzz run -O "$t" "$work" "corpus/$t" -- \
+    cargo fuzz run --fuzz-dir "$(project "$t")" -O "$t" "$work" "corpus/$t" -- \
         -max_total_time="$seconds" -dict=dict/evidence.dict -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1 || true
     grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)" "$log" || true
-    if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null ||
-        compgen -G "artifacts/$t/timeout-*" >/dev/null || ! grep -q "DONE" "$log"; then
-        echo "[fuzz] $t: a finding (or no clean end), fuzz/artifacts/$t and $PWD/$log:" >&2
+    if compgen -G "$arts/crash-*" >/dev/null || compgen -G "$arts/oom-*" >/dev/null ||
+        compgen -G "$arts/timeout-*" >/dev/null || ! grep -q "DONE" "$log"; then
+        echo "[fuzz] $t: a finding (or no clean end), fuzz/$arts and $PWD/$log:" >&2
         tail -40 "$log" >&2
         exit 1
     fi

@@ -92,6 +92,47 @@ struct TopLevel {
     metadata: Vec<mcap::records::Metadata>,
 }
 
+/// Whether every length-prefixed string of a Header or Metadata record's
+/// `body` (and the Metadata's map) fits inside the body. The MCAP crate
+/// allocates what a prefix says before it reads, so one damaged prefix in
+/// a record of a few bytes would ask for up to 4 GB (found by the
+/// `mcap_into` fuzz target; `tests/recording_alloc.rs`).
+fn prefixes_fit(op: u8, body: &[u8]) -> bool {
+    // The range a u32 length prefix at `*at` announces, when it fits before
+    // `end`; `*at` moves past it.
+    let field = |at: &mut usize, end: usize| -> Option<std::ops::Range<usize>> {
+        let n = u32::from_le_bytes(body.get(*at..*at + 4)?.try_into().ok()?) as usize;
+        let from = *at + 4;
+        (n <= end.checked_sub(from)?).then(|| {
+            *at = from + n;
+            from..from + n
+        })
+    };
+    let end = body.len();
+    let mut at = 0;
+    match op {
+        op::HEADER => field(&mut at, end)
+            .and_then(|_| field(&mut at, end))
+            .is_some(),
+        op::METADATA => {
+            let Some(map) = field(&mut at, end).and_then(|_| field(&mut at, end)) else {
+                return false;
+            };
+            let mut at = map.start;
+            while at < map.end {
+                if field(&mut at, map.end)
+                    .and_then(|_| field(&mut at, map.end))
+                    .is_none()
+                {
+                    return false;
+                }
+            }
+            true
+        }
+        _ => true,
+    }
+}
+
 /// The recording, read from `r` (errors name `path`).
 struct Recording<'p, R> {
     r: BufReader<R>,
@@ -145,6 +186,11 @@ impl<R: Read + Seek> Recording<'_, R> {
                 op::FOOTER => return Ok(out),
                 op::HEADER | op::METADATA => {
                     let body = self.bytes(len)?;
+                    if !prefixes_fit(opcode[0], &body) {
+                        return Err(self.bad(format!(
+                            "the record at byte {pos} holds a string or map longer than the record itself: damaged"
+                        )));
+                    }
                     match mcap::parse_record(opcode[0], &body).map_err(|e| self.bad(e))? {
                         Record::Header(h) => {
                             out.profile = h.profile;
