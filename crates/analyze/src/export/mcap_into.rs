@@ -92,51 +92,83 @@ struct TopLevel {
     metadata: Vec<mcap::records::Metadata>,
 }
 
-/// Whether every length-prefixed string of a Header or Metadata record's
-/// `body` (and the Metadata's map) fits inside the body. The MCAP crate
-/// allocates what a prefix says before it reads, so one damaged prefix in
-/// a record of a few bytes would ask for up to 4 GB (found by the
-/// `mcap_into` fuzz target; `tests/recording_alloc.rs`).
-fn prefixes_fit(op: u8, body: &[u8]) -> bool {
-    // The range a u32 length prefix at `*at` announces, when it fits before
-    // `end`; `*at` moves past it.
-    let field = |at: &mut usize, end: usize| -> Option<std::ops::Range<usize>> {
-        let n = u32::from_le_bytes(body.get(*at..*at + 4)?.try_into().ok()?) as usize;
-        let from = *at + 4;
-        (n <= end.checked_sub(from)?).then(|| {
-            *at = from + n;
-            from..from + n
-        })
+/// What a record's body holds, as far as its lengths go.
+#[derive(Clone, Copy)]
+enum Field {
+    /// Fixed-size fields, this many bytes.
+    Fixed(usize),
+    /// A u32 length, then that many bytes (a string, bytes, a map of
+    /// fixed-size entries).
+    Prefixed,
+    /// A u32 length, then string-to-string pairs filling it.
+    StrMap,
+}
+
+/// The layout of the record kinds the MCAP crate parses from a body
+/// (the MCAP specification's field lists; trailing bytes are allowed).
+fn layout(opcode: u8) -> Option<&'static [Field]> {
+    use Field::{Fixed, Prefixed, StrMap};
+    Some(match opcode {
+        op::HEADER => &[Prefixed, Prefixed],
+        op::METADATA => &[Prefixed, StrMap],
+        op::SCHEMA => &[Fixed(2), Prefixed, Prefixed, Prefixed],
+        op::CHANNEL => &[Fixed(4), Prefixed, Prefixed, StrMap],
+        op::STATISTICS => &[Fixed(42), Prefixed],
+        op::CHUNK_INDEX => &[Fixed(32), Prefixed, Fixed(8), Prefixed, Fixed(16)],
+        op::ATTACHMENT_INDEX => &[Fixed(40), Prefixed, Prefixed],
+        op::METADATA_INDEX => &[Fixed(16), Prefixed],
+        op::SUMMARY_OFFSET => &[Fixed(17)],
+        _ => return None,
+    })
+}
+
+/// The range a u32 length prefix at `*at` of `body` announces, when it
+/// ends by `end`; `*at` moves past it.
+fn prefixed(body: &[u8], at: &mut usize, end: usize) -> Option<std::ops::Range<usize>> {
+    let n = u32::from_le_bytes(body.get(*at..*at + 4)?.try_into().ok()?) as usize;
+    let from = *at + 4;
+    (n <= end.checked_sub(from)?).then(|| {
+        *at = from + n;
+        from..from + n
+    })
+}
+
+/// Whether every field of a record's `body` fits inside it. The MCAP
+/// crate allocates what a length prefix says before it reads, so one
+/// damaged prefix in a record of a few bytes would ask for up to 4 GB
+/// (found by the `mcap_into` fuzz target; `tests/recording_alloc.rs`).
+fn fields_fit(opcode: u8, body: &[u8]) -> bool {
+    let Some(fields) = layout(opcode) else {
+        return true;
     };
     let end = body.len();
-    let mut at = 0;
-    match op {
-        op::HEADER => field(&mut at, end)
-            .and_then(|_| field(&mut at, end))
-            .is_some(),
-        op::METADATA => {
-            let Some(map) = field(&mut at, end).and_then(|_| field(&mut at, end)) else {
-                return false;
-            };
-            let mut at = map.start;
-            while at < map.end {
-                if field(&mut at, map.end)
-                    .and_then(|_| field(&mut at, map.end))
-                    .is_none()
-                {
+    let mut at = 0usize;
+    fields.iter().all(|f| match f {
+        Field::Fixed(n) => {
+            at += n;
+            at <= end
+        }
+        Field::Prefixed => prefixed(body, &mut at, end).is_some(),
+        Field::StrMap => prefixed(body, &mut at, end).is_some_and(|map| {
+            let mut i = map.start;
+            while i < map.end {
+                let pair =
+                    prefixed(body, &mut i, map.end).and_then(|_| prefixed(body, &mut i, map.end));
+                if pair.is_none() {
                     return false;
                 }
             }
             true
-        }
-        _ => true,
-    }
+        }),
+    })
 }
 
 /// The recording, read from `r` (errors name `path`).
 struct Recording<'p, R> {
     r: BufReader<R>,
     path: &'p Path,
+    /// Its length in bytes.
+    len: u64,
 }
 
 impl<R: Read + Seek> Recording<'_, R> {
@@ -186,9 +218,9 @@ impl<R: Read + Seek> Recording<'_, R> {
                 op::FOOTER => return Ok(out),
                 op::HEADER | op::METADATA => {
                     let body = self.bytes(len)?;
-                    if !prefixes_fit(opcode[0], &body) {
+                    if !fields_fit(opcode[0], &body) {
                         return Err(self.bad(format!(
-                            "the record at byte {pos} holds a string or map longer than the record itself: damaged"
+                            "the record at byte {pos} holds a field longer than the record itself: damaged"
                         )));
                     }
                     match mcap::parse_record(opcode[0], &body).map_err(|e| self.bad(e))? {
@@ -233,13 +265,56 @@ impl<R: Read + Seek> Recording<'_, R> {
         }
     }
 
+    /// Every record of the summary section (from the footer's
+    /// `summary_start` to the footer) runs inside the section, and its
+    /// fields inside the record. What else is wrong, the crate says.
+    fn check_summary_section(&mut self) -> Result<()> {
+        // The footer: opcode, length, summary_start, summary_offset_start,
+        // CRC (29 bytes), then the magic (8).
+        let footer = match self.len.checked_sub(37) {
+            Some(f) if f >= 8 => f,
+            _ => return Ok(()),
+        };
+        self.r
+            .seek(SeekFrom::Start(footer + 9))
+            .map_err(|e| self.bad(e))?;
+        let start = self.u64_at()?;
+        if start < 8 || start >= footer {
+            return Ok(()); // no summary, or not one to walk
+        }
+        self.r
+            .seek(SeekFrom::Start(start))
+            .map_err(|e| self.bad(e))?;
+        let mut pos = start;
+        while pos + 9 <= footer {
+            let mut opcode = [0u8; 1];
+            self.r.read_exact(&mut opcode).map_err(|e| self.bad(e))?;
+            let len = self.u64_at()?;
+            if len > footer - pos - 9 {
+                return Err(self.bad(format!(
+                    "the summary record at byte {pos} runs past the footer: damaged"
+                )));
+            }
+            let body = self.bytes(len)?;
+            if !fields_fit(opcode[0], &body) {
+                return Err(self.bad(format!(
+                    "the summary record at byte {pos} holds a field longer than the record itself: damaged"
+                )));
+            }
+            pos += 9 + len;
+        }
+        Ok(())
+    }
+
     fn skip(&mut self, n: u64) -> Result<()> {
         let n = i64::try_from(n).map_err(|_| self.bad("a record length beyond any file"))?;
         self.r.seek_relative(n).map_err(|e| self.bad(e))
     }
 
-    /// The summary section, through the crate's sans-io summary reader.
+    /// The summary section, through the crate's sans-io summary reader,
+    /// after its records were checked to fit (`fields_fit`).
     fn summary(&mut self) -> Result<Option<mcap::Summary>> {
+        self.check_summary_section()?;
         let mut s = SummaryReader::new();
         while let Some(event) = s.next_event() {
             match event.map_err(|e| self.bad(e))? {
@@ -390,6 +465,13 @@ fn merge_messages<R: Read + Seek, W: Write + Seek>(
     while let Some(event) = reader.next_event() {
         match event.map_err(|e| rec.bad(e))? {
             IndexedReadEvent::ReadChunkRequest { offset, length } => {
+                // A chunk the index places beyond the file is damage, not
+                // a reason to allocate it.
+                if offset.saturating_add(length as u64) > rec.len {
+                    return Err(rec.bad(format!(
+                        "its chunk index places a chunk of {length} bytes at byte {offset}, past the end of the file"
+                    )));
+                }
                 rec.r
                     .seek(SeekFrom::Start(offset))
                     .map_err(|e| rec.bad(e))?;
@@ -452,9 +534,15 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
             "the evidence has no wall-clock anchor (it was recorded before looptime wrote one), so its times cannot be placed on a recording's wall-clock timeline; export it alone (--format mcap without --into), or record the run again",
         ));
     }
+    let mut r = BufReader::with_capacity(1 << 16, recording);
+    let len = r
+        .seek(SeekFrom::End(0))
+        .and_then(|n| r.rewind().map(|()| n))
+        .map_err(|e| refuse(recording_path, format!("it cannot be read ({e})")))?;
     let mut rec = Recording {
-        r: BufReader::with_capacity(1 << 16, recording),
+        r,
         path: recording_path,
+        len,
     };
     let top = rec.top_level()?;
     let summary = rec.summary()?.ok_or_else(|| {
