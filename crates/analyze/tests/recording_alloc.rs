@@ -81,12 +81,14 @@ fn a_string_longer_than_its_record_is_refused_without_allocating_it() {
     string(&mut meta, b"robot", 5);
     string(&mut meta, &map, map.len() as u32);
     refused_without_allocating(&a, &with_metadata(&bytes, &meta));
-    // The fuzzer's two inputs: the first, and one whose summary section
-    // (read by the crate's summary reader) holds a record announcing 4 GB.
+    // The fuzzer's inputs: the first, one whose summary section (read by
+    // the crate's summary reader) holds a record announcing 4 GB, and one
+    // whose chunk index announces a chunk of 60 TB uncompressed.
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/mcap_into");
     for name in [
         "regression_metadata_string_length",
         "regression_summary_record_length",
+        "regression_chunk_uncompressed_size",
     ] {
         refused_without_allocating(&a, &std::fs::read(corpus.join(name)).unwrap());
     }

@@ -95,6 +95,12 @@ struct TopLevel {
     metadata: Vec<mcap::records::Metadata>,
 }
 
+/// The largest chunk a recording may announce, uncompressed: each chunk is
+/// decompressed whole, into what its index announces, so a damaged size
+/// would otherwise ask for that much memory (found by the `mcap_into` fuzz
+/// target: 60 TB).
+const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
 /// The recording, read from `r` (errors name `path`).
 struct Recording<'p, R> {
     r: BufReader<R>,
@@ -485,6 +491,16 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
     })?;
     if let Some(why) = earlier_merge(&summary, &top) {
         return Err(refuse(recording_path, why));
+    }
+    if let Some(c) = summary
+        .chunk_indexes
+        .iter()
+        .find(|c| c.uncompressed_size > MAX_CHUNK_BYTES)
+    {
+        return Err(refuse(
+            recording_path,
+            format!("its chunk at byte {} says it holds {} bytes uncompressed; chunks are decompressed whole, and looptime takes chunks of up to {} MiB (the MCAP writers and rosbag2 write 1 to 4 MiB): if the recording is not damaged, rewrite it with smaller chunks (`mcap convert`) and merge that", c.chunk_start_offset, c.uncompressed_size, MAX_CHUNK_BYTES >> 20),
+        ));
     }
     let expected_messages = summary.stats.as_ref().map(|s| s.message_count);
     if summary.chunk_indexes.is_empty() && expected_messages.unwrap_or(0) > 0 {
