@@ -139,20 +139,39 @@ pub fn overlap(ev: &Evidence, stages: &[StageReport]) -> Result<Vec<OverlapRepor
     };
     let mut rows = Vec::new();
     for (name, spans) in span_overlaps(ev)? {
-        // (phase, path) -> (spans, wall, overlap, stage).
-        let mut acc: HashMap<(&str, &str), (u64, i64, i64, u32)> = HashMap::new();
+        // Per group first (a cycle's spans take turns among a few groups,
+        // so the last one's slot is usually the next one's), then
+        // (phase, path) -> (spans, wall, overlap, stage) over the groups.
+        let mut by_group: Vec<(&GroupDecode, u64, i64, i64)> = Vec::new();
+        let mut at = 0usize;
         for o in &spans {
+            if by_group.get(at).is_none_or(|g| g.0.key != o.group.key) {
+                at = match by_group.iter().position(|g| g.0.key == o.group.key) {
+                    Some(i) => i,
+                    None => {
+                        by_group.push((o.group, 0, 0, 0));
+                        by_group.len() - 1
+                    }
+                };
+            }
+            let g = &mut by_group[at];
+            g.1 += 1;
+            g.2 += o.wall;
+            g.3 += o.overlap;
+        }
+        let mut acc: HashMap<(&str, &str), (u64, i64, i64, u32)> = HashMap::new();
+        for (group, n, wall, over) in by_group {
             let phase = ev
                 .header
                 .phases
-                .get(o.group.phase as usize)
+                .get(group.phase as usize)
                 .map_or("", String::as_str);
             let a = acc
-                .entry((phase, o.group.path.as_str()))
-                .or_insert((0, 0, 0, o.group.stage));
-            a.0 += 1;
-            a.1 += o.wall;
-            a.2 += o.overlap;
+                .entry((phase, group.path.as_str()))
+                .or_insert((0, 0, 0, group.stage));
+            a.0 += n;
+            a.1 += wall;
+            a.2 += over;
         }
         let mut seen = std::collections::HashSet::new();
         for st in stages {
