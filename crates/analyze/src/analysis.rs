@@ -120,6 +120,16 @@ mod tests {
     /// The fixture merged by `--into` into a recording of one message (the
     /// fixture has no wall-clock anchor: one is added to a copy of its
     /// header); the analysis it used.
+    /// A copy of fixture `name` in a temporary directory, to damage.
+    fn copy_of(name: &str) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(fixture(name)).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+        tmp
+    }
+
     fn merged_into_a_recording() -> Analysis {
         let zstd = crate::export::mcap::Compression::Zstd;
         // --into's view, over a recording of one message (the fixture has
@@ -247,12 +257,7 @@ mod tests {
 
     #[test]
     fn a_bad_line_is_named_by_the_same_number_in_blocks_of_any_size() {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = fixture("v1/serve-episode");
-        for e in std::fs::read_dir(&src).unwrap() {
-            let p = e.unwrap().path();
-            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
-        }
+        let tmp = copy_of("v1/serve-episode");
         let jsonl = tmp.path().join("control_timing.jsonl");
         let text = std::fs::read_to_string(&jsonl).unwrap();
         let mut lines: Vec<&str> = text.lines().collect();
@@ -284,12 +289,7 @@ mod tests {
         // in the middle of a piece: every kept cycle's rows
         // span_row .. span_row + n_spans must follow the previous cycle's
         // and hold spans that start within its work.
-        let tmp = tempfile::tempdir().unwrap();
-        let src = fixture("v2/serve-episode");
-        for e in std::fs::read_dir(&src).unwrap() {
-            let p = e.unwrap().path();
-            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
-        }
+        let tmp = copy_of("v2/serve-episode");
         let jsonl = tmp.path().join("control_timing.jsonl");
         let text = std::fs::read_to_string(&jsonl).unwrap();
         let mut lines: Vec<&str> = text.lines().collect();
