@@ -209,21 +209,20 @@ impl<'a> Cur<'a> {
         }
     }
 
-    /// An object: `member` reads each value, given its key.
+    /// A comma-separated sequence between `open` and `close`: `item`
+    /// reads each element.
     #[inline]
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> R<()>) -> R<()> {
-        self.eat(b'{')?;
-        if self.peek()? == b'}' {
+    fn seq(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Self) -> R<()>) -> R<()> {
+        self.eat(open)?;
+        if self.peek()? == close {
             self.i += 1;
             return Ok(());
         }
         loop {
-            let key = self.string()?;
-            self.eat(b':')?;
-            member(self, key)?;
+            item(self)?;
             match self.peek()? {
                 b',' => self.i += 1,
-                b'}' => {
+                c if c == close => {
                     self.i += 1;
                     return Ok(());
                 }
@@ -232,24 +231,19 @@ impl<'a> Cur<'a> {
         }
     }
 
+    /// An object: `member` reads each value, given its key.
+    #[inline]
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> R<()>) -> R<()> {
+        self.seq(b'{', b'}', |c| {
+            let key = c.string()?;
+            c.eat(b':')?;
+            member(c, key)
+        })
+    }
+
     /// An array: `item` reads each element.
-    fn array(&mut self, mut item: impl FnMut(&mut Self) -> R<()>) -> R<()> {
-        self.eat(b'[')?;
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Ok(());
-        }
-        loop {
-            item(self)?;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(Bail),
-            }
-        }
+    fn array(&mut self, item: impl FnMut(&mut Self) -> R<()>) -> R<()> {
+        self.seq(b'[', b']', item)
     }
 }
 
