@@ -43,7 +43,7 @@ impl Analysis {
         drop(s);
         let (mut report, tables) = metrics::compute(&evidence, &columns, &thread_columns)?;
         let _s = crate::profile::step("analysis: cross-check of the summary");
-        let view = crate::crosscheck::summary_view(&evidence, &tables)?;
+        let view = crate::crosscheck::summary_view(&evidence, &columns, &tables);
         report.crosscheck = crate::crosscheck::check(
             evidence.summary.as_ref(),
             &report.capture,

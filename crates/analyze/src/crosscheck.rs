@@ -13,14 +13,13 @@
 //! recomputed values are clamped at 0 before comparing, and a mean is not
 //! compared when the summary counted negatives.
 
+use crate::evidence::Evidence;
+use crate::metrics::table::dist_of_column;
+use crate::metrics::{
+    CaptureReport, CrossCheck, CycleColumns, Dist, Figure, Mismatch, SegmentReport, Tables,
+};
 use looptime_capture::format::Distribution;
 use looptime_capture::Summary;
-use polars::prelude::*;
-
-use crate::error::Result;
-use crate::evidence::Evidence;
-use crate::metrics::table::{dist_aggs, Table};
-use crate::metrics::{CaptureReport, CrossCheck, Dist, Figure, Mismatch, SegmentReport, Tables};
 
 /// Loop Hz: relative tolerance.
 pub const LOOP_HZ_REL: f64 = 1e-6;
@@ -42,25 +41,11 @@ pub struct SummaryView {
 
 /// Group the metric tables the way the summary groups them: all cycles
 /// together for work, overshoot and lag; stages by name across phases.
-///
-/// # Errors
-/// Only on an internal aggregation failure.
-pub fn summary_view(ev: &Evidence, tables: &Tables) -> Result<SummaryView> {
-    let mut overall_aggs = dist_aggs("work_ns");
-    overall_aggs.extend(dist_aggs("overshoot_ns"));
-    overall_aggs.extend(dist_aggs("lag_ns"));
-    let overall = Table {
-        df: tables
-            .cycles
-            .clone()
-            .lazy()
-            .select(overall_aggs)
-            .collect()?,
-    };
+pub fn summary_view(ev: &Evidence, cc: &CycleColumns, tables: &Tables) -> SummaryView {
     let mut view = SummaryView {
-        work: overall.dist("work_ns", 0)?,
-        overshoot: overall.dist("overshoot_ns", 0)?,
-        lag: overall.dist("lag_ns", 0)?,
+        work: dist_of_column(&cc.work),
+        overshoot: dist_of_column(&cc.overshoot),
+        lag: dist_of_column(&cc.lag),
         stages: Vec::new(),
     };
     for (sid, d) in &tables.stages_by_name {
@@ -74,7 +59,7 @@ pub fn summary_view(ev: &Evidence, tables: &Tables) -> Result<SummaryView> {
             ));
         }
     }
-    Ok(view)
+    view
 }
 
 struct Checker {

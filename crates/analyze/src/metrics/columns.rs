@@ -4,9 +4,7 @@
 //! `looptime_capture::cycle`'s, which `looptime watch` uses too.
 
 use looptime_capture::cycle;
-use polars::prelude::{Column, DataFrame};
 
-use crate::error::Result;
 use crate::evidence::{CycleRow, Evidence};
 
 /// Per-cycle metric columns, one definition each (docs/metrics.md).
@@ -151,43 +149,4 @@ pub fn schedule_comparable(h: &looptime_capture::Header) -> bool {
 /// The header's nominal period; 0 counts as absent (it is no period).
 pub fn nominal_period(h: &looptime_capture::Header) -> Option<u64> {
     h.nominal_period_ns.filter(|&p| p > 0)
-}
-
-/// The cycle table every per-phase and per-segment aggregate runs on:
-/// segment, phase, cycle, start, the [`CycleColumns`] metrics (work CPU
-/// and off-CPU among them), overdue and skipped.
-pub fn cycle_table(ev: &Evidence, cc: &CycleColumns) -> Result<DataFrame> {
-    let cycle: Vec<u64> = ev.cycles.iter().map(|c| c.cycle).collect();
-    let start: Vec<i64> = ev.cycles.iter().map(|c| c.start_ns).collect();
-    let overdue: Vec<u32> = ev.cycles.iter().map(|c| c.overdue as u32).collect();
-    let skipped: Vec<u32> = ev.cycles.iter().map(|c| c.skipped).collect();
-    let margin: Vec<Option<i64>> = ev.cycles.iter().map(|c| c.spin_margin_ns).collect();
-    let spin: Vec<Option<i64>> = ev.cycles.iter().map(|c| c.spin_ns).collect();
-    Ok(DataFrame::new_infer_height(vec![
-        Column::new("segment".into(), cc.segment.clone()),
-        Column::new("phase".into(), cc.phase.clone()),
-        Column::new("cycle".into(), cycle),
-        Column::new("start_ns".into(), start),
-        Column::new("period_ns".into(), cc.period.clone()),
-        Column::new("work_ns".into(), cc.work.clone()),
-        Column::new("overshoot_ns".into(), cc.overshoot.clone()),
-        Column::new("lag_ns".into(), cc.lag.clone()),
-        Column::new("cpu_ns".into(), cc.cpu.clone()),
-        Column::new("off_cpu_ns".into(), cc.off_cpu.clone()),
-        Column::new("overdue".into(), overdue),
-        Column::new("skipped".into(), skipped),
-        Column::new("spin_margin_ns".into(), margin),
-        Column::new("spin_ns".into(), spin),
-        Column::new("margin_change".into(), cc.margin_change.clone()),
-    ])?)
-}
-
-/// The command table: segment, phase and interval of each submission.
-pub fn command_table(ev: &Evidence, cycle_segment: &[u32]) -> Result<DataFrame> {
-    let c = command_columns(ev, cycle_segment);
-    Ok(DataFrame::new_infer_height(vec![
-        Column::new("segment".into(), c.segment),
-        Column::new("phase".into(), c.phase),
-        Column::new("cmd_interval_ns".into(), c.interval),
-    ])?)
 }

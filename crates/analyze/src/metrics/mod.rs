@@ -18,9 +18,9 @@
 //!   warn, fail, not judged) by documented thresholds;
 //! * [`report`]: the types, assembled into a [`Report`].
 //!
-//! Percentiles are nearest-rank (polars `QuantileMethod::Equiprobable`: the
-//! value at 1-based rank ⌈p·N⌉ of the sorted values), the same rank the
-//! capture summary's histograms use. Nothing here reads the summary's
+//! Percentiles are nearest-rank (the value at 1-based rank ⌈p·N⌉ of the
+//! sorted values, polars' `QuantileMethod::Equiprobable`; [`table`] reads
+//! them by selection), the same rank the capture summary's histograms use. Nothing here reads the summary's
 //! figures: the cross-check, one layer up, compares them.
 
 pub mod capture;
@@ -43,25 +43,20 @@ pub use columns::{
 pub use diagnosis::LATE_START_SHARE;
 pub use report::*;
 
-use polars::prelude::DataFrame;
-
 use crate::error::Result;
 use crate::evidence::Evidence;
 
-/// The tables the metrics were aggregated from, kept for the layers above
-/// (the cross-check groups them the way the summary does).
+/// What the layers above need beside the report: the cross-check groups
+/// the spans the way the summary does.
 #[derive(Debug)]
 pub struct Tables {
-    /// [`columns::cycle_table`].
-    pub cycles: DataFrame,
     /// The spans' distributions per stage, in stage order.
     pub(crate) stages_by_name: Vec<(u32, span_dists::SpanDist)>,
 }
 
-/// The polars aggregates: the cycle table, and the phase, segment and
-/// stage reports computed from it.
+/// The aggregates: the phase, segment and stage reports, and the spans'
+/// distributions per stage.
 type Aggregates = (
-    DataFrame,
     Vec<PhaseReport>,
     Vec<SegmentReport>,
     Vec<StageReport>,
@@ -71,22 +66,21 @@ type Aggregates = (
 fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
     use crate::profile::step;
     let h = &ev.header;
-    let s = step("metrics: cycle and command tables");
-    let cycles = columns::cycle_table(ev, cc)?;
-    let commands = columns::command_table(ev, &cc.segment)?;
+    let s = step("metrics: segments, phases and commands (row ranges)");
+    let groups = rates::Groups::new(ev, cc);
     drop(s);
     let phase_name = |i: u64| h.phases.get(i as usize).cloned().unwrap_or_default();
-    let s = step("metrics: phases (polars quantiles)");
-    let phases = rates::phase_reports(&cycles, &commands, &phase_name)?;
+    let s = step("metrics: phases (each column gathered once)");
+    let phases = rates::phase_reports(ev, cc, &groups, &phase_name);
     drop(s);
-    let s = step("metrics: segments (polars quantiles)");
-    let segments = rates::segment_reports(&cycles, &commands, &phase_name)?;
+    let s = step("metrics: segments (each column gathered once)");
+    let segments = rates::segment_reports(ev, cc, &groups, &phase_name);
     drop(s);
     let s = step("metrics: stages (each group gathered once)");
     let dists = span_dists::span_dists(&ev.spans)?;
     let stages = stages::stage_reports(ev, &dists.by_key, &phases, nominal_period(h), &phase_name);
     drop(s);
-    Ok((cycles, phases, segments, stages, dists.by_stage))
+    Ok((phases, segments, stages, dists.by_stage))
 }
 
 /// Compute every metric of `ev` from its cycle columns `cc` (and each
@@ -103,7 +97,7 @@ pub fn compute(
 ) -> Result<(Report, Tables)> {
     let h = &ev.header;
     use crate::profile::step;
-    let (cycles, phases, segments, stages, stages_by_name) = aggregates(ev, cc)?;
+    let (phases, segments, stages, stages_by_name) = aggregates(ev, cc)?;
     let s = step("metrics: diagnosis");
     let pace = diagnosis::pace(ev);
     let late_cycles = match diagnosis::judged_phase(ev) {
@@ -166,11 +160,5 @@ pub fn compute(
             not_checked: Some("not cross-checked".into()),
         },
     };
-    Ok((
-        report,
-        Tables {
-            cycles,
-            stages_by_name,
-        },
-    ))
+    Ok((report, Tables { stages_by_name }))
 }

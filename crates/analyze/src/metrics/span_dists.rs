@@ -3,12 +3,9 @@
 //! grouping, which the cross-check compares).
 //!
 //! Each group's values are gathered once, in one pass over the span table,
-//! and every percentile is read from them by successive selection: the p50
-//! rank is selected over the whole group, the p90 rank over what lies above
-//! it, and so on. The figures are the distribution [`super::table`] gives
-//! (count, mean, min, max, nearest-rank p50/p90/p99/p99.9: the value at
-//! 1-based rank ⌈p·N⌉, polars' `Equiprobable`), without a gather and a
-//! selection per percentile and per grouping.
+//! and every percentile is read from them by successive selection
+//! ([`super::table::dist_of`]), without a gather and a selection per
+//! percentile and per grouping.
 
 use std::collections::HashMap;
 
@@ -16,7 +13,7 @@ use polars::prelude::*;
 use rayon::prelude::*;
 
 use super::report::Dist;
-use super::table::r1;
+use super::table::dist_of;
 use crate::error::Result;
 
 /// One group's spans: their count, wall time and measured CPU time.
@@ -37,45 +34,6 @@ pub(crate) struct SpanDists {
     pub(crate) by_key: Vec<(u64, SpanDist)>,
     /// Per stage, in stage order: (stage index, its spans in every group).
     pub(crate) by_stage: Vec<(u32, SpanDist)>,
-}
-
-/// The nearest-rank percentiles the report gives, in increasing order.
-const QS: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
-
-/// The distribution of `v` (reordered in place), `None` when empty.
-pub(crate) fn dist_of(v: &mut [i64]) -> Option<Dist> {
-    let n = v.len();
-    if n == 0 {
-        return None;
-    }
-    let (mut min, mut max, mut sum) = (i64::MAX, i64::MIN, 0i128);
-    for &x in v.iter() {
-        min = min.min(x);
-        max = max.max(x);
-        sum += x as i128;
-    }
-    // Ranks never decrease along QS: after selecting rank r, v[r + 1..]
-    // holds the values at or above it, where the next rank is selected.
-    let mut q = [0i64; 4];
-    let mut fixed = 0usize; // v[..fixed] is in its sorted place
-    for (k, p) in QS.iter().enumerate() {
-        let r = (((n as f64 * p).ceil() - 1.0).max(0.0) as usize).min(n - 1);
-        if r >= fixed {
-            v[fixed..].select_nth_unstable(r - fixed);
-            fixed = r + 1;
-        }
-        q[k] = v[r];
-    }
-    Some(Dist {
-        count: n as u64,
-        mean_ns: r1(sum as f64 / n as f64),
-        min_ns: min,
-        p50_ns: q[0],
-        p90_ns: q[1],
-        p99_ns: q[2],
-        p999_ns: q[3],
-        max_ns: max,
-    })
 }
 
 /// A column of the span table as one slice (copied only when it is not
@@ -180,40 +138,4 @@ pub(crate) fn span_dists(spans: &DataFrame) -> Result<SpanDists> {
         })
         .collect();
     Ok(SpanDists { by_key, by_stage })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank_like_polars_equiprobable() {
-        // 1..=1000 shuffled: rank ⌈p·N⌉ is 500, 900, 990, 999 (1-based),
-        // the values themselves; mean 500.5; then polars on the same values.
-        let mut v: Vec<i64> = (1..=1000).map(|i| (i * 617) % 1000 + 1).collect();
-        let d = dist_of(&mut v.clone()).unwrap();
-        assert_eq!(
-            (d.p50_ns, d.p90_ns, d.p99_ns, d.p999_ns),
-            (500, 900, 990, 999)
-        );
-        assert_eq!(
-            (d.count, d.min_ns, d.max_ns, d.mean_ns),
-            (1000, 1, 1000, 500.5)
-        );
-        // Against polars itself, on sizes where the ranks meet (1, 2, 3) and
-        // on repeated values.
-        for n in [1usize, 2, 3, 7, 10, 999, 1001, 4096] {
-            v = (0..n as i64).map(|i| (i * 7919) % 97 - 20).collect();
-            let df = df!("x" => &v).unwrap();
-            let t = super::super::table::Table {
-                df: df
-                    .lazy()
-                    .select(super::super::table::dist_aggs("x"))
-                    .collect()
-                    .unwrap(),
-            };
-            assert_eq!(dist_of(&mut v), t.dist("x", 0).unwrap(), "n = {n}");
-        }
-        assert_eq!(dist_of(&mut []), None);
-    }
 }
