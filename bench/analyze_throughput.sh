@@ -68,8 +68,15 @@ for n in sizes:
     else:
         base_cells = "n/a | n/a | n/a"
     print(f"| {int(n):,} | {size:.1f} | {size / f_s:.0f} | {size / a_s:.0f} | {f_s / a_s:.2f} | {int(n) / a_s:,.0f} | {f_rss:.0f} | {a_rss:.0f} | {a_rss / size:.2f} | {py_cells} | {base_cells} |")
-    ratios.append((int(n), f_s / a_s))
+    # Paired: each run's floor over the analysis that ran right after it,
+    # so that a slow stretch of a shared host weighs on both; the median
+    # of those, and their range.
+    floors = [r["seconds"] for r in rows if r["mode"] == "floor"]
+    analyses = [r["seconds"] for r in rows if r["mode"] == "analyze"]
+    paired = sorted(f / a for f, a in zip(floors, analyses))
+    ratios.append((int(n), f_s / a_s, statistics.median(paired), paired[0], paired[-1]))
 print()
-for n, r in ratios:
-    print(f"analysis / floor at {n:,} cycles: {r:.2f} (median of the runs; target >= 1.5)")
+for n, r, p, lo, hi in ratios:
+    print(f"analysis / floor at {n:,} cycles: {r:.2f} (median of the runs; target >= 1.5); "
+          f"paired run by run: median {p:.2f}, range {lo:.2f}-{hi:.2f}")
 PY

@@ -66,18 +66,27 @@ type Aggregates = (
 fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
     use crate::profile::step;
     let h = &ev.header;
-    let s = step("metrics: segments, phases and commands (row ranges)");
-    let groups = rates::Groups::new(ev, cc);
-    drop(s);
     let phase_name = |i: u64| h.phases.get(i as usize).cloned().unwrap_or_default();
-    let s = step("metrics: phases (each column gathered once)");
-    let phases = rates::phase_reports(ev, cc, &groups, &phase_name);
-    drop(s);
-    let s = step("metrics: segments (each column gathered once)");
-    let segments = rates::segment_reports(ev, cc, &groups, &phase_name);
-    drop(s);
-    let s = step("metrics: stages (each group gathered once)");
-    let dists = span_dists::span_dists(&ev.spans)?;
+    // The span table's gather runs on one thread for most of its time:
+    // beside it, the phases and segments.
+    let (dists, (phases, segments)) = rayon::join(
+        || {
+            let _s = step("metrics: span distributions (beside the phases)");
+            span_dists::span_dists(&ev.spans)
+        },
+        || {
+            let s = step("metrics: segments, phases and commands (row ranges)");
+            let groups = rates::Groups::new(ev, cc);
+            drop(s);
+            let s = step("metrics: phases (each column gathered once)");
+            let phases = rates::phase_reports(ev, cc, &groups, &phase_name);
+            drop(s);
+            let _s = step("metrics: segments (each column gathered once)");
+            (phases, rates::segment_reports(ev, cc, &groups, &phase_name))
+        },
+    );
+    let dists = dists?;
+    let s = step("metrics: stages");
     let stages = stages::stage_reports(ev, &dists.by_key, &phases, nominal_period(h), &phase_name);
     drop(s);
     Ok((phases, segments, stages, dists.by_stage))
