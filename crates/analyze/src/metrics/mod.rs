@@ -19,9 +19,10 @@
 //! * [`report`]: the types, assembled into a [`Report`].
 //!
 //! Percentiles are nearest-rank (the value at 1-based rank ⌈p·N⌉ of the
-//! sorted values, polars' `QuantileMethod::Equiprobable`; [`table`] reads
-//! them by selection), the same rank the capture summary's histograms use. Nothing here reads the summary's
-//! figures: the cross-check, one layer up, compares them.
+//! sorted values, polars' `QuantileMethod::Equiprobable`; `table.rs` reads
+//! them by selection), the same rank the capture summary's histograms use.
+//! Nothing here reads the summary's figures: the cross-check, one layer
+//! up, compares them.
 
 pub mod capture;
 pub mod columns;

@@ -7,7 +7,7 @@
 //! change or index gap) and a phase is the union of its segments, so each
 //! group is a list of row ranges: its values are gathered from them once
 //! per column and every distribution is read by successive selection
-//! ([`super::table::dist_in`]), with no group-by and no table built.
+//! (`table.rs`, `dist_in`), with no group-by and no table built.
 
 use std::collections::HashMap;
 use std::ops::Range;
