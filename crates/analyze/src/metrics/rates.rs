@@ -120,15 +120,9 @@ impl Groups {
     }
 }
 
-/// One group's figures.
+/// One group's figures: its sums and its distributions.
 struct Aggregate {
-    cycles: u64,
-    overruns: u64,
-    skipped: u64,
-    first_cycle: u64,
-    last_cycle: u64,
-    first_start: i64,
-    last_start: i64,
+    sums: Sums,
     /// The period's distribution and its unrounded mean (for loop Hz).
     period: Option<(Dist, f64)>,
     work: Option<Dist>,
@@ -260,13 +254,7 @@ fn aggregate(ev: &Evidence, cc: &CycleColumns, rows: &[Range<usize>]) -> Aggrega
             .then(|| r4(s.spin_with_period as f64 / s.period_with_spin as f64)),
     });
     Aggregate {
-        cycles: s.cycles,
-        overruns: s.overruns,
-        skipped: s.skipped,
-        first_cycle: s.first_cycle,
-        last_cycle: s.last_cycle,
-        first_start: s.first_start,
-        last_start: s.last_start,
+        sums: s,
         period,
         work,
         overshoot,
@@ -283,6 +271,22 @@ fn loop_hz(a: &Aggregate) -> Option<f64> {
     hz(a.period.as_ref().map(|p| p.1))
 }
 
+/// One report per group, in the groups' order: `make` is given the group,
+/// its figures and its commands' count and Hz.
+fn reports<R: Send>(
+    ev: &Evidence,
+    cc: &CycleColumns,
+    groups: &[Group],
+    commands: &[Commands],
+    make: impl Fn(&Group, Aggregate, (u64, Option<f64>)) -> R + Sync,
+) -> Vec<R> {
+    groups
+        .par_iter()
+        .zip(commands)
+        .map(|(g, c)| make(g, aggregate(ev, cc, &g.rows), c.figures()))
+        .collect()
+}
+
 /// One report per phase kind, in order of first appearance.
 pub(crate) fn phase_reports(
     ev: &Evidence,
@@ -290,33 +294,27 @@ pub(crate) fn phase_reports(
     groups: &Groups,
     phase_name: &(dyn Fn(u64) -> String + Sync),
 ) -> Vec<PhaseReport> {
-    groups
-        .phases
-        .par_iter()
-        .zip(&groups.commands_by_phase)
-        .map(|(g, c)| {
-            let a = aggregate(ev, cc, &g.rows);
-            let (commands, command_hz) = c.figures();
-            PhaseReport {
-                phase: phase_name(g.phase as u64),
-                segments: g.rows.len() as u64,
-                cycles: a.cycles,
-                loop_hz: loop_hz(&a),
-                period: a.period.map(|p| p.0),
-                work: a.work,
-                sleep_overshoot: a.overshoot,
-                deadline_lag: a.lag,
-                work_cpu: a.cpu,
-                off_cpu: a.off_cpu,
-                off_cpu_share: a.off_cpu_share,
-                spin: a.spin,
-                overruns: a.overruns,
-                skipped: a.skipped,
-                commands,
-                command_hz,
-            }
-        })
-        .collect()
+    let (phases, commands) = (&groups.phases, &groups.commands_by_phase);
+    reports(ev, cc, phases, commands, |g, a, (commands, command_hz)| {
+        PhaseReport {
+            phase: phase_name(g.phase as u64),
+            segments: g.rows.len() as u64,
+            cycles: a.sums.cycles,
+            loop_hz: loop_hz(&a),
+            period: a.period.map(|p| p.0),
+            work: a.work,
+            sleep_overshoot: a.overshoot,
+            deadline_lag: a.lag,
+            work_cpu: a.cpu,
+            off_cpu: a.off_cpu,
+            off_cpu_share: a.off_cpu_share,
+            spin: a.spin,
+            overruns: a.sums.overruns,
+            skipped: a.sums.skipped,
+            commands,
+            command_hz,
+        }
+    })
 }
 
 /// One report per continuous segment, in time order.
@@ -326,31 +324,31 @@ pub(crate) fn segment_reports(
     groups: &Groups,
     phase_name: &(dyn Fn(u64) -> String + Sync),
 ) -> Vec<SegmentReport> {
-    groups
-        .segments
-        .par_iter()
-        .zip(&groups.commands_by_segment)
-        .map(|(g, c)| {
-            let a = aggregate(ev, cc, &g.rows);
-            let (commands, command_hz) = c.figures();
+    let (segments, commands) = (&groups.segments, &groups.commands_by_segment);
+    reports(
+        ev,
+        cc,
+        segments,
+        commands,
+        |g, a, (commands, command_hz)| {
+            let s = &a.sums;
             SegmentReport {
                 index: g.first_segment as u64,
                 phase: phase_name(g.phase as u64),
-                first_cycle: a.first_cycle,
-                last_cycle: a.last_cycle,
-                cycles: a.cycles,
-                duration_s: r4((a.last_start as i128 - a.first_start as i128) as f64 / 1e9),
+                first_cycle: s.first_cycle,
+                last_cycle: s.last_cycle,
+                cycles: s.cycles,
+                duration_s: r4((s.last_start as i128 - s.first_start as i128) as f64 / 1e9),
                 loop_hz: loop_hz(&a),
                 period: a.period.map(|p| p.0),
-                overruns: a.overruns,
-                skipped: a.skipped,
+                overruns: s.overruns,
+                skipped: s.skipped,
                 commands,
                 command_hz,
             }
-        })
-        .collect()
+        },
+    )
 }
-
 #[cfg(test)]
 mod tests {
     use crate::evidence::{load_episode_bytes, LoadOptions};
