@@ -6,9 +6,10 @@
 //! burst), gaps and bursts, the robot's own success rate, and a verdict
 //! in words (docs/input-paced.md, docs/metrics.md, Input-paced phases).
 
-use super::data_age::dist_of;
+use looptime_capture::quantile::nearest_rank;
+
 use super::report::{Bursts, InputPacedReport, InputPhase, LostInputs, Pace, SuccessRate};
-use super::table::r4;
+use super::table::{dist_of, r4};
 use crate::evidence::{Cell, Evidence};
 
 /// An arrival interval longer than this many periods is a gap.
@@ -154,8 +155,8 @@ fn phase_figures(
             .collect(),
         late: vec![false; rows.len()],
     };
-    let intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
-    let arrival_period = dist_of(intervals);
+    let mut intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
+    let arrival_period = dist_of(&mut intervals);
     let (period_ns, period_from) = match (pace, &arrival_period) {
         (Pace::Paced { effective_ns, .. }, _) => (Some(effective_ns), "nominal"),
         (_, Some(d)) if d.p50_ns > 0 => (Some(d.p50_ns as u64), "arrivals"),
@@ -165,13 +166,13 @@ fn phase_figures(
         Some(b) => (Some(b), "flag"),
         None => (period_ns, "period"),
     };
-    let latencies = w.answer(answers, budget_ns);
+    let mut latencies = w.answer(answers, budget_ns);
     let answered = latencies.len() as u64;
     let late_answers = w.late.iter().filter(|&&l| l).count() as u64;
     let arrival_hz = arrival_hz(&w);
     let (bursts, in_burst, gaps) = match period_ns {
         Some(p) => bursts(&w, p as f64),
-        None => (Bursts::default(), vec![false; rows.len()], 0),
+        None => (Bursts::default(), vec![false; rows.len()], Gaps::default()),
     };
     let lost = lost(&w, &in_burst);
     let success_rate = success_rate(ev, rows);
@@ -204,12 +205,13 @@ fn phase_figures(
         arrival_hz,
         budget_ns,
         budget_from: budget_from.into(),
-        answer_latency: dist_of(latencies),
+        answer_latency: dist_of(&mut latencies),
         unanswered: rows.len() as u64 - answered,
         late_answers,
         late_share: (answered > 0).then(|| r4(late_answers as f64 / answered as f64)),
         lost,
-        gaps,
+        gaps: gaps.count,
+        gaps_after_late_answer: gaps.after_late_answer,
         bursts,
         success_rate,
         verdict: verdict.into(),
@@ -235,13 +237,29 @@ fn arrival_hz(w: &Walk) -> Option<f64> {
     (n > 0 && span > 0).then(|| r4(n as f64 * 1e9 / span as f64))
 }
 
+/// Gaps in the arrivals: all of them, and those whose cycle before the gap
+/// answered late (the loop's own stall held the next arrival back, so the
+/// gap is not the link's evidence).
+#[derive(Clone, Copy, Debug, Default)]
+struct Gaps {
+    count: u64,
+    after_late_answer: u64,
+}
+
+impl Gaps {
+    /// The gaps that followed an on-time answer (or no answer): the link's.
+    fn links(self) -> u64 {
+        self.count - self.after_late_answer
+    }
+}
+
 /// Gaps (intervals over 1.5 P) and the bursts after them (the arrival
 /// that ends the gap and the following ones closer than P/4, when there
 /// are at least two); which rows are in a burst.
-fn bursts(w: &Walk, p: f64) -> (Bursts, Vec<bool>, u64) {
+fn bursts(w: &Walk, p: f64) -> (Bursts, Vec<bool>, Gaps) {
     let mut b = Bursts::default();
     let mut in_burst = vec![false; w.rows.len()];
-    let mut gaps = 0;
+    let mut gaps = Gaps::default();
     let mut i = 1;
     while i < w.rows.len() {
         let Some(d) = w.interval(i) else {
@@ -252,7 +270,8 @@ fn bursts(w: &Walk, p: f64) -> (Bursts, Vec<bool>, u64) {
             i += 1;
             continue;
         }
-        gaps += 1;
+        gaps.count += 1;
+        gaps.after_late_answer += w.late[i - 1] as u64;
         let mut end = i + 1;
         while end < w.rows.len()
             && w.interval(end)
@@ -346,7 +365,7 @@ fn success_rate(ev: &Evidence, rows: &[usize]) -> Option<SuccessRate> {
     }
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let at = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let at = |q: f64| nearest_rank(&v, q).unwrap_or(f64::NAN);
     Some(SuccessRate {
         value: ev.header.values[col].name.clone(),
         count: n as u64,
@@ -359,31 +378,35 @@ fn success_rate(ev: &Evidence, rows: &[usize]) -> Option<SuccessRate> {
     })
 }
 
-/// The verdict in words: `the loop` when an answer was late, `the link`
-/// when inputs were lost before arrival or discarded in a burst, or arrived
-/// with gaps, while every answer was on time; both when both; else `on
-/// rate`.
+/// The verdict in words: `the loop` when an answer was late; `the link`
+/// when, after an on-time answer, inputs were lost before arrival or
+/// discarded in a burst, or the arrivals had a gap (a gap or a burst that
+/// follows a late answer is the loop's own: it held the next arrival
+/// back); both when both; else `on rate`.
 fn verdict(
     late: u64,
     answered: u64,
     budget: Option<u64>,
     lost: Option<&LostInputs>,
-    gaps: u64,
+    gaps: Gaps,
     bursts: &Bursts,
 ) -> (&'static str, String) {
     let link_lost = lost.map_or(0, |l| l.before_arrival + l.discarded_in_bursts);
-    let link = gaps > 0 || link_lost > 0;
+    let link = gaps.links() > 0 || link_lost > 0;
     let ms = |ns: u64| format!("{:.3} ms", ns as f64 / 1e6);
     let loop_part = budget.map_or(String::new(), |b| {
         let after = lost.map_or(0, |l| l.after_late_answer);
         format!(
-            "{late} of {answered} answers later than {} after their input ({after} inputs lost right after a late answer)",
-            ms(b)
+            "{late} of {answered} answers later than {} after their input ({after} inputs lost, {} gaps and {} bursts right after a late answer)",
+            ms(b),
+            gaps.after_late_answer,
+            bursts.after_late_answer
         )
     });
     let link_part = format!(
-        "{gaps} gaps in the arrivals, {} bursts, {link_lost} inputs lost before arrival or discarded in a burst",
-        bursts.count
+        "{} gaps in the arrivals and {} bursts after an on-time answer, {link_lost} inputs lost before arrival or discarded in a burst",
+        gaps.links(),
+        bursts.count - bursts.after_late_answer
     );
     match (late > 0, link) {
         (false, false) => (

@@ -234,11 +234,13 @@ fn every_input_paced_figure_matches_the_hand_derived_answer() {
         "{caveats}"
     );
     assert!(!caveats.contains("mixed pace"), "{caveats}");
-    // The card: late answers 5.88 % > 1 %: fail, with the input verdict.
+    // The card: late answers 1 / 17 = 5.882353 % > 1 %: fail, with the
+    // input verdict; the check judges that exact share and prints it to
+    // 10⁻⁴ of a % (5.8824), not the report's late_share (0.0588) × 100.
     let (card, check) = late_answers_check(&r);
     assert_eq!(
         (&check["value"], &check["state"]),
-        (&json!(5.88), &json!("fail"))
+        (&json!(5.8824), &json!("fail"))
     );
     assert_eq!(card["diagnosis"]["verdict"], "the loop and the link");
     assert!(
@@ -637,5 +639,69 @@ fn a_loop_slower_than_its_robot_loses_states_after_late_answers_and_is_cut_short
     assert!(
         p["verdict"].as_str().unwrap().starts_with("the loop"),
         "{p}"
+    );
+}
+
+/// Eight running cycles 10 ms apart (P = 10 ms, the fixture header's),
+/// counters 1..8 with none lost, every answer 0.5 ms after its arrival
+/// except cycle 4's, answered `answer4_us` after; cycle 5 arrives 25.2 ms
+/// after cycle 4 (over 1.5 P = 15 ms: the only gap; the interval after it
+/// is 10 ms, so no burst).
+fn one_gap_after_cycle_4(answer4_us: u64) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![header()];
+    let mut at = T0;
+    for i in 0..8u64 {
+        if i == 5 {
+            at += 15_200 * US; // 10 ms + 15.2 ms: 25.2 ms after cycle 4
+        }
+        let answer = if i == 4 { answer4_us } else { 500 } * US;
+        lines.push(input_cycle(i, "running", at, i + 1, Some(answer), None));
+        at += 10 * MS;
+    }
+    write(dir.path(), &lines);
+    analyze_json(dir.path(), &[])
+}
+
+#[test]
+fn a_gap_after_the_loops_own_late_answer_is_the_loops_not_the_links() {
+    // Cycle 4 answers 25 ms after its arrival (over the 10 ms budget: the
+    // one late answer of 8), and the next arrival comes 25.2 ms later: the
+    // gap followed the late answer, nothing was lost, so the verdict is
+    // exactly "the loop" (docs/input-paced.md), not "the loop and the link".
+    let r = one_gap_after_cycle_4(25_000);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["late_answers"], &p["gaps"], &p["gaps_after_late_answer"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{p}"
+    );
+    assert_eq!(p["lost"]["total"], 0, "{p}");
+    assert_eq!(p["verdict"], "the loop", "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 8 answers later than 10.000 ms after their input (0 inputs lost, 1 gaps and 0 bursts right after a late answer)"),
+        "{}",
+        p["reason"]
+    );
+    // The same gap after an on-time answer (cycle 4 at 0.5 ms) is the
+    // link's: no late answer, one gap after an on-time answer.
+    let r = one_gap_after_cycle_4(500);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["late_answers"], &p["gaps"], &p["gaps_after_late_answer"]),
+        (&json!(0), &json!(1), &json!(0)),
+        "{p}"
+    );
+    assert_eq!(p["verdict"], "the link", "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 gaps in the arrivals and 0 bursts after an on-time answer"),
+        "{}",
+        p["reason"]
     );
 }

@@ -52,6 +52,9 @@ pub struct InputPhase {
     pub lost: Option<LostInputs>,
     /// Arrival intervals longer than 1.5 P.
     pub gaps: u64,
+    /// Of `gaps`: those whose cycle before the gap answered late (the
+    /// loop held the next arrival back: not the link's evidence).
+    pub gaps_after_late_answer: u64,
     /// Runs of arrivals closer than P/4 after a gap.
     pub bursts: Bursts,
     /// The robot's own command success rate, when recorded as a value.

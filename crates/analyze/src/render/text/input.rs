@@ -74,8 +74,8 @@ fn phase(o: &mut String, p: &InputPhase) {
     let b = &p.bursts;
     let _ = writeln!(
         o,
-        "    gaps: {} (intervals over 1.5 P); bursts: {} ({} after a late answer), {} arrivals carrying {} states (at most {} in one), {} discarded",
-        p.gaps, b.count, b.after_late_answer, b.arrivals, b.states, b.states_max, b.discarded
+        "    gaps: {} (intervals over 1.5 P; {} after a late answer); bursts: {} ({} after a late answer), {} arrivals carrying {} states (at most {} in one), {} discarded",
+        p.gaps, p.gaps_after_late_answer, b.count, b.after_late_answer, b.arrivals, b.states, b.states_max, b.discarded
     );
     if let Some(s) = &p.success_rate {
         let _ = writeln!(
