@@ -7,11 +7,11 @@ holds them to (docs/architecture.md):
 * a source file (`crates/*/src/**/*.rs`, counted whole, inline tests
   included) over 700 lines fails, unless its module doc says why it is one
   idea with a line `//! long-file: <reason>`;
-* a function over 100 lines (from its `fn` line to its closing brace) fails,
+* a function over 80 lines (from its `fn` line to its closing brace) fails,
   unless a comment `// long-fn: <reason>` stands on the line above it (or
   above its attributes and doc comment).
 
-The goal the code keeps is tighter (600 lines a file, 80 a function); the
+The goal the code keeps is tighter for files (600 lines); the
 CI limits leave a margin so that a feature can land before its split. Prints
 the N longest files and functions (10 by default) and every offender;
 exit 1 when there is one.
@@ -21,7 +21,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FILE_LIMIT, FN_LIMIT = 700, 100
+FILE_LIMIT, FN_LIMIT = 700, 80
 FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?"
                 r"(?:extern\s+\"[^\"]*\"\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -121,7 +121,7 @@ def main():
     print(f"longest files (limit {FILE_LIMIT}; goal 600):")
     for n, f, marked in sorted(sizes, reverse=True)[:top]:
         print(f"  {n:5}  {f}{'  (long-file)' if marked else ''}")
-    print(f"longest functions (limit {FN_LIMIT}; goal 80):")
+    print(f"longest functions (limit {FN_LIMIT}):")
     for n, f, at, name, marked in sorted(fns, reverse=True)[:top]:
         print(f"  {n:5}  {f}:{at} {name}{'  (long-fn)' if marked else ''}")
     bad = offenders(sizes, fns)

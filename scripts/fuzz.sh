@@ -10,7 +10,8 @@
 # between runs (copy the ones worth keeping into fuzz/corpus after `cargo
 # fuzz cmin`). Without TARGET: the capture-level targets (evidence_lines,
 # summary, config, ring), the ones CI runs for a short smoke. The
-# analyzer-level targets (episode, mcap_into) live in fuzz/analyzer, a
+# analyzer-level targets (episode, differential, mcap_into) live in
+# fuzz/analyzer (differential seeds from episode's corpus), a
 # cargo-fuzz project of their own: they link polars, whose instrumented
 # build takes many minutes, so they run only when named. A crash
 # stops with libFuzzer's report and the input under fuzz/artifacts/TARGET:
@@ -30,8 +31,16 @@ cd fuzz
 # The cargo-fuzz project a target belongs to.
 project() {
     case $1 in
-    episode | mcap_into) echo analyzer ;;
+    episode | differential | mcap_into) echo analyzer ;;
     *) echo . ;;
+    esac
+}
+# The committed corpus a target starts from: the loader's differential
+# target reads whole episodes, as `episode` does.
+seeds() {
+    case $1 in
+    differential) echo episode ;;
+    *) echo "$1" ;;
     esac
 }
 echo "[fuzz] building ${targets[*]} (release, coverage instrumented) ..."
@@ -42,9 +51,9 @@ for t in "${targets[@]}"; do
     work="target/corpus/$t"
     arts="$(project "$t")/artifacts/$t"
     mkdir -p "$work" "$arts"
-    echo "[fuzz] $t: ${seconds} s from corpus/$t ($(ls "corpus/$t" | wc -l) seeds)"
+    echo "[fuzz] $t: ${seconds} s from corpus/$(seeds "$t") ($(ls "corpus/$(seeds "$t")" | wc -l) seeds)"
     log="target/fuzz-$t.log"
-    cargo fuzz run --fuzz-dir "$(project "$t")" -O "$t" "$work" "corpus/$t" -- \
+    cargo fuzz run --fuzz-dir "$(project "$t")" -O "$t" "$work" "corpus/$(seeds "$t")" -- \
         -max_total_time="$seconds" -dict=dict/evidence.dict -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1 || true
     grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)" "$log" || true

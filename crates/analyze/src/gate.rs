@@ -4,13 +4,17 @@
 //!
 //! * A report's cases are its summary cards: a judged card trips at the
 //!   state named (`warn`: warn or fail; `fail`: fail); a card that is not
-//!   judged is skipped and never trips.
+//!   judged is `not judged` and never trips.
 //! * A comparison's cases are its tests, each metric's median test and
 //!   (when tested) its p99 test, `PHASE/METRIC[/STAGE]:median|p99`, and each
 //!   rate, `PHASE/RATE:rate`; `--gate` keeps the ones listed. A case trips
 //!   on `worse` (or on `worse` or `mixed`, with `--fail-on mixed`, where a
-//!   metric's own verdict is mixed). A warning about the pair itself (a
-//!   different host, too few rollouts) never trips it, unless `--strict`.
+//!   metric's own verdict is mixed); a test `--gate` does not list is
+//!   `not gated`. A warning about the pair itself (a different host, too
+//!   few rollouts) never trips it, unless `--strict`.
+//! * A gate that checked nothing (every case not judged or not gated, or
+//!   no case at all) says so and trips, unless `--allow-empty-gate`: a
+//!   green build must mean that something was checked.
 
 use crate::compare::{Comparison, Verdict};
 use crate::metrics::{CardState, Report};
@@ -20,7 +24,8 @@ use crate::metrics::{CardState, Report};
 pub struct GateCase {
     /// Its name (`running card`, `running/work:p99`).
     pub name: String,
-    /// `passed`, `failed` or `skipped` (not judged, not gated).
+    /// `passed`, `failed`, `not judged` (a report's card) or `not gated`
+    /// (a comparison's test that `--gate` does not list).
     pub outcome: &'static str,
     /// The figure, interval and threshold in words.
     pub detail: String,
@@ -39,6 +44,8 @@ pub struct GateResult {
     pub warnings: Vec<String>,
     /// Whether `--strict` makes those warnings trip it.
     pub strict: bool,
+    /// Whether `--allow-empty-gate` lets a gate that checked nothing pass.
+    pub allow_empty: bool,
 }
 
 impl GateResult {
@@ -47,16 +54,32 @@ impl GateResult {
         self.cases.iter().filter(|c| c.outcome == "failed")
     }
 
-    /// Whether the gate trips: a failed case, or (strict) a warning; never
-    /// without `--fail-on`.
+    /// The cases checked: passed or failed (not `not judged`, not `not
+    /// gated`).
+    pub fn checked(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| matches!(c.outcome, "passed" | "failed"))
+            .count()
+    }
+
+    /// Whether the gate (given `--fail-on`) checked nothing.
+    pub fn checked_nothing(&self) -> bool {
+        self.fail_on.is_some() && self.checked() == 0
+    }
+
+    /// Whether the gate trips: a failed case, (strict) a warning, or
+    /// nothing checked (unless allowed); never without `--fail-on`.
     pub fn tripped(&self) -> bool {
         self.fail_on.is_some()
-            && (self.failed().next().is_some() || (self.strict && !self.warnings.is_empty()))
+            && (self.failed().next().is_some()
+                || (self.strict && !self.warnings.is_empty())
+                || (self.checked_nothing() && !self.allow_empty))
     }
 }
 
 /// The report's gate: one case per card.
-pub fn report_gate(r: &Report, fail_on: Option<&str>) -> GateResult {
+pub fn report_gate(r: &Report, fail_on: Option<&str>, allow_empty: bool) -> GateResult {
     let level = match fail_on {
         Some("warn") => Some(CardState::Warn),
         Some(_) => Some(CardState::Fail),
@@ -68,7 +91,7 @@ pub fn report_gate(r: &Report, fail_on: Option<&str>) -> GateResult {
         .map(|c| GateCase {
             name: format!("{} card", c.phase),
             outcome: if c.state == CardState::NotJudged {
-                "skipped"
+                "not judged"
             } else if level.is_some_and(|l| c.state >= l) {
                 "failed"
             } else {
@@ -83,6 +106,7 @@ pub fn report_gate(r: &Report, fail_on: Option<&str>) -> GateResult {
         cases,
         warnings: Vec::new(),
         strict: false,
+        allow_empty,
     }
 }
 
@@ -145,6 +169,7 @@ pub fn compare_gate(
     fail_on: Option<&str>,
     gate: &[String],
     strict: bool,
+    allow_empty: bool,
 ) -> Result<GateResult, String> {
     let all = tests(c);
     if let Some(unknown) = gate.iter().find(|g| !all.iter().any(|t| &t.0 == *g)) {
@@ -162,7 +187,7 @@ pub fn compare_gate(
             let trips = v == Verdict::Worse || (mixed && metric_v == Verdict::Mixed);
             GateCase {
                 outcome: if !listed {
-                    "skipped"
+                    "not gated"
                 } else if fail_on.is_some() && trips {
                     "failed"
                 } else {
@@ -179,5 +204,6 @@ pub fn compare_gate(
         cases,
         warnings: c.warnings.clone(),
         strict,
+        allow_empty,
     })
 }

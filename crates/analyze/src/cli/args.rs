@@ -73,6 +73,10 @@ pub struct GateArgs {
     /// rollouts) trips the gate too.
     #[arg(long)]
     pub strict: bool,
+    /// Let a gate that checked nothing (every card not judged, every test
+    /// not gated, or none at all) pass; without it such a gate trips.
+    #[arg(long)]
+    pub allow_empty_gate: bool,
     /// Write a GitHub-flavoured Markdown summary here (append it to
     /// $GITHUB_STEP_SUMMARY in a workflow).
     #[arg(long, value_name = "FILE")]
@@ -104,6 +108,7 @@ impl InputArgs {
             progress: true,
             command_stage: self.command_stage,
             answer_budget_ns: self.answer_budget_us.map(|us| us.saturating_mul(1_000)),
+            serde_only: false,
         }
     }
 }

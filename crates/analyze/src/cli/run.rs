@@ -60,7 +60,11 @@ pub fn run_report(req: &ReportRequest, out: &mut dyn Write) -> Result<Report> {
         req.output.output.as_deref(),
     )?;
     drop(s);
-    let g = crate::gate::report_gate(report, req.gate.fail_on.as_deref());
+    let g = crate::gate::report_gate(
+        report,
+        req.gate.fail_on.as_deref(),
+        req.gate.allow_empty_gate,
+    );
     write_gate_files(
         &req.gate,
         &g,
@@ -100,13 +104,18 @@ fn gate_verdict(g: &crate::gate::GateResult, partial: Option<&str>) -> Result<()
         .failed()
         .map(|c| format!("{} ({})", c.name, c.detail))
         .collect();
-    let mut what = if failed.is_empty() {
+    let mut what = if !failed.is_empty() {
+        format!("{} failed: {}", failed.len(), failed.join("; "))
+    } else if g.checked_nothing() {
+        format!(
+            "it checked nothing: {} (pass --allow-empty-gate to let an empty gate pass)",
+            crate::render::gate::nothing_checked(g)
+        )
+    } else {
         format!(
             "a warning about the pair, with --strict: {}",
             g.warnings.join("; ")
         )
-    } else {
-        format!("{} failed: {}", failed.len(), failed.join("; "))
     };
     if let Some(p) = partial {
         what.push_str(&format!("; also {p}"));
@@ -557,6 +566,7 @@ pub fn run_compare(
         req.gate.fail_on.as_deref(),
         &req.gate.gate,
         req.gate.strict,
+        req.gate.allow_empty_gate,
     )
     .map_err(AnalyzeError::Usage)?;
     write_gate_files(

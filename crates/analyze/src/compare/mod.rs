@@ -259,6 +259,71 @@ fn metric_rank(m: &str) -> usize {
     .unwrap_or(if m.starts_with("overlap:") { 50 } else { 99 })
 }
 
+/// The warnings about the pair (manifests, hosts, rollouts differing
+/// within a side, one set of runs compared with itself) and every
+/// episode's own caveats, labelled by side.
+fn pair_notes(
+    a: &SideInput,
+    b: &SideInput,
+    differences: &[Difference],
+    settings: &[String],
+) -> (Vec<String>, Vec<String>) {
+    // The same episode directories on both sides: not an A/A pair of runs,
+    // but one set of runs compared with itself.
+    let dirs = |side: &SideInput| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = side.iter().map(|a| a.evidence.dir.clone()).collect();
+        v.sort();
+        v
+    };
+    let same = !a.is_empty() && dirs(a) == dirs(b);
+    let mut warnings = match (a.first(), b.first()) {
+        (Some(x), Some(y)) => warnings(&x.evidence, &y.evidence, differences, settings, same),
+        _ => Vec::new(),
+    };
+    for (label, side) in [("A", a), ("B", b)] {
+        warnings.extend(within_side(label, side));
+    }
+    let mut caveats = Vec::new();
+    for (label, side) in [("A", a), ("B", b)] {
+        for (i, r) in side.iter().map(|a| &a.report).enumerate() {
+            for c in &r.caveats {
+                caveats.push(format!("{}: {c}", episode_label(label, side, i)));
+            }
+        }
+    }
+    (warnings, caveats)
+}
+
+/// The comparison's tests before Holm: one per metric (phase, metric,
+/// stage) both sides have, and one per rate, in the report's order.
+fn tests(
+    a: &SideInput,
+    b: &SideInput,
+    cfg: BootstrapConfig,
+) -> (Vec<MetricComparison>, Vec<RateComparison>) {
+    let sa = side_samples(a);
+    let sb = side_samples(b);
+    let judged = judged_phase(a);
+    let phase_rank = |p: &str| phase_rank(a, judged.as_deref(), p);
+    let mut keys: Vec<&(String, String, Option<String>)> =
+        sa.keys().filter(|k| sb.contains_key(*k)).collect();
+    keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
+    let metrics: Vec<MetricComparison> = keys
+        .into_iter()
+        .filter_map(|key| compare_metric(key, &sa[key].2, &sb[key].2, &sa[key].1, (a, b), cfg))
+        .collect();
+    let (ra, rb) = (side_rates(a), side_rates(b));
+    let mut rates: Vec<RateComparison> = ra
+        .iter()
+        .filter_map(|(key, (thr, _, va))| {
+            let (_, _, vb) = rb.get(key)?;
+            compare_rate(key, *thr, va, vb, cfg)
+        })
+        .collect();
+    rates.sort_by_key(|r| (phase_rank(&r.phase), r.metric.clone()));
+    (metrics, rates)
+}
+
 /// Compare two sides, each one or more loaded episodes (with their
 /// reports). The manifests compared are each side's first episode's;
 /// rollouts of one side that differ among themselves are warned about.
@@ -276,49 +341,8 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         .filter(|d| d.kind == "config")
         .map(|d| d.key.clone())
         .collect();
-    // The same episode directories on both sides: not an A/A pair of runs,
-    // but one set of runs compared with itself.
-    let dirs = |side: &SideInput| -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = side.iter().map(|a| a.evidence.dir.clone()).collect();
-        v.sort();
-        v
-    };
-    let same = !a.is_empty() && dirs(a) == dirs(b);
-    let mut warnings = match (a.first(), b.first()) {
-        (Some(x), Some(y)) => warnings(&x.evidence, &y.evidence, &differences, &settings, same),
-        _ => Vec::new(),
-    };
-    for (label, side) in [("A", a), ("B", b)] {
-        warnings.extend(within_side(label, side));
-    }
-    let mut caveats = Vec::new();
-    for (label, side) in [("A", a), ("B", b)] {
-        for (i, r) in side.iter().map(|a| &a.report).enumerate() {
-            for c in &r.caveats {
-                caveats.push(format!("{}: {c}", episode_label(label, side, i)));
-            }
-        }
-    }
-    let sa = side_samples(a);
-    let sb = side_samples(b);
-    let judged = judged_phase(a);
-    let phase_rank = |p: &str| phase_rank(a, judged.as_deref(), p);
-    let mut keys: Vec<&(String, String, Option<String>)> =
-        sa.keys().filter(|k| sb.contains_key(*k)).collect();
-    keys.sort_by_key(|k| (phase_rank(&k.0), metric_rank(&k.1), k.2.clone()));
-    let mut metrics: Vec<MetricComparison> = keys
-        .into_iter()
-        .filter_map(|key| compare_metric(key, &sa[key].2, &sb[key].2, &sa[key].1, (a, b), cfg))
-        .collect();
-    let (ra, rb) = (side_rates(a), side_rates(b));
-    let mut rates: Vec<RateComparison> = ra
-        .iter()
-        .filter_map(|(key, (thr, _, va))| {
-            let (_, _, vb) = rb.get(key)?;
-            compare_rate(key, *thr, va, vb, cfg)
-        })
-        .collect();
-    rates.sort_by_key(|r| (phase_rank(&r.phase), r.metric.clone()));
+    let (warnings, caveats) = pair_notes(a, b, &differences, &settings);
+    let (mut metrics, mut rates) = tests(a, b, cfg);
     let nominal = a
         .first()
         .and_then(|x| crate::metrics::nominal_period(&x.evidence.header));

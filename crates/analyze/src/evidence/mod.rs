@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use crate::error::{AnalyzeError, Result};
 
 mod append;
+mod differential;
 mod dir;
 pub mod find;
 mod parse;
@@ -25,6 +26,7 @@ mod scan;
 mod view;
 
 use append::{Appender, SpanColumns};
+pub use differential::loads_alike_both_ways;
 use dir::{leftover_temps, why_no_cycles};
 pub use find::{find_episodes, identity, Found, Search};
 use parse::{parse_piece, split_lines, Piece, Tables};
@@ -73,6 +75,12 @@ pub struct LoadOptions {
     /// An input-paced cycle's answer is late when its latency exceeds this
     /// (default: the effective period).
     pub answer_budget_ns: Option<u64>,
+    /// Parse every cycle line through serde, never the fast path: the
+    /// reference the whole-file differential test and fuzz target compare
+    /// the fast path with (both must give the same evidence). Not for
+    /// users: it only makes loading slower.
+    #[doc(hidden)]
+    pub serde_only: bool,
 }
 
 impl Default for LoadOptions {
@@ -82,6 +90,7 @@ impl Default for LoadOptions {
             progress: false,
             command_stage: "robot_send_command".into(),
             answer_budget_ns: None,
+            serde_only: false,
         }
     }
 }
@@ -218,6 +227,7 @@ fn load_cycles(
             .position(|s| s.name == opts.command_stage)
             .map(|i| i as u32),
         comparable: header.clocks.schedule_comparable(),
+        fast: !opts.serde_only,
     };
     let mut ev = Evidence {
         dir: dir.to_path_buf(),

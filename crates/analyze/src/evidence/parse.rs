@@ -34,6 +34,9 @@ pub(super) struct Tables<'a> {
     pub(super) command_stage: Option<u32>,
     /// Targets may be subtracted from start and wake times.
     pub(super) comparable: bool,
+    /// Try the fast path first (false: every line through serde, the
+    /// differential reference).
+    pub(super) fast: bool,
 }
 
 impl Tables<'_> {
@@ -515,9 +518,10 @@ pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
         }
         // The fast path first; a line it steps aside from, or that fails a
         // check, goes through serde, which names what is wrong.
-        let fast = raw_str.is_some_and(|raw| {
-            scan::cycle(raw, &mut view).is_ok() && convert(t, &view, line, &mut p).is_ok()
-        });
+        let fast = t.fast
+            && raw_str.is_some_and(|raw| {
+                scan::cycle(raw, &mut view).is_ok() && convert(t, &view, line, &mut p).is_ok()
+            });
         if !fast {
             if let Err(msg) = parse_slow(t, raw, raw_str, line, &mut p) {
                 p.bad.push((line, msg));

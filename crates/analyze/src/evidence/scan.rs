@@ -10,8 +10,11 @@
 //! makes it step aside ([`Bail`]) and the line goes to serde, which either
 //! accepts it or names what is wrong, field and column. So the fast path
 //! decides no error message and accepts no line serde would refuse; where it
-//! accepts, it reads what serde reads (`tests` below, and the loader's
-//! property test, compare the two on every field).
+//! accepts, it reads what serde reads: `tests` below compare the two line
+//! by line on every field (fixture lines and a mutation proptest), and the
+//! loader's whole-file differential test (`evidence/differential.rs`, and
+//! the `differential` fuzz target) loads whole files both ways, through
+//! `parse_piece` and `convert`, and holds the evidence equal.
 //!
 //! Numbers follow serde_json's rules exactly: an unsigned field takes a
 //! non-negative integer literal that fits it; a caller value is an unsigned

@@ -443,6 +443,62 @@ fn merge_messages<R: Read + Seek, W: Write + Seek>(
     Ok(copied)
 }
 
+/// The checks a recording's summary must pass before anything is merged:
+/// no looptime channels of an earlier merge, no chunk larger than
+/// [`MAX_CHUNK_BYTES`] uncompressed, a chunk index when it has messages.
+/// Gives the message count its Statistics record states, when it has one.
+fn check_recording(
+    summary: &mcap::Summary,
+    top: &TopLevel,
+    recording_path: &Path,
+) -> Result<Option<u64>> {
+    if let Some(why) = earlier_merge(summary, top) {
+        return Err(refuse(recording_path, why));
+    }
+    if let Some(c) = summary
+        .chunk_indexes
+        .iter()
+        .find(|c| c.uncompressed_size > MAX_CHUNK_BYTES)
+    {
+        return Err(refuse(
+            recording_path,
+            format!("its chunk at byte {} says it holds {} bytes uncompressed; chunks are decompressed whole, and looptime takes chunks of up to {} MiB (the MCAP writers and rosbag2 write 1 to 4 MiB): if the recording is not damaged, rewrite it with smaller chunks (`mcap convert`) and merge that", c.chunk_start_offset, c.uncompressed_size, MAX_CHUNK_BYTES >> 20),
+        ));
+    }
+    let expected_messages = summary.stats.as_ref().map(|s| s.message_count);
+    if summary.chunk_indexes.is_empty() && expected_messages.unwrap_or(0) > 0 {
+        return Err(refuse(
+            recording_path,
+            "its summary has no chunk index, so its messages cannot be read in time order without holding them all; rewrite it with `mcap recover` and merge that",
+        ));
+    }
+    Ok(expected_messages)
+}
+
+/// Copy the recording's schemas and channels into `m` under their own
+/// ids, in id order; gives how many records that was.
+fn copy_schemas_and_channels<W: Write + Seek>(
+    summary: &mcap::Summary,
+    m: &mut mcap::Writer<W>,
+    path: &Path,
+) -> Result<usize> {
+    let werr = |e| mcap_err(path, e);
+    let mut schemas: Vec<_> = summary.schemas.values().collect();
+    schemas.sort_by_key(|s| s.id);
+    for s in &schemas {
+        m.add_schema_with_id(s.id, &s.name, &s.encoding, &s.data)
+            .map_err(werr)?;
+    }
+    let mut channels: Vec<_> = summary.channels.values().collect();
+    channels.sort_by_key(|c| c.id);
+    for c in &channels {
+        let schema_id = c.schema.as_ref().map_or(0, |s| s.id);
+        m.add_channel_with_id(c.id, schema_id, &c.topic, &c.message_encoding, &c.metadata)
+            .map_err(werr)?;
+    }
+    Ok(schemas.len() + channels.len())
+}
+
 /// Write the recording read from `recording` (the MCAP file at
 /// `recording_path`) with `a`'s looptime channels added on the same
 /// timeline into `w`, chunks compressed as `compression` says: every
@@ -489,26 +545,7 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
             "it has no summary section, so its messages cannot be read in time order without holding them all; rosbag2 and the MCAP writers always write one: rewrite it with `mcap recover` and merge that",
         )
     })?;
-    if let Some(why) = earlier_merge(&summary, &top) {
-        return Err(refuse(recording_path, why));
-    }
-    if let Some(c) = summary
-        .chunk_indexes
-        .iter()
-        .find(|c| c.uncompressed_size > MAX_CHUNK_BYTES)
-    {
-        return Err(refuse(
-            recording_path,
-            format!("its chunk at byte {} says it holds {} bytes uncompressed; chunks are decompressed whole, and looptime takes chunks of up to {} MiB (the MCAP writers and rosbag2 write 1 to 4 MiB): if the recording is not damaged, rewrite it with smaller chunks (`mcap convert`) and merge that", c.chunk_start_offset, c.uncompressed_size, MAX_CHUNK_BYTES >> 20),
-        ));
-    }
-    let expected_messages = summary.stats.as_ref().map(|s| s.message_count);
-    if summary.chunk_indexes.is_empty() && expected_messages.unwrap_or(0) > 0 {
-        return Err(refuse(
-            recording_path,
-            "its summary has no chunk index, so its messages cannot be read in time order without holding them all; rewrite it with `mcap recover` and merge that",
-        ));
-    }
+    let expected_messages = check_recording(&summary, &top, recording_path)?;
     let mut p = plan(a)?;
     if !force {
         check_overlap(&summary, p.range(), recording_path)?;
@@ -516,20 +553,7 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
     p.meta
         .insert("recording_library".into(), top.library.clone());
     let mut m = writer(w, path, compression, &top.profile)?;
-    let werr = |e| mcap_err(path, e);
-    let mut schemas: Vec<_> = summary.schemas.values().collect();
-    schemas.sort_by_key(|s| s.id);
-    for s in &schemas {
-        m.add_schema_with_id(s.id, &s.name, &s.encoding, &s.data)
-            .map_err(werr)?;
-    }
-    let mut channels: Vec<_> = summary.channels.values().collect();
-    channels.sort_by_key(|c| c.id);
-    for c in &channels {
-        let schema_id = c.schema.as_ref().map_or(0, |s| s.id);
-        m.add_channel_with_id(c.id, schema_id, &c.topic, &c.message_encoding, &c.metadata)
-            .map_err(werr)?;
-    }
+    let schemas_and_channels = copy_schemas_and_channels(&summary, &mut m, path)?;
     let ids = add_channels(&mut m, &p, path)?;
     let mut e = Emitter::new(&p, ids);
     let copied = merge_messages(&mut rec, &summary, &p, &mut e, &mut m, path)?;
@@ -541,10 +565,9 @@ pub fn write_into<R: Read + Seek, W: Write + Seek>(
     }
     copy_attachments(&mut rec, &top, &mut m, path)?;
     for md in &top.metadata {
-        m.write_metadata(md).map_err(werr)?;
+        m.write_metadata(md).map_err(|e| mcap_err(path, e))?;
     }
-    let copied_records =
-        (schemas.len() + channels.len() + top.attachments.len() + top.metadata.len()) as u64;
+    let copied_records = (schemas_and_channels + top.attachments.len() + top.metadata.len()) as u64;
     let added = e.finish(&mut m, path)?;
     Ok(IntoSummary {
         copied_messages: copied,

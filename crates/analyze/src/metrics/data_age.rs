@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use super::report::{DataAgeReport, Dist, Production, SourceAge, SourcePhase};
-use super::table::{r1, r4};
+use super::report::{DataAgeReport, Production, SourceAge, SourcePhase};
+use super::table::{dist_of, r4};
 use crate::evidence::{Evidence, SampleRow};
 
 /// The clock name a source's stamps must carry for ages to be computed.
@@ -35,28 +35,6 @@ pub fn age_of(stamp_ns: i64, at_ns: i64) -> Option<i64> {
     } else {
         None
     }
-}
-
-/// Nearest-rank distribution (the smallest value with at least `q` of the
-/// values at or below it), as the report's other distributions.
-pub(crate) fn dist_of(mut v: Vec<i64>) -> Option<Dist> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    let n = v.len();
-    let at = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-    Some(Dist {
-        count: n as u64,
-        mean_ns: r1(mean),
-        min_ns: v[0],
-        p50_ns: at(0.5),
-        p90_ns: at(0.9),
-        p99_ns: at(0.99),
-        p999_ns: at(0.999),
-        max_ns: v[n - 1],
-    })
 }
 
 /// The age at use of sample `x` of `ev` when it has one: a use (not a
@@ -181,7 +159,7 @@ fn phases_of(
     }
     acc.into_iter()
         .filter(|(p, _, _)| p.uses > 0)
-        .map(|(mut p, ages, at_cmd)| {
+        .map(|(mut p, mut ages, mut at_cmd)| {
             if comparable {
                 if let Some(limit) = max_age {
                     let stale = ages.iter().filter(|&&a| a as u64 > limit).count() as u64;
@@ -190,8 +168,8 @@ fn phases_of(
                         (!ages.is_empty()).then(|| r4(stale as f64 / ages.len() as f64));
                 }
             }
-            p.age_at_use = dist_of(ages);
-            p.age_at_command = dist_of(at_cmd);
+            p.age_at_use = dist_of(&mut ages);
+            p.age_at_command = dist_of(&mut at_cmd);
             p
         })
         .collect()
@@ -242,7 +220,7 @@ fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Producti
         threads,
         produced: n as u64,
         rate_hz: (n >= 2 && span > 0).then(|| r4((n - 1) as f64 * 1e9 / span as f64)),
-        wait_to_first_use: dist_of(waits),
+        wait_to_first_use: dist_of(&mut waits),
         never_used,
     })
 }

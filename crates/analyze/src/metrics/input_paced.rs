@@ -8,7 +8,7 @@
 
 use looptime_capture::quantile::nearest_rank;
 
-use super::report::{Bursts, InputPacedReport, InputPhase, LostInputs, Pace, SuccessRate};
+use super::report::{Bursts, Dist, InputPacedReport, InputPhase, LostInputs, Pace, SuccessRate};
 use super::table::{dist_of, r4};
 use crate::evidence::{Cell, Evidence};
 
@@ -105,7 +105,19 @@ struct Walk<'a> {
     late: Vec<bool>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(ev: &'a Evidence, rows: &'a [usize], segment: &[u32]) -> Self {
+        Walk {
+            ev,
+            rows,
+            follows: (0..rows.len())
+                .map(|i| {
+                    i > 0 && rows[i] == rows[i - 1] + 1 && segment[rows[i]] == segment[rows[i - 1]]
+                })
+                .collect(),
+            late: vec![false; rows.len()],
+        }
+    }
     fn arrival(&self, i: usize) -> i64 {
         self.ev.cycles[self.rows[i]].arrival_ns.unwrap_or(0)
     }
@@ -145,23 +157,10 @@ fn phase_figures(
     rows: &[usize],
     answers: &[Option<i64>],
 ) -> InputPhase {
-    let mut w = Walk {
-        ev,
-        rows,
-        follows: (0..rows.len())
-            .map(|i| {
-                i > 0 && rows[i] == rows[i - 1] + 1 && segment[rows[i]] == segment[rows[i - 1]]
-            })
-            .collect(),
-        late: vec![false; rows.len()],
-    };
+    let mut w = Walk::new(ev, rows, segment);
     let mut intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
     let arrival_period = dist_of(&mut intervals);
-    let (period_ns, period_from) = match (pace, &arrival_period) {
-        (Pace::Paced { effective_ns, .. }, _) => (Some(effective_ns), "nominal"),
-        (_, Some(d)) if d.p50_ns > 0 => (Some(d.p50_ns as u64), "arrivals"),
-        _ => (None, "nominal"),
-    };
+    let (period_ns, period_from) = period(pace, arrival_period.as_ref());
     let (budget_ns, budget_from) = match ev.answer_budget_ns {
         Some(b) => (Some(b), "flag"),
         None => (period_ns, "period"),
@@ -216,6 +215,16 @@ fn phase_figures(
         success_rate,
         verdict: verdict.into(),
         reason,
+    }
+}
+
+/// The period P of an input-paced phase and where it came from: the
+/// effective nominal period, else the median arrival period.
+fn period(pace: Pace, arrival_period: Option<&Dist>) -> (Option<u64>, &'static str) {
+    match (pace, arrival_period) {
+        (Pace::Paced { effective_ns, .. }, _) => (Some(effective_ns), "nominal"),
+        (_, Some(d)) if d.p50_ns > 0 => (Some(d.p50_ns as u64), "arrivals"),
+        _ => (None, "nominal"),
     }
 }
 

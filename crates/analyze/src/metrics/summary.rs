@@ -63,14 +63,17 @@ pub fn cards(
 }
 
 /// The largest stale share (in %) among the sources with a staleness limit
-/// and ages in `phase`, rounded to 10⁻⁴.
+/// and ages in `phase`, exact (`stale / ages × 100`): a check judges the
+/// exact share and prints it rounded to 10⁻⁴.
 fn stale_pct(age: Option<&DataAgeReport>, phase: &str) -> Option<f64> {
     age?.sources
         .iter()
         .flat_map(|s| &s.phases)
         .filter(|p| p.phase == phase)
-        .filter_map(|p| p.stale_share)
-        .map(|s| r4(s * 100.0))
+        .filter_map(|p| {
+            let ages = p.age_at_use.as_ref()?.count;
+            Some(p.stale? as f64 / ages.max(1) as f64 * 100.0)
+        })
         .reduce(f64::max)
 }
 
@@ -144,21 +147,23 @@ fn checks(
             value,
         })
     };
+    // Each check judges its exact figure and prints it rounded to 10⁻⁴, so
+    // a share just over a threshold never passes by rounding onto it.
     if let Some(hz) = p.loop_hz {
         let eff_hz = 1e9 / eff as f64;
-        let d = r4((hz - eff_hz) / eff_hz * 100.0);
+        let d = (hz - eff_hz) / eff_hz * 100.0;
         push(
             "rate",
             state_of(d.abs(), t.rate_pass_pct, t.rate_warn_pct),
-            d,
+            r4(d),
         );
     }
     if let Some(p99) = p.period.as_ref().map(|d| d.p99_ns) {
-        let d = r4((p99 as f64 - eff as f64) / eff as f64 * 100.0);
+        let d = (p99 as f64 - eff as f64) / eff as f64 * 100.0;
         push(
             "p99_period",
             state_of(d.abs(), t.p99_pass_pct, t.p99_warn_pct),
-            d,
+            r4(d),
         );
         let share = p.overruns as f64 / p.cycles.max(1) as f64 * 100.0;
         let state = if p.overruns <= t.overruns_pass {
@@ -176,15 +181,15 @@ fn checks(
         push(
             "stale_uses",
             state_of(pct, t.stale_pass_pct, t.stale_warn_pct),
-            pct,
+            r4(pct),
         );
     }
     // An input-paced phase is judged on its answers (beside the rate, as
     // staleness): sleep overshoot and deadline lag do not exist there.
-    if let Some(share) = input.and_then(|i| i.late_share) {
-        let pct = r4(share * 100.0);
+    if let Some(i) = input.filter(|i| i.cycles > i.unanswered) {
+        let pct = i.late_answers as f64 / (i.cycles - i.unanswered) as f64 * 100.0;
         let state = state_of(pct, t.late_answers_pass_pct, t.late_answers_warn_pct);
-        push("late_answers", state, pct);
+        push("late_answers", state, r4(pct));
     }
     checks
 }
@@ -273,7 +278,10 @@ fn words(
                 ),
             }
         }
-        (None, Some(l)) => format!("; not judged: the {} phase is", l.phase),
+        (None, Some(l)) => format!(
+            "; not judged: only the {} phase is judged (a report judges one phase: running, else the one with the most cycles)",
+            l.phase
+        ),
         (None, None) => "; not judged: no pace to judge against".to_string(),
     };
     let mut stale = check("stale_uses").map_or(String::new(), |c| {
@@ -468,7 +476,9 @@ mod tests {
         assert!(!c[0].checks.is_empty());
         assert!(
             c[0].words.starts_with("warmup: NOT JUDGED")
-                && c[0].words.contains("not judged: the running phase is"),
+                && c[0].words.ends_with(
+                    "not judged: only the running phase is judged (a report judges one phase: running, else the one with the most cycles)"
+                ),
             "{}",
             c[0].words
         );
@@ -544,18 +554,20 @@ mod tests {
     #[test]
     fn the_worst_stale_share_of_a_phase_is_a_check_with_its_own_thresholds() {
         use crate::metrics::report::{SourceAge, SourcePhase};
-        let src = |name: &str, share: Option<f64>| SourceAge {
+        // A source with `stale` of 1,000 aged uses over its limit (none:
+        // no limit declared).
+        let src = |name: &str, stale: Option<u64>| SourceAge {
             source: name.into(),
             clock: "host_monotonic".into(),
-            max_age_ns: share.map(|_| 50_000_000),
+            max_age_ns: stale.map(|_| 50_000_000),
             not_comparable: None,
             phases: vec![SourcePhase {
                 phase: "running".into(),
                 uses: 1000,
-                age_at_use: None,
+                age_at_use: Some(dist(1_000_000, 2_000_000)),
                 age_at_command: None,
-                stale: share.map(|s| (s * 1000.0) as u64),
-                stale_share: share,
+                stale,
+                stale_share: stale.map(|s| r4(s as f64 / 1000.0)),
                 stamped_in_future: 0,
                 reused: 0,
                 skipped: 0,
@@ -567,7 +579,7 @@ mod tests {
         // over the 0.1 % pass and within the 1 % warn threshold.
         let age = DataAgeReport {
             samples_dropped: 0,
-            sources: vec![src("camera", Some(0.005)), src("state", None)],
+            sources: vec![src("camera", Some(5)), src("state", None)],
         };
         let p = [phase("running", 100.0, 10_000_000, 0)];
         let c = &cards(&p, PACED, None, Some(&age), None, &Thresholds::default())[0];
@@ -589,5 +601,72 @@ mod tests {
         // Without data age, no such check.
         let c = &cards(&p, PACED, None, None, None, &Thresholds::default())[0];
         assert!(c.checks.iter().all(|c| c.check != "stale_uses"));
+    }
+
+    #[test]
+    fn a_share_just_over_a_threshold_is_judged_exactly_and_printed_rounded() {
+        use crate::metrics::report::{Bursts, InputPhase, SourceAge, SourcePhase};
+        // 1 stale use of 999 aged uses: 0.1001 %, printed 0.1 (10⁻⁴ of a
+        // %: 0.1001), over the 0.1 % pass threshold: warn, not pass.
+        let mut d = dist(1_000_000, 2_000_000);
+        d.count = 999;
+        let age = DataAgeReport {
+            samples_dropped: 0,
+            sources: vec![SourceAge {
+                source: "camera".into(),
+                clock: "host_monotonic".into(),
+                max_age_ns: Some(50_000_000),
+                not_comparable: None,
+                phases: vec![SourcePhase {
+                    phase: "running".into(),
+                    uses: 999,
+                    age_at_use: Some(d),
+                    age_at_command: None,
+                    stale: Some(1),
+                    stale_share: Some(r4(1.0 / 999.0)),
+                    stamped_in_future: 0,
+                    reused: 0,
+                    skipped: 0,
+                    seq_resets: 0,
+                }],
+                production: None,
+            }],
+        };
+        let p = [phase("running", 100.0, 10_000_000, 0)];
+        let c = &cards(&p, PACED, None, Some(&age), None, &Thresholds::default())[0];
+        let check = c.checks.iter().find(|c| c.check == "stale_uses").unwrap();
+        assert_eq!((check.value, check.state), (0.1001, CardState::Warn));
+        // 1 late answer of 999 answered (1,000 cycles, 1 unanswered):
+        // 0.1001 % late, over the 0.1 % pass threshold: warn. The input
+        // report's own `late_share` rounds to 0.001 (0.1 %), which the
+        // check must not judge by.
+        let input = InputPacedReport {
+            phases: vec![InputPhase {
+                phase: "running".into(),
+                cycles: 1000,
+                deadline_cycles: 0,
+                period_ns: Some(P),
+                period_from: "nominal".into(),
+                arrival_period: None,
+                arrival_hz: None,
+                arrival_rate_error_pct: None,
+                budget_ns: Some(P),
+                budget_from: "period".into(),
+                answer_latency: None,
+                unanswered: 1,
+                late_answers: 1,
+                late_share: Some(r4(1.0 / 999.0)),
+                lost: None,
+                gaps: 0,
+                gaps_after_late_answer: 0,
+                bursts: Bursts::default(),
+                success_rate: None,
+                verdict: "the loop".into(),
+                reason: String::new(),
+            }],
+        };
+        let c = &cards(&p, PACED, None, None, Some(&input), &Thresholds::default())[0];
+        let check = c.checks.iter().find(|c| c.check == "late_answers").unwrap();
+        assert_eq!((check.value, check.state), (0.1001, CardState::Warn));
     }
 }

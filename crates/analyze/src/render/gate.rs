@@ -9,6 +9,27 @@ use crate::compare::Comparison;
 use crate::gate::GateResult;
 use crate::metrics::Report;
 
+/// Why a gate checked nothing, in words: how many cases it had and what
+/// each was.
+pub fn nothing_checked(g: &GateResult) -> String {
+    if g.cases.is_empty() {
+        return "it had no case (no summary card, or no test in the comparison)".into();
+    }
+    let not_judged = g.cases.iter().filter(|c| c.outcome == "not judged").count();
+    let not_gated = g.cases.iter().filter(|c| c.outcome == "not gated").count();
+    let mut parts = Vec::new();
+    if not_judged > 0 {
+        parts.push(format!(
+            "{not_judged} of {} cases not judged (no nominal period, an uncapped run, or another phase judged)",
+            g.cases.len()
+        ));
+    }
+    if not_gated > 0 {
+        parts.push(format!("{not_gated} of {} tests not gated", g.cases.len()));
+    }
+    parts.join(", ")
+}
+
 /// The gate's one-line verdict.
 fn headline(g: &GateResult) -> String {
     let failed = g.failed().count();
@@ -16,17 +37,27 @@ fn headline(g: &GateResult) -> String {
         .fail_on
         .as_deref()
         .map_or(String::new(), |l| format!(" (--fail-on {l})"));
-    if g.tripped() {
-        if failed == 0 {
-            format!("**gate tripped**: a warning about the pair, with --strict{level}")
+    if failed > 0 {
+        format!(
+            "**gate tripped**: {failed} of {} checked failed{level}",
+            g.checked()
+        )
+    } else if g.checked_nothing() {
+        if g.tripped() {
+            format!(
+                "**gate tripped**: it checked nothing, {}{level}",
+                nothing_checked(g)
+            )
         } else {
             format!(
-                "**gate tripped**: {failed} of {} checked failed{level}",
-                g.cases.iter().filter(|c| c.outcome != "skipped").count()
+                "gate passed with nothing checked (--allow-empty-gate): {}{level}",
+                nothing_checked(g)
             )
         }
+    } else if g.tripped() {
+        format!("**gate tripped**: a warning about the pair, with --strict{level}")
     } else if g.fail_on.is_some() {
-        format!("gate passed{level}")
+        format!("gate passed: {} checked{level}", g.checked())
     } else {
         "no gate (no --fail-on)".to_string()
     }
@@ -148,8 +179,11 @@ fn xml(s: &str) -> String {
 
 /// The gate as JUnit XML: one test suite, one test case per card or test;
 /// a failed case carries its figure, interval and threshold; a case not
-/// judged or not gated is skipped. With `--strict`, each warning about
-/// the pair is a case too.
+/// judged or not gated is JUnit's `skipped` (its only element for a case
+/// that was not evaluated), its message saying which (`not judged: …`,
+/// `not gated: worse: …`). With `--strict`, each warning about the pair
+/// is a case too; a gate that checked nothing (and tripped) is one
+/// failing case that says so.
 pub fn junit(g: &GateResult, classname: &str) -> String {
     let strict_cases: Vec<(String, String)> = if g.strict && g.fail_on.is_some() {
         g.warnings
@@ -160,9 +194,13 @@ pub fn junit(g: &GateResult, classname: &str) -> String {
     } else {
         Vec::new()
     };
+    let mut strict_cases = strict_cases;
+    if g.checked_nothing() && g.tripped() {
+        strict_cases.push(("gate checked nothing".into(), nothing_checked(g)));
+    }
     let tests = g.cases.len() + strict_cases.len();
     let failures = g.failed().count() + strict_cases.len();
-    let skipped = g.cases.iter().filter(|c| c.outcome == "skipped").count();
+    let skipped = g.cases.len() - g.checked();
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         o,
@@ -190,10 +228,11 @@ pub fn junit(g: &GateResult, classname: &str) -> String {
                     xml(&c.detail)
                 );
             }
-            "skipped" => {
+            "not judged" | "not gated" => {
                 let _ = writeln!(
                     o,
-                    ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                    ">\n      <skipped message=\"{}: {}\"/>\n    </testcase>",
+                    c.outcome,
                     xml(&c.detail)
                 );
             }
@@ -207,9 +246,14 @@ pub fn junit(g: &GateResult, classname: &str) -> String {
         }
     }
     for (name, w) in &strict_cases {
+        let (kind, why) = if name.starts_with("pair") {
+            ("pair", "--strict")
+        } else {
+            ("gate", "no --allow-empty-gate")
+        };
         let _ = writeln!(
             o,
-            "    <testcase classname=\"{}\" name=\"{}\">\n      <failure type=\"pair\" message=\"{} (--strict)\">{}</failure>\n    </testcase>",
+            "    <testcase classname=\"{}\" name=\"{}\">\n      <failure type=\"{kind}\" message=\"{} ({why})\">{}</failure>\n    </testcase>",
             xml(classname),
             xml(name),
             xml(w),

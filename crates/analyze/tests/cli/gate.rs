@@ -206,3 +206,96 @@ fn a_write_failure_wins_over_a_tripped_gate_which_wins_over_partial_input() {
         r.stderr
     );
 }
+
+#[test]
+fn a_report_gate_that_checked_nothing_says_so_and_trips_unless_allowed() {
+    // The serve fixture without a nominal period (and without its
+    // manifest, which could supply one): no card is judged, so a gate
+    // given --fail-on would check nothing. It says so and exits 5; with
+    // --allow-empty-gate it passes, and says it checked nothing.
+    let tmp = damaged("v1/serve-episode", |mut lines| {
+        let mut h: Value = serde_json::from_str(&lines[0]).unwrap();
+        h["nominal_period_ns"] = Value::Null;
+        lines[0] = h.to_string();
+        joined(lines)
+    });
+    let _ = std::fs::remove_file(tmp.path().join("manifest.json"));
+    let dir = tmp.path().to_str().unwrap();
+    let (md, xml) = (tmp.path().join("s.md"), tmp.path().join("j.xml"));
+    let files = [
+        "--markdown",
+        md.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ];
+    let mut args = vec!["--episode", dir, "--fail-on", "fail"];
+    args.extend(files);
+    let r = analyze(&args);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("it checked nothing")
+            && r.stderr.contains("--allow-empty-gate")
+            && r.stderr.contains("cases not judged"),
+        "{}",
+        r.stderr
+    );
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("**gate tripped**: it checked nothing"),
+        "{text}"
+    );
+    let junit = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        junit.contains("name=\"gate checked nothing\">\n      <failure type=\"gate\""),
+        "{junit}"
+    );
+    assert!(junit.contains("<skipped message=\"not judged: "), "{junit}");
+    args.push("--allow-empty-gate");
+    let r = analyze(&args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("gate passed with nothing checked (--allow-empty-gate)"),
+        "{text}"
+    );
+    // Without --fail-on there is no gate, empty or not: exit 0.
+    assert_eq!(analyze(&["--episode", dir]).code, 0);
+}
+
+#[test]
+fn a_compare_test_left_out_of_the_gate_is_called_not_gated() {
+    // The tail pair gated on the median test alone: the tail's p99 test is
+    // worse but not gated; its JUnit case says "not gated: worse", and the
+    // gate passes with the one test it checked.
+    let p = pair(&base(), &with_tail());
+    let xml = p.tmp.path().join("junit.xml");
+    let md = p.tmp.path().join("s.md");
+    let r = compare(
+        &p,
+        &[
+            "--fail-on",
+            "worse",
+            "--gate",
+            "running/stage_wall/adapter_decode:median",
+            "--junit",
+            xml.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let junit = std::fs::read_to_string(&xml).unwrap();
+    let case = junit
+        .split("<testcase")
+        .find(|c| c.contains(&format!("name=\"{TAIL}\"")))
+        .unwrap();
+    assert!(
+        case.contains("<skipped message=\"not gated: worse: "),
+        "{case}"
+    );
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("gate passed: 1 checked (--fail-on worse)"),
+        "{text}"
+    );
+}

@@ -26,6 +26,7 @@ fn a_line_failed_mid_span_leaves_the_next_lines_groups_named() {
         header: &header,
         command_stage: None,
         comparable: header.clocks.schedule_comparable(),
+        fast: true,
     };
     let piece = parse_piece(&t, format!("{bad}\n{good}\n").as_bytes(), 2);
     assert_eq!(piece.bad.len(), 1, "{:?}", piece.bad);

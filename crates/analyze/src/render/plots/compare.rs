@@ -192,7 +192,5 @@ fn side_ages(side: &crate::compare::SideInput) -> std::collections::BTreeMap<Str
 
 /// The nearest-rank p99.9 of `v` (none when empty), where a CDF stops.
 fn p999(v: &[f64]) -> Option<f64> {
-    let s = sorted(v);
-    let n = s.len();
-    (n > 0).then(|| s[((0.999 * n as f64).ceil() as usize).clamp(1, n) - 1])
+    looptime_capture::quantile::nearest_rank(&sorted(v), 0.999)
 }

@@ -335,25 +335,7 @@ fn run_episode(
     let (maintenance, mut thread_recs) = helpers.stop();
     // The robot peer registered last: its evidence comes last.
     thread_recs.extend(outcome.peer.take());
-    let status = if outcome.aborted {
-        EpisodeStatus::Aborted
-    } else {
-        EpisodeStatus::Complete
-    };
-    write_manifest(
-        dir,
-        &ManifestFacts {
-            status: status.into(),
-            cycles: outcome.cycles,
-            overruns: outcome.overruns,
-            skipped: outcome.skipped,
-            realtime: &outcome.realtime,
-            dma_held,
-            live_dropped: live.dropped(),
-            ..pre
-        },
-    )?;
-    update_latest(ctx.runs, dir)?;
+    let status = final_manifest(ctx, dir, pre, &outcome, dma_held, live.dropped())?;
     let threads: Vec<&Recorder> = thread_recs.iter().map(|t| &t.rec).collect();
     let evidence = finish_evidence(&outcome.rec, &threads, status, dir)?;
     live.push_event(Event {
@@ -375,6 +357,38 @@ fn run_episode(
         dma_held,
         live_dropped: live.dropped(),
     })
+}
+
+/// The rollout's status from the loop's outcome, written into the
+/// manifest with the loop's counts; `latest` moved onto it again.
+fn final_manifest(
+    ctx: &EpisodeContext,
+    dir: &Path,
+    pre: ManifestFacts<'_>,
+    outcome: &crate::control::ControlOutcome,
+    dma_held: bool,
+    live_dropped: (u64, u64),
+) -> Result<EpisodeStatus, ServeError> {
+    let status = if outcome.aborted {
+        EpisodeStatus::Aborted
+    } else {
+        EpisodeStatus::Complete
+    };
+    write_manifest(
+        dir,
+        &ManifestFacts {
+            status: status.into(),
+            cycles: outcome.cycles,
+            overruns: outcome.overruns,
+            skipped: outcome.skipped,
+            realtime: &outcome.realtime,
+            dma_held,
+            live_dropped,
+            ..pre
+        },
+    )?;
+    update_latest(ctx.runs, dir)?;
+    Ok(status)
 }
 
 /// The evidence of the control recorder and its background threads'
