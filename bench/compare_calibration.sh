@@ -30,6 +30,14 @@
 #
 # Output: a table per kind of pair, and every pair's failing metrics, in
 # $OUT (default target/calibration) as results.json and a Markdown table.
+#
+# Two analyzers on the same recordings (a before/after of a change to the
+# comparison): RECORDED=DIR reuses the sessions an earlier run recorded
+# under DIR (its runs/*.path files) instead of recording, and ANALYZE=BIN
+# names the analyzer to judge them with:
+#
+#   OUT=/tmp/cal-after bash bench/compare_calibration.sh
+#   RECORDED=/tmp/cal-after OUT=/tmp/cal-before ANALYZE=/tmp/analyze_before bash bench/compare_calibration.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
@@ -38,9 +46,10 @@ ROLLOUTS=${ROLLOUTS:-3}
 SHIFT_US=${SHIFT_US:-500}
 ORDER=${ORDER:-interleaved}
 OUT=${OUT:-$TARGET_DIR/calibration}
+RECORDED=${RECORDED:-}
 cargo build --release -q -p looptime-cli -p looptime-analyze
 LOOPTIME="$TARGET_DIR/release/looptime"
-ANALYZE="$TARGET_DIR/release/analyze_control_timing"
+ANALYZE=${ANALYZE:-$TARGET_DIR/release/analyze_control_timing}
 rm -rf "$OUT"
 mkdir -p "$OUT/configs"
 per_session=$ROLLOUTS
@@ -52,6 +61,10 @@ printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmod
   "$per_session" >"$OUT/configs/camera.toml"
 
 session() { # name config -> prints the session directory
+  if [ -n "$RECORDED" ]; then
+    cat "$RECORDED/runs/$1.path"
+    return
+  fi
   local runs="$OUT/runs/$1"
   "$LOOPTIME" serve --control-timing --config "$2" --runs-dir "$runs" >/dev/null 2>"$OUT/runs/$1.log"
   dirname "$(readlink -f "$runs/latest")"

@@ -110,55 +110,6 @@ pub fn report_gate(r: &Report, fail_on: Option<&str>, allow_empty: bool) -> Gate
     }
 }
 
-/// A comparison's tests by name, with each one's verdict and its words.
-fn tests(c: &Comparison) -> Vec<(String, Verdict, Verdict, String)> {
-    let ms = |ns: i64| format!("{:+.3} ms", ns as f64 / 1e6);
-    let mut out = Vec::new();
-    for m in &c.metrics {
-        let base = match &m.stage {
-            Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
-            None => format!("{}/{}", m.phase, m.metric),
-        };
-        out.push((
-            format!("{base}:median"),
-            m.verdict_median,
-            m.verdict,
-            format!(
-                "Δ median {} [{}, {}], Holm-adjusted p {:.4}",
-                ms(m.diff_median_ns),
-                ms(m.ci_median_ns[0]),
-                ms(m.ci_median_ns[1]),
-                m.p_median_holm
-            ),
-        ));
-        if let (Some(v), Some(p)) = (m.verdict_p99, m.p_p99_holm) {
-            out.push((
-                format!("{base}:p99"),
-                v,
-                m.verdict,
-                format!(
-                    "Δ p99 {} [{}, {}], Holm-adjusted p {p:.4}",
-                    ms(m.diff_p99_ns),
-                    ms(m.ci_p99_ns[0]),
-                    ms(m.ci_p99_ns[1])
-                ),
-            ));
-        }
-    }
-    for r in &c.rates {
-        out.push((
-            format!("{}/{}:rate", r.phase, r.metric),
-            r.verdict,
-            r.verdict,
-            format!(
-                "Δ {:+.3} per 1,000 cycles [{:.3}, {:.3}], Holm-adjusted p {:.4}",
-                r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1], r.p_holm
-            ),
-        ));
-    }
-    out
-}
-
 /// The comparison's gate: one case per test (those `gate` lists, or all).
 ///
 /// # Errors
@@ -171,9 +122,9 @@ pub fn compare_gate(
     strict: bool,
     allow_empty: bool,
 ) -> Result<GateResult, String> {
-    let all = tests(c);
-    if let Some(unknown) = gate.iter().find(|g| !all.iter().any(|t| &t.0 == *g)) {
-        let names: Vec<&str> = all.iter().map(|t| t.0.as_str()).collect();
+    let all = c.tests();
+    if let Some(unknown) = gate.iter().find(|g| !all.iter().any(|t| &t.name == *g)) {
+        let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
         return Err(format!(
             "--gate {unknown} names no test of this comparison; its tests are: {}",
             names.join(", ")
@@ -182,9 +133,10 @@ pub fn compare_gate(
     let mixed = fail_on == Some("mixed");
     let cases = all
         .into_iter()
-        .map(|(name, v, metric_v, detail)| {
-            let listed = gate.is_empty() || gate.contains(&name);
-            let trips = v == Verdict::Worse || (mixed && metric_v == Verdict::Mixed);
+        .map(|t| {
+            let listed = gate.is_empty() || gate.contains(&t.name);
+            let trips =
+                t.verdict == Verdict::Worse || (mixed && t.metric_verdict == Verdict::Mixed);
             GateCase {
                 outcome: if !listed {
                     "not gated"
@@ -193,8 +145,14 @@ pub fn compare_gate(
                 } else {
                     "passed"
                 },
-                detail: format!("{}: {detail}", v.word()),
-                name,
+                detail: format!(
+                    "{}: {}, Holm-adjusted p {:.4} ({})",
+                    t.verdict.word(),
+                    t.shift,
+                    t.p_holm,
+                    t.why
+                ),
+                name: t.name,
             }
         })
         .collect();

@@ -5,14 +5,45 @@
 use super::resample::holm;
 use super::*;
 
-/// The direction of a shift that counts: Holm-adjusted p below
-/// [`FAMILY_ALPHA`], and the shift at least the metric's noise floor.
-/// Returns −1, 0 or +1.
-fn shift(p_adjusted: f64, diff: i64, floor: f64) -> i32 {
-    if p_adjusted >= FAMILY_ALPHA || (diff.unsigned_abs() as f64) < floor {
-        0
+/// One test's verdict, by the rule of docs/compare.md (One inference per
+/// test): a direction (−1, 0 or +1) needs the Holm-adjusted p below
+/// [`FAMILY_ALPHA`], the reported interval excluding zero, and the shift at
+/// least the noise floor; the words say which held, or the first that did
+/// not. `tests` is the size of the Holm family, `unit` formats a shift.
+fn shift(
+    p_adjusted: f64,
+    diff: f64,
+    interval: [f64; 2],
+    floor: f64,
+    tests: usize,
+    unit: &dyn Fn(f64) -> String,
+) -> (i32, String) {
+    if interval[0] <= 0.0 && interval[1] >= 0.0 {
+        (0, "the interval holds zero".into())
+    } else if p_adjusted >= FAMILY_ALPHA {
+        (
+            0,
+            format!(
+                "the interval excludes zero, but not significant after adjustment over {tests} tests (Holm-adjusted p {p_adjusted:.4})"
+            ),
+        )
+    } else if diff.abs() < floor {
+        (
+            0,
+            format!(
+                "significant, but below the noise floor ({} against a floor of {})",
+                unit(diff),
+                unit(floor)
+            ),
+        )
     } else {
-        diff.signum() as i32
+        (
+            diff.signum() as i32,
+            format!(
+                "Holm-adjusted p {p_adjusted:.4} below {FAMILY_ALPHA}, the interval excludes zero, and the shift is above the noise floor of {}",
+                unit(floor)
+            ),
+        )
     }
 }
 
@@ -58,32 +89,87 @@ pub(super) fn judge(
     }
     family.extend(rates.iter().map(|r| r.p));
     let adjusted = holm(&family);
+    let tests = family.len();
+    let ms = |ns: f64| format!("{:+.3} ms", ns / 1e6);
+    let per_1000 = |x: f64| format!("{x:+.3} per 1,000 cycles");
+    let span = |ci: [i64; 2]| ci.map(|x| x as f64);
     let mut next = adjusted.into_iter();
     for m in metrics.iter_mut() {
         m.p_median_holm = next.next().unwrap_or(1.0);
         m.p_p99_holm = m.p_p99.map(|_| next.next().unwrap_or(1.0));
         let (floor_m, floor_p) = noise_floors(m.a.median_ns, m.a.p99_ns, nominal_ns);
-        let sm = shift(m.p_median_holm, m.diff_median_ns, floor_m);
-        let sp = m.p_p99_holm.map(|p| shift(p, m.diff_p99_ns, floor_p));
+        let (sm, why_m) = shift(
+            m.p_median_holm,
+            m.diff_median_ns as f64,
+            span(m.ci_median_ns),
+            floor_m,
+            tests,
+            &ms,
+        );
+        let p99 = m.p_p99_holm.map(|p| {
+            shift(
+                p,
+                m.diff_p99_ns as f64,
+                span(m.ci_p99_ns),
+                floor_p,
+                tests,
+                &ms,
+            )
+        });
         m.verdict_median = verdict(sm, 0);
-        m.verdict_p99 = sp.map(|s| verdict(s, 0));
-        m.verdict = verdict(sm, sp.unwrap_or(0));
+        m.verdict_p99 = p99.as_ref().map(|(s, _)| verdict(*s, 0));
+        m.verdict = verdict(sm, p99.as_ref().map_or(0, |(s, _)| *s));
+        m.why_median = why_m;
+        m.why_p99 = p99.map(|(_, why)| why);
     }
     for r in rates.iter_mut() {
         r.p_holm = next.next().unwrap_or(1.0);
         // Noise floor: one event per 1,000 cycles, or a quarter of A's rate.
         let floor = (0.25 * r.a_per_1000).max(1.0);
-        let dir = if r.p_holm < FAMILY_ALPHA && r.diff_per_1000.abs() >= floor {
-            r.diff_per_1000.signum() as i32
-        } else {
-            0
-        };
+        let (dir, why) = shift(
+            r.p_holm,
+            r.diff_per_1000,
+            r.ci_per_1000,
+            floor,
+            tests,
+            &per_1000,
+        );
         r.verdict = verdict(dir, 0);
+        r.why = why;
     }
     Multiplicity {
         method: "holm".into(),
         metrics: (metrics.len() + rates.len()) as u64,
         tests: family.len() as u64,
         alpha: FAMILY_ALPHA,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_needs_p_the_interval_and_the_floor_and_says_which_failed() {
+        let ms = |ns: f64| format!("{:+.3} ms", ns / 1e6);
+        // Significant and above the floor, but the interval holds zero:
+        // no verdict, and the reason is the interval.
+        let (d, why) = shift(0.001, 500_000.0, [-1_000.0, 900_000.0], 20_000.0, 96, &ms);
+        assert_eq!((d, why.as_str()), (0, "the interval holds zero"));
+        // The interval excludes zero, Holm-adjusted p 0.2: not significant
+        // after adjustment over the family.
+        let (d, why) = shift(0.2, 500_000.0, [1_000.0, 900_000.0], 20_000.0, 96, &ms);
+        assert_eq!(d, 0);
+        assert!(
+            why.contains("not significant after adjustment over 96 tests"),
+            "{why}"
+        );
+        // All but the floor: 10 µs against a 20 µs floor.
+        let (d, why) = shift(0.001, 10_000.0, [5_000.0, 15_000.0], 20_000.0, 96, &ms);
+        assert_eq!(d, 0);
+        assert!(why.contains("below the noise floor"), "{why}");
+        // All three: the direction of the shift.
+        let (d, _) = shift(0.001, -500_000.0, [-900_000.0, -1_000.0], 20_000.0, 96, &ms);
+        assert_eq!(d, -1);
     }
 }

@@ -16,7 +16,7 @@ use crate::evidence::Evidence;
 mod hand_test;
 pub(crate) mod resample;
 
-use resample::{bootstrap_diffs, rank, two_sided_p, Rng, Rollouts};
+use resample::{bootstrap_diffs, rank, Rng, Rollouts};
 
 /// One side of a comparison: its episodes (the rollouts of a session, or
 /// episode directories given one by one), each analysed.
@@ -66,8 +66,8 @@ fn side(v: &[i64]) -> Side {
 struct Boot {
     ci_median: [i64; 2],
     ci_p99: [i64; 2],
-    se_median: f64,
-    se_p99: f64,
+    p_median: f64,
+    p_p99: f64,
     block_a: f64,
     block_b: f64,
 }
@@ -98,23 +98,10 @@ fn bootstrap(
     Boot {
         ci_median: ci(m.interval),
         ci_p99: ci(p.interval),
-        se_median: m.se,
-        se_p99: p.se,
+        p_median: m.p,
+        p_p99: p.p,
         block_a: ra.mean_length(),
         block_b: rb.mean_length(),
-    }
-}
-
-/// Two-sided p-value of a difference `d` with bootstrap standard error
-/// `se` (normal approximation): 1 for no difference, 0 for a difference
-/// with no spread at all.
-fn p_value(d: f64, se: f64) -> f64 {
-    if d == 0.0 {
-        1.0
-    } else if se <= 0.0 {
-        0.0
-    } else {
-        two_sided_p(d / se)
     }
 }
 
@@ -438,7 +425,7 @@ fn compare_rate(
     let diff = mb - ma;
     let mean = |v: &mut [i64]| [v.iter().sum::<i64>() as f64 / v.len().max(1) as f64];
     let [e] = bootstrap_diffs(&mut ra, &mut rb, [diff], mean, cfg.resamples, &mut rng);
-    let p = p_value(diff, e.se);
+    let p = e.p;
     let r4 = |x: f64| (x * 1e4).round() / 1e4;
     let r2 = |x: f64| (x * 100.0).round() / 100.0;
     Some(RateComparison {
@@ -454,6 +441,7 @@ fn compare_rate(
         p,
         p_holm: 1.0,
         verdict: Verdict::NoClearChange,
+        why: String::new(),
     })
 }
 
@@ -598,14 +586,16 @@ fn compare_metric(
             (boot.block_a * 100.0).round() / 100.0,
             (boot.block_b * 100.0).round() / 100.0,
         ],
-        p_median: p_value(dm as f64, boot.se_median),
+        p_median: boot.p_median,
         p_median_holm: 1.0,
-        p_p99: p99_tested.then(|| p_value(dp as f64, boot.se_p99)),
+        p_p99: p99_tested.then_some(boot.p_p99),
         p_p99_holm: None,
         // Set by `judge`, once the whole family's p-values are known.
         verdict_median: Verdict::NoClearChange,
         verdict_p99: None,
         verdict: Verdict::NoClearChange,
+        why_median: String::new(),
+        why_p99: None,
         a_rollouts: per_rollout(va),
         b_rollouts: per_rollout(vb),
         a: a_side,

@@ -231,3 +231,131 @@ fn coverage_table() {
         assert!(iid <= block, "φ = {phi}: iid {iid} above block {block}");
     }
 }
+
+/// A skewed, heavy-tailed AR(1): `exp` of an AR(1) (φ = 0.5, a lognormal
+/// marginal with σ = 1), times 1,000, plus `shift`.
+fn skewed(n: usize, shift: i64, rng: &mut Rng) -> Vec<i64> {
+    ar1(n, 0.5, 0.0, rng)
+        .into_iter()
+        .map(|x| ((x as f64 / 1000.0).exp() * 1000.0) as i64 + shift)
+        .collect()
+}
+
+/// A zero-inflated series: 0 in a share `zeros` of cycles, else `100 +
+/// |N(0,1)| · 1,000 + shift` (an overlap that happens in one cycle of ten
+/// at `zeros` = 0.9; at 0.5 the median sits on the edge of the zeros).
+fn zero_inflated(n: usize, zeros: f64, shift: i64, rng: &mut Rng) -> Vec<i64> {
+    ar1(n, 0.3, 0.0, rng)
+        .into_iter()
+        .map(|x| {
+            if rng.unit() < zeros {
+                0
+            } else {
+                100 + x.abs() + shift
+            }
+        })
+        .collect()
+}
+
+/// The production bootstrap of median and p99 differences of one pair,
+/// 3 rollouts a side (each series cut in three), and what it says.
+fn estimate(a: &[i64], b: &[i64], resamples: u32, rng: &mut Rng) -> [Observed; 2] {
+    let thirds =
+        |v: &[i64]| -> Vec<Vec<i64>> { v.chunks(v.len() / 3).map(<[i64]>::to_vec).collect() };
+    let (ta, tb) = (thirds(a), thirds(b));
+    let (mut ra, mut rb) = (
+        Rollouts::new(ta.iter().map(Vec::as_slice).collect(), usize::MAX),
+        Rollouts::new(tb.iter().map(Vec::as_slice).collect(), usize::MAX),
+    );
+    let stat = |v: &mut [i64]| [rank(v, 0.5) as f64, rank(v, 0.99) as f64];
+    let [ma, pa] = stat(&mut a.to_vec());
+    let [mb, pb] = stat(&mut b.to_vec());
+    let observed = [mb - ma, pb - pa];
+    let e = bootstrap_diffs(&mut ra, &mut rb, observed, stat, resamples, rng);
+    std::array::from_fn(|k| Observed {
+        observed: observed[k],
+        interval: e[k].interval,
+        se: e[k].se,
+        p: e[k].p,
+    })
+}
+
+/// An [`Estimate`] with the difference it was observed at.
+struct Observed {
+    observed: f64,
+    interval: [f64; 2],
+    se: f64,
+    p: f64,
+}
+
+#[test]
+fn the_p_value_and_the_interval_never_disagree_on_skewed_and_zero_inflated_series() {
+    // A p below 5 % exactly when the 95 % interval excludes zero, on
+    // series where a normal approximation and the percentile interval
+    // part ways (a heavy right tail; a median that is 0 in most
+    // resamples), under no shift and under a shift, for the median and
+    // the p99. Before the p-value came from the same resamples, a skewed
+    // p99 test read p < 0.05 beside an interval holding zero.
+    let mut rng = Rng::new(0x5EED);
+    let (mut checked, mut excluded, mut normal_disagrees) = (0, 0, 0);
+    for rep in 0..36 {
+        let shift = [0, 300][rep % 2];
+        let (a, b) = match rep % 6 {
+            0 | 1 => (skewed(1500, 0, &mut rng), skewed(1500, shift, &mut rng)),
+            2 | 3 => (
+                zero_inflated(1500, 0.9, 0, &mut rng),
+                zero_inflated(1500, 0.9, shift * 3, &mut rng),
+            ),
+            _ => (
+                zero_inflated(1500, 0.5, 0, &mut rng),
+                zero_inflated(1500, 0.47, shift, &mut rng),
+            ),
+        };
+        for e in estimate(&a, &b, 400, &mut rng) {
+            let holds_zero = e.interval[0] <= 0.0 && e.interval[1] >= 0.0;
+            assert_eq!(
+                e.p < 0.05,
+                !holds_zero,
+                "rep {rep}: p {} beside interval {:?}",
+                e.p,
+                e.interval
+            );
+            checked += 1;
+            excluded += !holds_zero as usize;
+            normal_disagrees += ((two_sided_p(e.observed / e.se) < 0.05) == holds_zero) as usize;
+        }
+    }
+    // Both cases were met: intervals that hold zero and ones that do not.
+    assert!(
+        excluded > 0 && excluded < checked,
+        "{excluded} of {checked}"
+    );
+    // And the series are the ones that part the two ways: the former
+    // normal approximation (z = d / se) disagreed with the interval here.
+    assert!(
+        normal_disagrees > 0,
+        "the normal approximation agreed everywhere"
+    );
+}
+
+#[test]
+fn the_bootstrap_p_inverts_the_interval_and_extrapolates_its_tail() {
+    // 400 widened differences 1..=400 (observed 200): none at or below
+    // zero, so the count bounds p by 2/401; the fitted tail (median 200,
+    // 2.5th percentile the 10th value, 10: scale 190 / 1.96) gives
+    // 2 Φ(−200 · 1.96 / 190) = 2 Φ(−2.063) ≈ 0.039, above the bound: the
+    // bound, 0.00499, stands.
+    let w: Vec<f64> = (1..=400).map(f64::from).collect();
+    let p = bootstrap_p(&w, 200.0);
+    assert!((p - 2.0 / 401.0).abs() < 1e-12, "{p}");
+    // Shifted far from zero: the fit goes below the count's bound.
+    let far: Vec<f64> = (1..=400).map(|x| 10_000.0 + f64::from(x)).collect();
+    assert!(bootstrap_p(&far, 10_200.0) < 1e-6);
+    // 20 of 400 at or below zero (5 %): the interval (the 10th value)
+    // holds zero, and p = 2 · 21 / 401 = 0.1047.
+    let w: Vec<f64> = (-19..=380).map(f64::from).collect();
+    let p = bootstrap_p(&w, 150.0);
+    assert!((p - 42.0 / 401.0).abs() < 1e-12, "{p}");
+    // Nothing observed: p = 1.
+    assert_eq!(bootstrap_p(&w, 0.0), 1.0);
+}

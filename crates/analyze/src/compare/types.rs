@@ -155,8 +155,9 @@ pub struct MetricComparison {
     /// samples (1 = the iid bootstrap), rounded to 0.01; with several
     /// rollouts, their mean weighted by the rollouts' sample counts.
     pub block_length: [f64; 2],
-    /// Two-sided p-value of the median difference (normal approximation
-    /// with the widened bootstrap standard error), before adjustment.
+    /// Two-sided p-value of the median difference, before adjustment: the
+    /// bootstrap test the interval inverts, from the same resamples
+    /// (docs/compare.md, One inference per test).
     pub p_median: f64,
     /// `p_median` after Holm's adjustment over the comparison's family.
     pub p_median_holm: f64,
@@ -172,6 +173,13 @@ pub struct MetricComparison {
     pub verdict_p99: Option<Verdict>,
     /// The verdict.
     pub verdict: Verdict,
+    /// Why the median test's verdict is what it is, in words: what it
+    /// passed, or the first condition it failed (`the interval holds
+    /// zero`, `not significant after adjustment over N tests`, `below the
+    /// noise floor`).
+    pub why_median: String,
+    /// Why the p99 test's verdict is what it is, when the p99 is tested.
+    pub why_p99: Option<String>,
 }
 
 /// A per-cycle event rate of one phase, A against B: deadline misses
@@ -204,6 +212,8 @@ pub struct RateComparison {
     pub p_holm: f64,
     /// better / worse / no clear change.
     pub verdict: Verdict,
+    /// Why, in words (as [`MetricComparison::why_median`]).
+    pub why: String,
 }
 
 /// How the verdicts control for testing many metrics at once.
@@ -252,22 +262,35 @@ impl MetricComparison {
     }
 }
 
-/// One test whose verdict is not "no clear change", for the headline of a
-/// comparison ([`Comparison::moved`]).
+/// One test of a comparison: a metric's median test, its p99 test (when
+/// tested), or a rate's test. The one list every surface counts from: the
+/// text's and HTML's "what moved", the Markdown summary and the gate
+/// ([`Comparison::tests`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Moved {
+pub struct TestCase {
+    /// Its gate name: `PHASE/METRIC[/STAGE]:median|p99` or `PHASE/RATE:rate`.
+    pub name: String,
     /// The phase.
     pub phase: String,
-    /// The metric as tables show it (or the rate's name).
-    pub name: String,
-    /// Its verdict.
+    /// The test as tables show it: the metric's display name and
+    /// `median` or `p99`, or the rate's name.
+    pub label: String,
+    /// The test's own verdict (better, worse or no clear change).
     pub verdict: Verdict,
-    /// Its smallest Holm-adjusted p-value (median or p99; the rate's).
+    /// Its metric's verdict (`mixed` when the median and p99 tests moved
+    /// in opposite directions; the rate's own verdict for a rate).
+    pub metric_verdict: Verdict,
+    /// Its Holm-adjusted p-value.
     pub p_holm: f64,
-    /// The shift in words: `Δ p50 +0.483 ms, Δ p99 +8.107 ms` or
-    /// `+1.250 per 1,000 cycles`.
+    /// The shift and its interval in words: `Δ p50 +0.483 ms [+0.2, +0.7]`.
     pub shift: String,
+    /// Why the verdict is what it is.
+    pub why: String,
 }
+
+/// A test whose verdict is not "no clear change": what a comparison leads
+/// with ([`Comparison::moved`]).
+pub type Moved = TestCase;
 
 impl RateComparison {
     /// The rate's name in the reports' vocabulary (docs/metrics.md,
@@ -298,46 +321,76 @@ impl RateComparison {
 }
 
 impl Comparison {
+    /// Every test of the comparison, in the report's order: each metric's
+    /// median test, then its p99 test when tested; then each rate's test.
+    pub fn tests(&self) -> Vec<TestCase> {
+        let ms = |ns: i64| format!("{:+.3}", ns as f64 / 1e6);
+        let interval = |ci: [i64; 2]| format!("[{}, {}] ms", ms(ci[0]), ms(ci[1]));
+        let mut out = Vec::new();
+        for m in &self.metrics {
+            let base = match &m.stage {
+                Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
+                None => format!("{}/{}", m.phase, m.metric),
+            };
+            out.push(TestCase {
+                name: format!("{base}:median"),
+                phase: m.phase.clone(),
+                label: format!("{} median", m.display_name()),
+                verdict: m.verdict_median,
+                metric_verdict: m.verdict,
+                p_holm: m.p_median_holm,
+                shift: format!(
+                    "Δ p50 {} ms {}",
+                    ms(m.diff_median_ns),
+                    interval(m.ci_median_ns)
+                ),
+                why: m.why_median.clone(),
+            });
+            if let (Some(v), Some(p)) = (m.verdict_p99, m.p_p99_holm) {
+                out.push(TestCase {
+                    name: format!("{base}:p99"),
+                    phase: m.phase.clone(),
+                    label: format!("{} p99", m.display_name()),
+                    verdict: v,
+                    metric_verdict: m.verdict,
+                    p_holm: p,
+                    shift: format!("Δ p99 {} ms {}", ms(m.diff_p99_ns), interval(m.ci_p99_ns)),
+                    why: m.why_p99.clone().unwrap_or_default(),
+                });
+            }
+        }
+        for r in &self.rates {
+            out.push(TestCase {
+                name: format!("{}/{}:rate", r.phase, r.metric),
+                phase: r.phase.clone(),
+                label: r.display_name(),
+                verdict: r.verdict,
+                metric_verdict: r.verdict,
+                p_holm: r.p_holm,
+                shift: format!(
+                    "{:+.3} per 1,000 cycles [{:+.3}, {:+.3}]",
+                    r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1]
+                ),
+                why: r.why.clone(),
+            });
+        }
+        out
+    }
+
     /// The tests that moved (a verdict other than "no clear change"), most
     /// significant first (smallest adjusted p, then phase and name): what a
-    /// comparison leads with. A view of the verdicts, computed from nothing
-    /// else.
+    /// comparison leads with. A view of [`Comparison::tests`], computed
+    /// from nothing else, so every surface counts the same tests.
     pub fn moved(&self) -> Vec<Moved> {
-        let ms = |ns: i64| format!("{:+.3} ms", ns as f64 / 1e6);
         let mut out: Vec<Moved> = self
-            .metrics
-            .iter()
-            .filter(|m| m.verdict != Verdict::NoClearChange)
-            .map(|m| Moved {
-                phase: m.phase.clone(),
-                name: m.display_name(),
-                verdict: m.verdict,
-                p_holm: m
-                    .p_p99_holm
-                    .map_or(m.p_median_holm, |p| p.min(m.p_median_holm)),
-                shift: format!(
-                    "Δ p50 {}, Δ p99 {}",
-                    ms(m.diff_median_ns),
-                    ms(m.diff_p99_ns)
-                ),
-            })
-            .chain(
-                self.rates
-                    .iter()
-                    .filter(|r| r.verdict != Verdict::NoClearChange)
-                    .map(|r| Moved {
-                        phase: r.phase.clone(),
-                        name: r.display_name(),
-                        verdict: r.verdict,
-                        p_holm: r.p_holm,
-                        shift: format!("{:+.3} per 1,000 cycles", r.diff_per_1000),
-                    }),
-            )
+            .tests()
+            .into_iter()
+            .filter(|t| t.verdict != Verdict::NoClearChange)
             .collect();
         out.sort_by(|a, b| {
             a.p_holm
                 .total_cmp(&b.p_holm)
-                .then_with(|| (&a.phase, &a.name).cmp(&(&b.phase, &b.name)))
+                .then_with(|| (&a.phase, &a.label).cmp(&(&b.phase, &b.label)))
         });
         out
     }

@@ -56,8 +56,8 @@ fn moved(o: &mut String, c: &Comparison) {
     }
     let _ = writeln!(
         o,
-        "\nwhat moved ({} of {tests} tests, most significant first; Holm-adjusted p)",
-        moved.len()
+        "\nwhat moved: {} (most significant first; Holm-adjusted p)",
+        super::moved_count(c, &moved)
     );
     for m in &moved {
         let word = if m.verdict == Verdict::Worse {
@@ -67,8 +67,8 @@ fn moved(o: &mut String, c: &Comparison) {
         };
         let _ = writeln!(
             o,
-            "  {:<9} {:<40} {:<15} {}  p {:.4}",
-            m.phase, m.name, word, m.shift, m.p_holm
+            "  {:<9} {:<46} {:<15} {}  p {:.4}",
+            m.phase, m.label, word, m.shift, m.p_holm
         );
     }
 }
@@ -131,7 +131,7 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     let mu = &c.multiplicity;
     let _ = writeln!(
         o,
-        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor; the intervals shown are each test's own, unadjusted",
+        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor; the intervals shown are each test's own, unadjusted",
         mu.tests,
         mu.metrics,
         if mu.method == "holm" { "Holm-adjusted" } else { mu.method.as_str() },
@@ -186,6 +186,30 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
             m.verdict.word()
         }
     );
+    // An interval beside "no clear change" that excludes zero never stands
+    // without its reason (not significant after Holm, or below the floor).
+    let unexplained = |v: Verdict, why: &str| {
+        (v == Verdict::NoClearChange && why != "the interval holds zero").then(|| why.to_string())
+    };
+    let reasons: Vec<String> = [
+        unexplained(m.verdict_median, &m.why_median).map(|w| format!("median: {w}")),
+        m.verdict_p99
+            .zip(m.why_p99.as_deref())
+            .and_then(|(v, w)| unexplained(v, w))
+            .map(|w| format!("p99: {w}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !reasons.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} no clear change: {}",
+            "",
+            "",
+            reasons.join("; ")
+        );
+    }
     if sessions {
         let _ = writeln!(
             o,
@@ -245,6 +269,9 @@ fn rate_table(o: &mut String, c: &Comparison) {
                     r.verdict.word()
                 }
             );
+            if r.verdict == Verdict::NoClearChange && r.why != "the interval holds zero" {
+                let _ = writeln!(o, "  {:<9} {:<40} no clear change: {}", "", "", r.why);
+            }
         }
     }
 }

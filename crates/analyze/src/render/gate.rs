@@ -135,7 +135,11 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
             c.multiplicity.tests
         );
     } else {
-        let _ = writeln!(o, "**What moved** (most significant first; intervals unadjusted, verdicts Holm-adjusted)\n");
+        let _ = writeln!(
+            o,
+            "**What moved**: {} (most significant first; intervals unadjusted, verdicts Holm-adjusted)\n",
+            super::moved_count(c, &moved)
+        );
         let _ = writeln!(o, "| phase | test | verdict | shift | p (Holm) |");
         let _ = writeln!(o, "|---|---|---|---|---|");
         for m in &moved {
@@ -143,7 +147,7 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
                 o,
                 "| {} | {} | {} | {} | {:.4} |",
                 cell(&m.phase),
-                cell(&m.name),
+                cell(&m.label),
                 m.verdict.word(),
                 cell(&m.shift),
                 m.p_holm

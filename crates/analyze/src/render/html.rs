@@ -348,7 +348,7 @@ fn metrics_table(c: &Comparison) -> Markup {
     let f = |ns: i64| ms(ns as f64);
     html! {
         h2 { (format!("Metrics (ms, Δ = B − A, 95 % stationary block-bootstrap CI, {} resamples)", c.bootstrap.resamples)) }
-        p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {} and a shift above the noise floor.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
+        p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
         @let sessions = c.a_episodes.len() > 1 || c.b_episodes.len() > 1;
         @if sessions {
             p { (format!("A: {} rollouts, B: {} rollouts; the figures pool each side's rollouts, the intervals resample rollouts, then blocks within each (two-level bootstrap). Per rollout: median / p99.", c.a_episodes.len(), c.b_episodes.len())) }
@@ -371,7 +371,7 @@ fn metrics_table(c: &Comparison) -> Markup {
                     } @else {
                         td { "not tested (n < " (crate::compare::MIN_SAMPLES_FOR_P99_VERDICT) ")" }
                     }
-                    td class=(class) { (word) }
+                    td class=(class) title=(format!("median: {}{}", m.why_median, m.why_p99.as_deref().map_or(String::new(), |w| format!("; p99: {w}")))) { (word) }
                     @if sessions {
                         td.l { (crate::render::compare_text::per_rollout(&m.a_rollouts)) }
                         td.l { (crate::render::compare_text::per_rollout(&m.b_rollouts)) }
@@ -396,11 +396,12 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         @if moved.is_empty() {
             p { "Nothing beyond noise: " (c.multiplicity.tests) " tests, every verdict \"no clear change\"." }
         } @else {
+            p { (super::moved_count(c, &moved)) }
             table {
                 tr { th.l { "phase" } th.l { "test" } th.l { "verdict" } th.l { "shift" } th { "Holm-adjusted p" } }
                 @for m in &moved {
                     tr {
-                        td.l { (m.phase) } td.l { (m.name) }
+                        td.l { (m.phase) } td.l { (m.label) }
                         td class=(format!("l {}", m.verdict.word())) { (m.verdict.word()) }
                         td.l { (m.shift) } td { (format!("{:.4}", m.p_holm)) }
                     }

@@ -22,6 +22,22 @@ pub fn fixed(v: f64, digits: usize) -> String {
     }
 }
 
+/// How many tests moved, in the words every surface uses (text, HTML,
+/// Markdown): `N of M tests (W worse, B better)`; the gate counts the same
+/// tests ([`crate::compare::Comparison::tests`]).
+pub fn moved_count(c: &crate::compare::Comparison, moved: &[crate::compare::Moved]) -> String {
+    let worse = moved
+        .iter()
+        .filter(|m| m.verdict == crate::compare::Verdict::Worse)
+        .count();
+    format!(
+        "{} of {} tests ({worse} worse, {} better)",
+        moved.len(),
+        c.multiplicity.tests,
+        moved.len() - worse
+    )
+}
+
 /// Deterministic JSON of a report or comparison (struct field order, sorted
 /// maps), newline-terminated.
 pub fn json<T: serde::Serialize>(value: &T) -> String {

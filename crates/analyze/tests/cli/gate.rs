@@ -70,8 +70,35 @@ fn a_known_shift_trips_the_compare_gate_and_an_identical_pair_does_not() {
         r.stderr
     );
     // The report and both summaries are written before the exit.
-    assert!(r.stdout.contains("what moved ("), "{}", r.stdout);
+    assert!(r.stdout.contains("what moved: "), "{}", r.stdout);
     let md_text = std::fs::read_to_string(&md).unwrap();
+    // One count: the tests the text calls worse are the tests the gate
+    // failed, out of the same family (text, Markdown and JUnit).
+    let worse = |t: &str| -> (String, String) {
+        let at = t
+            .find("what moved: ")
+            .or_else(|| t.find("**What moved**: "))
+            .unwrap();
+        let words: Vec<&str> = t[at..].split_whitespace().collect();
+        let of = words.iter().position(|w| *w == "of").unwrap();
+        (
+            words[of + 1].to_string(),
+            words[of + 3].trim_start_matches('(').to_string(),
+        )
+    };
+    let (family, n_worse) = worse(&r.stdout);
+    assert_eq!(worse(&md_text), (family.clone(), n_worse.clone()));
+    assert!(
+        md_text.contains(&format!(
+            "**gate tripped**: {n_worse} of {family} checked failed"
+        )),
+        "{md_text}"
+    );
+    let junit_text = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        junit_text.contains(&format!("tests=\"{family}\" failures=\"{n_worse}\"")),
+        "{junit_text}"
+    );
     assert!(
         md_text.contains("**gate tripped**") && md_text.contains(TAIL),
         "{md_text}"
@@ -297,5 +324,66 @@ fn a_compare_test_left_out_of_the_gate_is_called_not_gated() {
     assert!(
         text.contains("gate passed: 1 checked (--fail-on worse)"),
         "{text}"
+    );
+}
+
+/// docs/ci.md's recommended gate: the judged phase's period median and
+/// p99, work median, deadline misses and late starts.
+const RECOMMENDED: &str = "running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate";
+
+#[test]
+fn the_documented_gate_catches_a_slower_stage_and_passes_a_copy_of_itself() {
+    // Recorded sessions (synthetic evidence with exact answers, never live
+    // A/A runs): 3 rollouts a side; B's adapter_decode costs 1 ms more in
+    // every cycle, so its work median grows by 1 ms (above the 20 µs
+    // floor at 100 Hz) and the gate must trip on running/work:median.
+    let tmp = tempfile::tempdir().unwrap();
+    let side = |name: &str, extra: u64, seeds: [u64; 3]| -> Vec<String> {
+        seeds
+            .iter()
+            .flat_map(|&seed| {
+                let dir = write(
+                    &tmp.path().join(format!("{name}{seed}")),
+                    &Synth {
+                        seed,
+                        decode_extra_ns: extra,
+                        ..base()
+                    },
+                );
+                [
+                    format!("--{}", &name[..1]),
+                    dir.to_str().unwrap().to_string(),
+                ]
+            })
+            .collect()
+    };
+    let a = side("a", 0, [1, 2, 3]);
+    let b = side("b", 1_000_000, [4, 5, 6]);
+    let run = |a: &[String], b: &[String]| {
+        let mut args: Vec<&str> = vec!["compare"];
+        args.extend(a.iter().map(String::as_str));
+        args.extend(b.iter().map(String::as_str));
+        args.extend(["--fail-on", "worse", "--gate", RECOMMENDED]);
+        analyze(&args)
+    };
+    let r = run(&a, &b);
+    assert_eq!(r.code, 5, "{}\n{}", r.stderr, r.stdout);
+    assert!(r.stderr.contains("running/work:median"), "{}", r.stderr);
+    // A session compared with a copy of itself: nothing moves, exit 0.
+    let copy: Vec<String> = a
+        .chunks(2)
+        .enumerate()
+        .flat_map(|(i, pair)| {
+            let to = tmp.path().join(format!("copy{i}"));
+            copy_episode(Path::new(&pair[1]), &to);
+            ["--b".to_string(), to.to_str().unwrap().to_string()]
+        })
+        .collect();
+    let r = run(&a, &copy);
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    assert!(
+        r.stdout.contains("what moved: nothing beyond noise"),
+        "{}",
+        r.stdout
     );
 }

@@ -320,7 +320,7 @@ fn a_comparison_leads_with_what_moved() {
     let r = analyze(&["compare", da.to_str().unwrap(), db.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let t = &r.stdout;
-    let head = t.find("what moved (").expect(t);
+    let head = t.find("what moved: ").expect(t);
     assert!(head < t.find("\nwarnings").unwrap_or(usize::MAX), "{t}");
     assert!(head < t.find("\nmetrics (").unwrap(), "{t}");
     // The moved tests, each with its adjusted p, in ascending order; the
