@@ -186,30 +186,7 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
             m.verdict.word()
         }
     );
-    // An interval beside "no clear change" that excludes zero never stands
-    // without its reason (not significant after Holm, or below the floor).
-    let unexplained = |v: Verdict, why: &str| {
-        (v == Verdict::NoClearChange && why != "the interval holds zero").then(|| why.to_string())
-    };
-    let reasons: Vec<String> = [
-        unexplained(m.verdict_median, &m.why_median).map(|w| format!("median: {w}")),
-        m.verdict_p99
-            .zip(m.why_p99.as_deref())
-            .and_then(|(v, w)| unexplained(v, w))
-            .map(|w| format!("p99: {w}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !reasons.is_empty() {
-        let _ = writeln!(
-            o,
-            "  {:<9} {:<40} no clear change: {}",
-            "",
-            "",
-            reasons.join("; ")
-        );
-    }
+    reasons(o, m);
     if sessions {
         let _ = writeln!(
             o,
@@ -241,6 +218,34 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
                 "  command Hz"
             },
             m.rel_diff_hz.unwrap_or(0.0) * 100.0
+        );
+    }
+}
+
+/// Under a row whose interval excludes zero beside "no clear change", the
+/// reason (not significant after Holm, or below the noise floor): no
+/// interval stands beside a verdict without it.
+fn reasons(o: &mut String, m: &crate::compare::MetricComparison) {
+    let unexplained = |v: Verdict, why: &str| {
+        (v == Verdict::NoClearChange && why != "the interval holds zero").then(|| why.to_string())
+    };
+    let reasons: Vec<String> = [
+        unexplained(m.verdict_median, &m.why_median).map(|w| format!("median: {w}")),
+        m.verdict_p99
+            .zip(m.why_p99.as_deref())
+            .and_then(|(v, w)| unexplained(v, w))
+            .map(|w| format!("p99: {w}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !reasons.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} no clear change: {}",
+            "",
+            "",
+            reasons.join("; ")
         );
     }
 }
