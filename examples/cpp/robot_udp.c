@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
         looptime_wait_end(rec);
         arrival = monotonic_ns();
         if (n < 0) break; /* no state for 100 ms, or the robot is gone */
-        if (n != (ssize_t)sizeof s) continue;
+        if (n == 16 && memcmp(&s, "LTEND\0\0\0", 8) == 0) break; /* end of stream */
+        if (n != (ssize_t)sizeof s) continue; /* neither a state nor the end */
         looptime_cycle_begin_input(rec, running, arrival, s.seq);
         looptime_span_begin(rec, control, &work_span);
         if (late_every > 0 && cycle % late_every == late_every - 1) {

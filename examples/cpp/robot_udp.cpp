@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
             looptime_wait_end(rec.get());
             const uint64_t arrival = monotonic_ns();
             if (n < 0) break;  // no state for 100 ms, or the robot is gone
-            if (n != ssize_t(sizeof s)) continue;
+            if (n == 16 && std::memcmp(&s, "LTEND\0\0\0", 8) == 0) break;  // end of stream
+            if (n != ssize_t(sizeof s)) continue;  // neither a state nor the end
             looptime::Cycle c(rec, running, looptime::Input{arrival, s.seq});
             {
                 looptime::Span work(rec, control);

@@ -26,6 +26,7 @@ import looptime
 
 STATE = struct.Struct("<QQd")  # seq, robot clock ns, success rate
 ANSWER = struct.Struct("<Q")  # the seq answered
+END = b"LTEND\0\0\0"  # the peer's end of stream: these 8 bytes, then its last seq
 
 
 def main() -> int:
@@ -61,8 +62,10 @@ def main() -> int:
         finally:
             rec.end_wait()
         arrival = time.monotonic_ns()
+        if n == 16 and bytes(buf[:8]) == END:
+            break  # the robot's stream ended
         if n != STATE.size:
-            continue
+            continue  # neither a state nor the end: skipped
         seq, _robot_ns, rate = STATE.unpack_from(buf)
         rec.begin_cycle(running, input=(arrival, seq))
         with rec.span(control):

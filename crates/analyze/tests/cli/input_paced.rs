@@ -622,10 +622,18 @@ fn a_loop_slower_than_its_robot_loses_states_after_late_answers_and_is_cut_short
     // Six stages of 400 µs: 2.4 ms of work a cycle against a 1 ms state
     // stream. Every answer is late, the states pile up in the socket until
     // the kernel drops them (counter gaps after late answers: ours), and
-    // the loop, which cannot catch up, runs out of states before its 1,600
-    // cycles: the rollout ends aborted.
+    // the loop, which cannot catch up, gets fewer than its 1,600 cycles.
+    // The robot finished its stream (it did not stop): the rollout is
+    // complete, its shortfall counted, never called an abort.
     let (_tmp, r) = serve_udp_with("", 400.0);
-    assert_eq!(r["state"], "aborted", "{}", r["caveats"]);
+    assert_eq!(r["state"], "complete", "{}", r["caveats"]);
+    let cycles: u64 = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cycles"].as_u64().unwrap())
+        .sum();
+    assert!(cycles < 1600, "a shortfall: {cycles} cycles");
     let p = &r["input_paced"]["phases"]
         .as_array()
         .unwrap()

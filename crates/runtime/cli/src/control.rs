@@ -42,6 +42,8 @@ pub(crate) struct Ids {
     /// The robot peer's own windowed success rate (`[robot] transport =
     /// "udp"` only).
     robot_success: Option<ValueId>,
+    /// Bad datagrams from the robot so far (input-paced over UDP).
+    pub(crate) robot_bad: Option<ValueId>,
     /// Data-age sources: the camera frame, the robot's state, the
     /// policy's action.
     frame: SourceId,
@@ -131,8 +133,8 @@ pub(crate) struct ControlOutcome {
     /// The robot peer's recorder, back from its thread (input-paced loop).
     pub(crate) peer: Option<ThreadRecorder>,
     /// Why the loop was aborted, when it was: `signal`, or the robot's
-    /// states stopping (input-paced loop).
-    pub(crate) abort_reason: &'static str,
+    /// states stopping (input-paced loop, with its bad datagrams).
+    pub(crate) abort_reason: String,
     pub(crate) cycles: u64,
     pub(crate) overruns: u64,
     pub(crate) skipped: u64,
@@ -465,7 +467,7 @@ pub(crate) fn control_loop<C: LoopClock>(
     Ok(ControlOutcome {
         rec,
         peer: None,
-        abort_reason: "signal",
+        abort_reason: "signal".into(),
         cycles,
         overruns: sched.overruns(),
         skipped: sched.skipped(),

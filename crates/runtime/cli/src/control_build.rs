@@ -49,6 +49,9 @@ pub(super) fn control_builder(
         robot_success: (cfg.robot.transport == crate::config::Transport::Udp)
             .then(|| b.value("control_command_success_rate", ValueKind::Float, "ratio"))
             .transpose()?,
+        robot_bad: (cfg.robot.transport == crate::config::Transport::Udp)
+            .then(|| b.value("robot_bad_datagrams", ValueKind::Int, "count"))
+            .transpose()?,
         frame: b.source(
             "camera",
             SourceSpec {

@@ -4,15 +4,18 @@
 //! begins as an input-paced release with the state's arrival and counter,
 //! runs the same stages as the deadline-paced loop, and answers the state
 //! in its `robot_send_command` span. `dt` is the robot's own clock step
-//! (the input pacer). No state within the timeout ends the motion, as a
-//! robot ends it when the answers stop.
+//! (the input pacer). The robot's end of stream ends the rollout complete
+//! (states lost on the way are a shortfall, counted); no state within the
+//! timeout from a robot that has not finished ends the motion, aborted, as
+//! a robot ends it when its states stop. A datagram that is neither a
+//! state nor the end is counted (`robot_bad_datagrams`) and skipped.
 
 use std::time::Duration;
 
 use looptime_runtime::input::InputPacer;
 
 use super::*;
-use crate::robot::{self, Link, PeerSpec};
+use crate::robot::{self, Link, PeerSpec, Received};
 
 /// A receive waits at most this many periods (and at least 100 ms).
 const TIMEOUT_PERIODS: u64 = 50;
@@ -38,7 +41,8 @@ pub(crate) fn input_loop(
     let mut prev_arrival = looptime_capture::clock::monotonic_ns();
     pacer.start(prev_arrival);
     let (mut cycles, mut aborted) = (0u64, false);
-    let mut abort_reason = "signal";
+    let mut abort_reason = String::from("signal");
+    let mut bad = 0u64;
     sh.state.enter();
     // Test builds count this thread's allocations over the cycles, as the
     // deadline-paced loop's: the receive and the answer make none.
@@ -56,18 +60,35 @@ pub(crate) fn input_loop(
             phase,
             i,
         };
-        let Some(arrival) = step.run(&mut rec, &mut work, &mut pacer)? else {
-            realtime.warnings.push(format!(
-                "robot: no state for {} ms after cycle {i}; the motion ended there, as a robot ends it when its states stop",
-                timeout.as_millis()
-            ));
-            aborted = true;
-            abort_reason = "the robot's states stopped";
-            break;
-        };
-        push_stat(sh, i, arrival, prev_arrival);
-        prev_arrival = arrival;
-        cycles += 1;
+        match step.run(&mut rec, &mut work, &mut pacer, &mut bad)? {
+            Cycle::Ran(arrival) => {
+                push_stat(sh, i, arrival, prev_arrival);
+                prev_arrival = arrival;
+                cycles += 1;
+            }
+            Cycle::Silent if !peer.finished() => {
+                realtime.warnings.push(format!(
+                    "robot: no state for {} ms after cycle {i}; the motion ended there, as a robot ends it when its states stop",
+                    timeout.as_millis()
+                ));
+                aborted = true;
+                abort_reason = "the robot's states stopped".into();
+                break;
+            }
+            Cycle::Silent | Cycle::Ended => {
+                realtime.warnings.push(format!(
+                    "robot: its stream ended; the loop ran {cycles} of {total} planned cycles ({} states lost on the way, counted, not an abort)",
+                    total - cycles
+                ));
+                break;
+            }
+        }
+    }
+    if bad > 0 {
+        realtime.warnings.push(format!(
+            "robot: {bad} bad datagrams (neither a state nor the end of stream) skipped"
+        ));
+        abort_reason = format!("{abort_reason}; {bad} bad datagrams skipped");
     }
     #[cfg(test)]
     crate::alloc_probe::CONTROL_LOOP.store(
@@ -143,26 +164,44 @@ struct Step<'s> {
     i: u64,
 }
 
+/// What one step of the loop did.
+enum Cycle {
+    /// A state arrived (at this time) and released a cycle.
+    Ran(u64),
+    /// The robot's end of stream.
+    Ended,
+    /// Nothing within the timeout.
+    Silent,
+}
+
 impl<'s> Step<'s> {
-    /// Wait for the next state, then run the cycle it releases; its
-    /// arrival, or `None` when no state came within the timeout.
+    /// Wait for the next state (skipping bad datagrams, counted in `bad`),
+    /// then run the cycle it releases.
     fn run(
         &self,
         rec: &mut Recorder,
         work: &mut Work<'s>,
         pacer: &mut InputPacer,
-    ) -> Result<Option<u64>, ServeError> {
+        bad: &mut u64,
+    ) -> Result<Cycle, ServeError> {
         let ids = self.ids;
         rec.begin_wait();
-        let state = self.link.receive();
+        let got = loop {
+            match self.link.receive() {
+                Ok(Received::Bad(_)) => *bad += 1,
+                other => break other,
+            }
+        };
         rec.end_wait();
         let arrival = looptime_capture::clock::monotonic_ns();
-        let state = state.map_err(|source| ServeError::Thread {
+        let got = got.map_err(|source| ServeError::Thread {
             thread: "control (robot link)",
             source,
         })?;
-        let Some(state) = state else {
-            return Ok(None);
+        let state = match got {
+            Received::State(s) => s,
+            Received::End { .. } => return Ok(Cycle::Ended),
+            Received::Nothing | Received::Bad(_) => return Ok(Cycle::Silent),
         };
         let tick = pacer.arrived(arrival, Some(state.seq), Some(state.robot_ns));
         rec.begin_cycle(self.phase, tick.release());
@@ -175,7 +214,10 @@ impl<'s> Step<'s> {
         if let Some(v) = ids.robot_success {
             rec.set_float(v, state.success_rate);
         }
+        if let Some(v) = ids.robot_bad {
+            rec.set_int(v, *bad as i64);
+        }
         rec.end_cycle();
-        Ok(Some(arrival))
+        Ok(Cycle::Ran(arrival))
     }
 }

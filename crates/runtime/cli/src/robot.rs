@@ -60,6 +60,42 @@ impl State {
     }
 }
 
+/// The end-of-stream datagram `looptime robot-peer` sends after its last
+/// state: these 8 bytes, then the counter of its last state (u64,
+/// little-endian), 16 bytes in all (docs/input-paced.md). A client stops
+/// at it instead of waiting for a timeout; it is not a bad datagram.
+pub const END_OF_STREAM: [u8; 8] = *b"LTEND\0\0\0";
+
+/// What one receive got.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Received {
+    /// A state.
+    State(State),
+    /// The robot's end of stream: it sent its last state, this counter.
+    End {
+        /// The counter of the last state sent.
+        last_seq: u64,
+    },
+    /// A datagram that is neither a state nor the end of stream (its
+    /// length): counted and skipped.
+    Bad(usize),
+    /// Nothing within the timeout, or the robot's socket is gone.
+    Nothing,
+}
+
+impl Received {
+    fn decode(b: &[u8]) -> Received {
+        if let Some(s) = State::decode(b) {
+            return Received::State(s);
+        }
+        if b.len() == 16 && b[..8] == END_OF_STREAM {
+            let last_seq = u64::from_le_bytes(b[8..16].try_into().unwrap_or([0; 8]));
+            return Received::End { last_seq };
+        }
+        Received::Bad(b.len())
+    }
+}
+
 /// How the peer behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PeerSpec {
@@ -91,17 +127,17 @@ pub struct Link {
 }
 
 impl Link {
-    /// Block until a state arrives, at most `timeout`; `Ok(None)` when
-    /// none came in that time, or the robot's socket is gone (a command
-    /// sent after it closed comes back refused): the robot stopped, or
-    /// the link is down.
+    /// Block until a datagram arrives, at most `timeout`: a state, the
+    /// end of stream, or a bad datagram; [`Received::Nothing`] when none
+    /// came in that time, or the robot's socket is gone (a command sent
+    /// after it closed comes back refused).
     ///
     /// # Errors
     /// A socket error other than the timeout.
-    pub fn receive(&self) -> io::Result<Option<State>> {
+    pub fn receive(&self) -> io::Result<Received> {
         let mut buf = [0u8; 64];
         match self.sock.recv(&mut buf) {
-            Ok(n) => Ok(State::decode(&buf[..n])),
+            Ok(n) => Ok(Received::decode(&buf[..n])),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -110,7 +146,7 @@ impl Link {
                         | io::ErrorKind::ConnectionRefused
                 ) =>
             {
-                Ok(None)
+                Ok(Received::Nothing)
             }
             Err(e) => Err(e),
         }
@@ -132,9 +168,17 @@ pub type PeerRecorder = (Recorder, StageId);
 #[derive(Debug)]
 pub struct Peer {
     handle: Option<JoinHandle<(PeerReport, Option<PeerRecorder>)>>,
+    finished: Arc<AtomicBool>,
 }
 
 impl Peer {
+    /// Whether the peer has sent its last state: in-process, it tells the
+    /// loop so without a wire message, and a loop that then waits in
+    /// vain lost the rest of the stream (it did not see the robot stop).
+    pub fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
     /// Wait for the peer to end; what it did, and its recorder back.
     pub fn join(mut self) -> (PeerReport, Option<PeerRecorder>) {
         self.handle
@@ -162,16 +206,19 @@ pub fn start(
     client.connect(robot.local_addr()?)?;
     client.set_read_timeout(Some(timeout))?;
     robot.set_nonblocking(true)?;
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = finished.clone();
     let handle = std::thread::Builder::new()
         .name("robot_peer".into())
         .spawn(move || {
-            let report = run_peer(&robot, spec, &stop, recorder.as_mut());
+            let report = run_peer(&robot, spec, &stop, recorder.as_mut(), Some(&done));
             (report, recorder)
         })?;
     Ok((
         Link { sock: client },
         Peer {
             handle: Some(handle),
+            finished,
         },
     ))
 }
@@ -201,7 +248,7 @@ pub fn serve_client(
     })?;
     sock.connect(client)?;
     sock.set_nonblocking(true)?;
-    Ok(run_peer(sock, spec, stop, None))
+    Ok(run_peer(sock, spec, stop, None, None))
 }
 
 /// The robot's success window: whether each of the last 100 states was
@@ -235,11 +282,15 @@ fn stalled(spec: &PeerSpec, t: u64) -> bool {
         && t % spec.stall_every_ns >= spec.stall_every_ns - spec.stall_ns
 }
 
+/// Send `spec`'s states; then tell the loop the stream ended: through
+/// `finished` when the loop is in this process (no wire message), else
+/// with the [`END_OF_STREAM`] datagram.
 fn run_peer(
     sock: &UdpSocket,
     spec: PeerSpec,
     stop: &AtomicBool,
     mut rec: Option<&mut PeerRecorder>,
+    finished: Option<&AtomicBool>,
 ) -> PeerReport {
     let mut report = PeerReport::default();
     let mut window = Window {
@@ -271,6 +322,16 @@ fn run_peer(
         report.sent += send_all(sock, &mut held, rec.as_deref_mut());
     }
     report.sent += send_all(sock, &mut held, rec);
+    let last_seq = report.sent;
+    match finished {
+        Some(f) => f.store(true, Ordering::Release),
+        None => {
+            let mut end = [0u8; 16];
+            end[..8].copy_from_slice(&END_OF_STREAM);
+            end[8..].copy_from_slice(&last_seq.to_le_bytes());
+            let _ = sock.send(&end);
+        }
+    }
     // Keep the socket open a while for the last answers: a command sent to
     // a closed socket comes back refused, and Linux reports that error to
     // the loop's next receive before the states still queued for it.
@@ -328,7 +389,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_state_round_trips_and_a_short_packet_is_none() {
+    fn a_state_round_trips_and_a_short_packet_is_none_and_the_end_is_known() {
+        let mut end = [0u8; 16];
+        end[..8].copy_from_slice(&END_OF_STREAM);
+        end[8..].copy_from_slice(&42u64.to_le_bytes());
+        assert_eq!(Received::decode(&end), Received::End { last_seq: 42 });
+        assert_eq!(Received::decode(&[1, 2, 3]), Received::Bad(3));
+        assert_eq!(Received::decode(&end[..15]), Received::Bad(15));
         let s = State {
             seq: 7,
             robot_ns: 6_000_000,
@@ -382,17 +449,82 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (link, peer) = start(spec, Duration::from_millis(500), stop, None).unwrap();
         let mut seqs = Vec::new();
-        while let Some(s) = link.receive().unwrap() {
+        while let Received::State(s) = link.receive().unwrap() {
             link.answer(s.seq);
             seqs.push(s.seq);
             if s.seq == 40 {
                 break;
             }
         }
-        let (report, _) = peer.join();
+        // In-process, the peer says it finished without a wire message.
+        let (finished_before, (report, _)) = (peer.finished(), peer.join());
+        assert!(finished_before || report.sent == 40);
         assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
         assert_eq!(report.sent, 40);
         // Stalled at 15..19 ms and 35..39 ms: 10 states held.
         assert_eq!(report.held, 10);
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+
+    #[test]
+    fn the_link_tells_a_state_a_bad_datagram_the_end_and_silence_apart() {
+        // A socket pair on loopback, as `start` connects them: the robot
+        // side sends a malformed datagram, a state, the end of stream.
+        let robot = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        robot.connect(client.local_addr().unwrap()).unwrap();
+        client.connect(robot.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let link = Link { sock: client };
+        let state = State {
+            seq: 9,
+            robot_ns: 8_000_000,
+            success_rate: 1.0,
+        };
+        let mut end = [0u8; 16];
+        end[..8].copy_from_slice(&END_OF_STREAM);
+        end[8..].copy_from_slice(&9u64.to_le_bytes());
+        robot.send(b"garbage!!").unwrap();
+        robot.send(&state.encode()).unwrap();
+        robot.send(&end).unwrap();
+        assert_eq!(link.receive().unwrap(), Received::Bad(9));
+        assert_eq!(link.receive().unwrap(), Received::State(state));
+        assert_eq!(link.receive().unwrap(), Received::End { last_seq: 9 });
+        assert_eq!(link.receive().unwrap(), Received::Nothing);
+    }
+
+    #[test]
+    fn a_client_peer_ends_its_stream_with_the_end_datagram() {
+        // `looptime robot-peer`'s side: 3 states at 1 kHz, then the end of
+        // stream naming the last counter.
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(peer.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        client.send(&0u64.to_le_bytes()).unwrap();
+        let spec = PeerSpec {
+            period_ns: 1_000_000,
+            states: 3,
+            stall_every_ns: 0,
+            stall_ns: 0,
+        };
+        let stop = AtomicBool::new(false);
+        let report = serve_client(&peer, spec, Duration::from_secs(1), &stop).unwrap();
+        assert_eq!(report.sent, 3);
+        let link = Link { sock: client };
+        let got: Vec<Received> = (0..4).map(|_| link.receive().unwrap()).collect();
+        assert!(
+            matches!(got[2], Received::State(State { seq: 3, .. })),
+            "{got:?}"
+        );
+        assert_eq!(got[3], Received::End { last_seq: 3 });
     }
 }

@@ -13,7 +13,7 @@ impl Config {
             self.run.timing_max_cycles,
             self.run.timing_max_spans_per_cycle as u64,
             looptime_capture::DEFAULT_MAX_SAMPLES_PER_CYCLE as u64,
-            SIM_VALUE_COUNT + (self.robot.transport == Transport::Udp) as u64,
+            SIM_VALUE_COUNT + 2 * (self.robot.transport == Transport::Udp) as u64,
         )
     }
 
