@@ -22,6 +22,7 @@ const TIMEOUT_PERIODS: u64 = 50;
 
 /// Run the loop against a robot peer started here; the peer stops with it.
 /// `peer_rec` records the peer's sends; it comes back in the outcome.
+// long-fn: the input-paced control thread's loop, from the first receive to the end of the robot's stream, kept in one place so its allocation-free body reads top to bottom (as control::control_loop)
 pub(crate) fn input_loop(
     cfg: &Config,
     mut rec: Recorder,
