@@ -34,13 +34,16 @@ run_client() {  # run_client NAME CLIENT...: the peer, then the client with its 
     local port
     port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.peer")
     [[ -n "$port" ]] || { echo "the robot peer printed no port" >&2; cat "$tmp/$name.peer" >&2; exit 1; }
-    "$@" --port "$port" --out "$tmp/$name" --late-every 50
+    "$@" --port "$port" --runs-dir "$tmp/$name" --late-every 50
     wait "$peer"
     cat "$tmp/$name.peer"
-    "$analyzer" --episode "$tmp/$name" --json >"$tmp/$name.json"
+    # An episode with its manifest, under the runs directory's `latest`.
+    test -f "$tmp/$name/latest/manifest.json" || { echo "$name wrote no manifest" >&2; exit 1; }
+    "$analyzer" --episode "$tmp/$name/latest" --json >"$tmp/$name.json"
     python3 - "$tmp/$name.json" "$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
+assert not any("manifest" in c for c in r["caveats"]), r["caveats"]
 (p,) = r["input_paced"]["phases"]
 assert p["cycles"] == 1000, p["cycles"]
 assert p["late_answers"] >= 20, p

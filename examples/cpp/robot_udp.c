@@ -3,8 +3,8 @@
  * peer first, then this client with the port it printed:
  *
  *   looptime robot-peer --rate 1000 --duration 2 --stall-every-ms 250 --stall-ms 5
- *   build/robot_udp_c --port PORT --out runs/udp-c [--late-every 50]
- *   analyze_control_timing --episode runs/udp-c
+ *   build/robot_udp_c --port PORT --runs-dir runs/udp-c [--late-every 50]
+ *   analyze_control_timing --episode runs/udp-c/latest
  *
  * Each cycle: the receive between looptime_wait_begin and _end, the
  * arrival read right after it returned, looptime_cycle_begin_input with
@@ -57,18 +57,35 @@ int main(int argc, char **argv) {
     struct timeval timeout = {0, 100000};
     int sock;
     uint64_t hello = 0;
+    looptime_scheduler_config sched_cfg;
+    looptime_program info;
+    looptime_episode *episode = NULL;
+    const char *source = __FILE__;
 
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--port") == 0) port = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
+        else if (strcmp(argv[i], "--runs-dir") == 0) out = argv[i + 1];
         else if (strcmp(argv[i], "--late-every") == 0) late_every = atol(argv[i + 1]);
     }
     if (port <= 0 || port > 65535 || out == NULL || late_every < 0) {
-        fprintf(stderr, "usage: robot_udp_c --port PORT --out DIR [--late-every N]\n");
+        fprintf(stderr, "usage: robot_udp_c --port PORT --runs-dir DIR [--late-every N]\n");
         return 2;
     }
+    /* An episode as every looptime program writes one (session,
+     * rollout-000, manifest, <runs>/latest); the robot paces the loop, so
+     * the scheduler settings only state its nominal period. */
+    sched_cfg = looptime_scheduler_config_default(1000000);
+    memset(&info, 0, sizeof info);
+    info.program = argv[0];
+    info.sources = &source;
+    info.n_sources = 1;
+    info.control_timing = true;
+    info.timing_max_cycles = 20000;
+    info.scheduler = &sched_cfg;
+    CHECK(looptime_episode_create(out, &info, &episode));
     b = looptime_builder_new();
     CHECK(looptime_builder_nominal_period_ns(b, 1000000));
+    CHECK(looptime_builder_episode_dir(b, looptime_episode_dir(episode)));
     CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP));
     CHECK(looptime_builder_phase(b, "running", &running));
     CHECK(looptime_builder_stage(b, "control", &control));
@@ -114,9 +131,10 @@ int main(int argc, char **argv) {
         ++cycle;
     }
     close(sock);
-    mkdir(out, 0755);
-    CHECK(looptime_recorder_finish(rec, out, true));
+    CHECK(looptime_recorder_finish(rec, looptime_episode_dir(episode), true));
+    CHECK(looptime_episode_finish(episode, rec, NULL, true, 0));
+    printf("robot_udp_c: %ld cycles into %s\n", cycle, looptime_episode_dir(episode));
     looptime_recorder_free(rec);
-    printf("robot_udp_c: %ld cycles into %s\n", cycle, out);
+    looptime_episode_free(episode);
     return 0;
 }

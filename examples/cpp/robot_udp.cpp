@@ -3,8 +3,8 @@
 // first, then this client with the port it printed:
 //
 //   looptime robot-peer --rate 1000 --duration 2 --stall-every-ms 250 --stall-ms 5
-//   build/robot_udp --port PORT --out runs/udp-cpp [--late-every 50]
-//   analyze_control_timing --episode runs/udp-cpp
+//   build/robot_udp --port PORT --runs-dir runs/udp-cpp [--late-every 50]
+//   analyze_control_timing --episode runs/udp-cpp/latest
 //
 // Each cycle: the receive (recorded as the wait), an input-paced release
 // (the arrival, read right after the receive returned, and the state's own
@@ -45,7 +45,7 @@ struct State {
 static_assert(sizeof(State) == 24, "24 bytes on the wire");
 
 int usage(const char *why) {
-    std::fprintf(stderr, "robot_udp: %s\nusage: robot_udp --port PORT --out DIR [--rate HZ] [--late-every N]\n", why);
+    std::fprintf(stderr, "robot_udp: %s\nusage: robot_udp --port PORT --runs-dir DIR [--rate HZ] [--late-every N]\n", why);
     return 2;
 }
 
@@ -61,15 +61,29 @@ int main(int argc, char **argv) {
         if (k == "--port") port = std::atoi(argv[i + 1]);
         else if (k == "--rate") rate = std::atof(argv[i + 1]);
         else if (k == "--late-every") late_every = std::atol(argv[i + 1]);
-        else if (k == "--out") out = argv[i + 1];
+        else if (k == "--runs-dir") out = argv[i + 1];
         else return usage(("unknown flag " + k).c_str());
     }
     if (port <= 0 || port > 65535 || out.empty() || !(rate >= 1.0 && rate <= 10000.0) || late_every < 0) {
-        return usage("give --port (1 to 65535) and --out; --rate is 1 to 10,000 Hz");
+        return usage("give --port (1 to 65535) and --runs-dir; --rate is 1 to 10,000 Hz");
     }
     try {
+        // An episode as every looptime program writes one (session,
+        // rollout-000, manifest, <runs>/latest); the robot paces the loop,
+        // so the scheduler settings only state its nominal period.
+        const uint64_t period_ns = uint64_t(1e9 / rate + 0.5);
+        looptime_scheduler_config sched_cfg = looptime_scheduler_config_default(period_ns);
+        const char *source = __FILE__;
+        looptime_program info{};
+        info.program = argv[0];
+        info.sources = &source;
+        info.n_sources = 1;
+        info.control_timing = true;
+        info.timing_max_cycles = 20000;
+        info.scheduler = &sched_cfg;
+        looptime::Episode episode(out.c_str(), info);
         looptime::Builder b;
-        b.nominal_period_ns(uint64_t(1e9 / rate + 0.5)).ring(LOOPTIME_RING_HEAP);
+        b.nominal_period_ns(period_ns).ring(LOOPTIME_RING_HEAP).episode_dir(episode.dir());
         const uint32_t running = b.phase("running");
         const uint32_t control = b.stage("control");
         const uint32_t send = b.stage("robot_send_command");
@@ -115,9 +129,9 @@ int main(int argc, char **argv) {
             ++cycle;
         }
         close(sock);
-        mkdir(out.c_str(), 0755);
-        rec.finish(out.c_str(), true);
-        std::printf("robot_udp: %ld cycles into %s\n", cycle, out.c_str());
+        rec.finish(episode.dir(), true);
+        episode.finish(&rec, nullptr, true, 0);
+        std::printf("robot_udp: %ld cycles into %s\n", cycle, episode.dir());
     } catch (const looptime::Error &e) {
         std::fprintf(stderr, "robot_udp: %s\n", e.what());
         return 1;

@@ -4,20 +4,22 @@ over UDP and answers each one (docs/input-paced.md). Start the robot peer
 first, then this client with the port it printed:
 
     ./target/release/looptime robot-peer --rate 1000 --duration 2 --stall-every-ms 250 --stall-ms 5
-    python3 examples/python/robot_udp.py --port PORT --out runs/udp-py
-    ./target/release/analyze_control_timing --episode runs/udp-py
+    python3 examples/python/robot_udp.py --port PORT --runs-dir runs/udp-py
+    ./target/release/analyze_control_timing --episode runs/udp-py/latest
 
 Each cycle: the receive (recorded as the wait), an input-paced release
 (the arrival, read right after the receive returned, and the state's own
 counter), a `control` span, and the answer in `robot_send_command`. With
 ``--late-every N`` every N-th answer leaves 2 ms late, a fault the report
-must find. The loop ends when the states stop for 100 ms.
+must find. The loop ends at the robot's end of stream, or when its states
+stop for 100 ms. It writes an episode as every looptime program does:
+``<runs-dir>/session-<UTC>/rollout-000`` with its manifest, and
+``<runs-dir>/latest``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import struct
 import time
@@ -33,11 +35,17 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, required=True, help="the robot peer's UDP port on 127.0.0.1")
     p.add_argument("--rate", type=float, default=1000.0, help="the robot's state rate, Hz (the nominal period)")
-    p.add_argument("--out", required=True, help="the episode directory to write")
+    p.add_argument("--runs-dir", required=True, help="where the session and its episode go")
     p.add_argument("--late-every", type=int, default=0, help="answer every N-th state 2 ms late (0: never)")
     args = p.parse_args()
 
+    # The episode declares the robot's nominal period; the robot paces the
+    # loop, so no scheduler waits (the one given states the period only).
+    timing = argparse.Namespace(control_timing=True, timing_max_cycles=looptime.DEFAULT_TIMING_MAX_CYCLES)
+    settings = {"rate_hz": args.rate, "late_every": args.late_every}
+    episode = looptime.open_episode(args.runs_dir, timing, looptime.Scheduler(1.0 / args.rate), settings=settings)
     rec = looptime.Recorder(
+        episode_dir=episode.dir,
         stages=["control", "robot_send_command"],
         phases=["running"],
         values={"control_command_success_rate": ("float", "ratio")},
@@ -76,9 +84,9 @@ def main() -> int:
         rec.set_value(success, rate)
         rec.end_cycle()
         cycle += 1
-    os.makedirs(args.out, exist_ok=True)
-    report = rec.finish(args.out)
-    print(f"robot_udp.py: {report.retained_cycles} cycles into {args.out}")
+    report = rec.finish(episode.dir)
+    episode.finish(rec, complete=True)
+    print(f"robot_udp.py: {report.retained_cycles} cycles into {episode.dir}")
     return 0
 
 

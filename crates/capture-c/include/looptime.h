@@ -920,6 +920,25 @@ const char *looptime_session_dir(const looptime_session *s);
 int32_t looptime_session_rollout(const looptime_session *s, looptime_episode **out);
 
 /**
+ * Start the session's next rollout with settings of its own (`n`
+ * key/value pairs, as text), recorded over the session's under the
+ * manifest's `config.program`; a setting named `seed` is the run's seed,
+ * `config.run.seed` (a whole number as text is written as the number),
+ * which `compare` exempts from what differs between rollouts. Otherwise
+ * as [`looptime_session_rollout`].
+ *
+ * # Safety
+ * `s` is NULL or a live session; `keys` and `values` are NULL (with `n`
+ * 0) or point to `n` NUL-terminated strings each; `out` is NULL or
+ * writable.
+ */
+int32_t looptime_session_rollout_with(const looptime_session *s,
+                                      const char *const *keys,
+                                      const char *const *values,
+                                      size_t n,
+                                      looptime_episode **out);
+
+/**
  * Close the session: `session.json` says `complete` when every planned
  * rollout ran and completed, else `aborted` with why (`why` when not
  * NULL, else which rollouts did not run or ended early). Closing twice

@@ -347,6 +347,14 @@ public:
         return e;
     }
 
+    /// Start the next rollout with `n` settings of its own (text), recorded
+    /// over the session's; a `seed` is the run's seed (`config.run.seed`).
+    Episode rollout(const char *const *keys, const char *const *values, size_t n) {
+        Episode e;
+        check(looptime_session_rollout_with(s_, keys, values, n, &e.e_));
+        return e;
+    }
+
     /// Close: `why` (may be NULL) says why the session stopped early.
     void close(const char *why = nullptr) { check(looptime_session_close(s_, why)); }
 

@@ -10,7 +10,7 @@ use looptime_runtime::embed::HostSession;
 use looptime_runtime::error::ServeError;
 
 use crate::consts::*;
-use crate::episode::{program_facts, CEpisode, ProgramInfo};
+use crate::episode::{program_facts, strings, CEpisode, ProgramInfo};
 use crate::error::{fail, guard, set_last_error, Fail};
 use crate::ptr::{free_handle, handle_ref, text};
 
@@ -111,6 +111,46 @@ pub unsafe extern "C" fn looptime_session_rollout(
             return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
         }
         let ep = h.s.rollout(BTreeMap::new()).map_err(|e| session_err(&e))?;
+        let e = CEpisode::wrap(ep)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(Box::into_raw(Box::new(e))) };
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Start the session's next rollout with settings of its own (`n`
+/// key/value pairs, as text), recorded over the session's under the
+/// manifest's `config.program`; a setting named `seed` is the run's seed,
+/// `config.run.seed` (a whole number as text is written as the number),
+/// which `compare` exempts from what differs between rollouts. Otherwise
+/// as [`looptime_session_rollout`].
+///
+/// # Safety
+/// `s` is NULL or a live session; `keys` and `values` are NULL (with `n`
+/// 0) or point to `n` NUL-terminated strings each; `out` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_session_rollout_with(
+    s: *const CSession,
+    keys: *const *const c_char,
+    values: *const *const c_char,
+    n: usize,
+    out: *mut *mut CEpisode,
+) -> i32 {
+    guard("looptime_session_rollout_with", || {
+        // SAFETY: the caller's contract.
+        let h = unsafe { handle_ref(s, "session") }?;
+        if out.is_null() {
+            return Err(fail(LOOPTIME_ERR_NULL, "the out pointer is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let (k, v) = unsafe { (strings(keys, n, "keys")?, strings(values, n, "values")?) };
+        let settings: BTreeMap<String, serde_json::Value> = k
+            .iter()
+            .zip(&v)
+            .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+            .collect();
+        let ep = h.s.rollout(settings).map_err(|e| session_err(&e))?;
         let e = CEpisode::wrap(ep)?;
         // SAFETY: checked non-NULL above.
         unsafe { out.write(Box::into_raw(Box::new(e))) };

@@ -88,6 +88,9 @@ fn print_notes(notes: Vec<String>) {
 #[derive(Debug)]
 pub struct Session {
     s: HostSession,
+    /// The scheduler the session was opened with: each rollout restarts
+    /// its timeline, and takes its counts from where they stood.
+    scheduler: Py<Scheduler>,
 }
 
 #[pymethods]
@@ -102,7 +105,7 @@ impl Session {
         sources: Vec<PathBuf>,
         control_timing: bool,
         timing_max_cycles: u64,
-        scheduler: PyRef<'_, Scheduler>,
+        scheduler: Bound<'_, Scheduler>,
         settings: Option<&Bound<'_, PyDict>>,
         label: Option<String>,
         rollouts: u32,
@@ -112,14 +115,17 @@ impl Session {
             sources,
             control_timing,
             timing_max_cycles,
-            scheduler,
+            scheduler: scheduler.borrow(),
             settings,
             label,
         }
         .facts(py)?;
         let (s, notes) = HostSession::create(&runs_dir, facts, rollouts).map_err(runtime_err)?;
         print_notes(notes);
-        Ok(Session { s })
+        Ok(Session {
+            s,
+            scheduler: scheduler.unbind(),
+        })
     }
 
     /// The session directory.
@@ -135,14 +141,24 @@ impl Session {
     }
 
     /// Start the next rollout (`rollout-NNN`), with `settings` over the
-    /// session's under the manifest's `config.program` (a seed, say).
+    /// session's under the manifest's `config.program` (a `seed` goes to
+    /// `config.run.seed`, the run's seed). The session's scheduler starts a
+    /// new timeline at its next wait (the pause between rollouts is no
+    /// overrun), and the rollout's manifest counts its own cycles.
     /// Raises `RuntimeError` while the previous rollout is not finished, or
     /// once the session is closed or every planned rollout has started.
     #[pyo3(signature = (settings = None))]
     fn rollout(&self, py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<Episode> {
         let extra = json_settings(py, settings)?;
         let ep = self.s.rollout(extra).map_err(runtime_err)?;
-        Ok(Episode { ep, realtime: None })
+        let mut sched = self.scheduler.bind(py).borrow_mut();
+        sched.s.restart();
+        let baseline = [sched.s.cycles(), sched.s.overruns(), sched.s.skipped()];
+        Ok(Episode {
+            ep,
+            realtime: None,
+            baseline: Some(baseline),
+        })
     }
 
     /// Close the session: `session.json` says `complete` when every planned
@@ -186,6 +202,9 @@ impl Session {
 pub struct Episode {
     ep: HostEpisode,
     realtime: Option<RealtimeObtained>,
+    /// The session scheduler's cycles, overruns and skips when this
+    /// rollout started: its manifest counts what came after.
+    baseline: Option<[u64; 3]>,
 }
 
 #[pymethods]
@@ -216,7 +235,11 @@ impl Episode {
         .facts(py)?;
         let (ep, notes) = HostEpisode::create(&runs_dir, facts).map_err(runtime_err)?;
         print_notes(notes);
-        Ok(Episode { ep, realtime: None })
+        Ok(Episode {
+            ep,
+            realtime: None,
+            baseline: None,
+        })
     }
 
     /// The rollout directory (`<runs>/session-<UTC>/rollout-NNN`).
@@ -268,6 +291,13 @@ impl Episode {
         }
         if let Some(s) = &scheduler {
             end.scheduler(&s.s);
+            // A session's scheduler counts across rollouts: this rollout's
+            // own counts are what came after its start.
+            if let Some([c, o, k]) = self.baseline {
+                end.cycles = end.cycles.saturating_sub(c);
+                end.overruns = end.overruns.saturating_sub(o);
+                end.skipped = end.skipped.saturating_sub(k);
+            }
         }
         self.ep.finish(&end).map_err(runtime_err)
     }

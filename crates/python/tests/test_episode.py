@@ -186,3 +186,39 @@ def test_uncapped_scheduler_releases_on_the_nominal_schedule_at_once(tmp_path):
         looptime.Scheduler(0.01, rtf=-1)
     with pytest.raises(ValueError, match="target_clock must be"):
         small_recorder(target_clock="tsc")
+
+
+def test_a_scheduler_reused_across_rollouts_starts_each_afresh_and_counts_its_own(tmp_path):
+    # One paced Scheduler across two rollouts with a 300 ms pause between:
+    # the second rollout's first cycle is no overrun carrying the pause as
+    # lag, each manifest counts its own 20 cycles (not 40 for the second),
+    # the analyzer sees no mismatch, and a per-rollout seed is the run's
+    # seed (config.run.seed), which compare exempts between rollouts.
+    args = looptime.add_arguments(argparse.ArgumentParser()).parse_args(["--control-timing"])
+    sched = looptime.Scheduler(0.005)
+    dirs = []
+    with looptime.open_session(tmp_path / "runs", args, sched, rollouts=2, sources=[__file__]) as s:
+        for seed in range(2):
+            ep = s.rollout(settings={"seed": seed})
+            rec = small_recorder(episode_dir=ep.dir, target_clock=sched.clock, nominal_period_ns=sched.nominal_period_ns)
+            for _ in range(20):
+                with rec.cycle("running", sched.wait(rec)):
+                    pass
+            rec.finish(ep.dir)
+            ep.finish(rec, sched, complete=True, planned_cycles=20)
+            dirs.append(pathlib.Path(ep.dir))
+            time.sleep(0.3)
+    for seed, d in enumerate(dirs):
+        m = json.loads((d / "manifest.json").read_text())
+        assert m["counts"]["cycles"] == 20, m["counts"]
+        assert m["config"]["run"]["seed"] == seed and "seed" not in m["config"]["program"], m["config"]
+        r = analyze(d)
+        assert not any("the manifest counts" in c for c in r["caveats"]), r["caveats"]
+        (running,) = [p for p in r["phases"] if p["phase"] == "running"]
+        # No cycle waited out the pause: the lag of every cycle is far
+        # below it (a loaded host may add a few ms, never 300).
+        assert running["deadline_lag"]["max_ns"] < 100_000_000, running["deadline_lag"]
+    out = subprocess.run([str(ANALYZER), "compare", str(dirs[0].parent), str(dirs[0].parent), "--json", "--resamples", "50"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert not any("run.seed" in w for w in json.loads(out.stdout)["warnings"]), out.stdout

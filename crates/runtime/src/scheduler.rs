@@ -268,6 +268,16 @@ impl<C: LoopClock> Scheduler<C> {
         self.started = true;
     }
 
+    /// Start a new timeline at the next wait, as a fresh scheduler would:
+    /// its first release point one period after that wait begins, its first
+    /// `dt_measured` measured from it. The counters keep counting (a
+    /// session's rollouts take their own counts as differences). For a
+    /// scheduler reused across rollouts, so the pause between them is
+    /// neither an overrun nor deadline lag.
+    pub fn restart(&mut self) {
+        self.started = false;
+    }
+
     /// Wait for the next release point; see the module docs.
     pub fn wait(&mut self) -> Tick {
         self.wait_with(|clock, until_ns| clock.sleep_until_ns(until_ns))

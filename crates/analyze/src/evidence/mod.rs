@@ -252,6 +252,7 @@ fn load_cycles(
         missing_threads: Vec::new(),
         columns_computed: std::sync::atomic::AtomicUsize::new(0),
         answer_budget_ns: opts.answer_budget_ns,
+        period_from_manifest: false,
     };
     read_cycles(&mut ev, source, &tables, opts, path)?;
     Ok(ev)
@@ -459,6 +460,23 @@ fn fill(file: &mut impl Read, buf: &mut [u8], filled: usize, path: &Path) -> Res
 
 /// The summary and manifest, when present: a bad summary is a caveat
 /// (`summary_problem`), a manifest that is not JSON an error.
+/// A recorder built without its period (a program's helper that did not
+/// pass it) leaves the header without one, while the episode's manifest
+/// states the scheduler's: use that, and say so.
+fn period_from_manifest(ev: &mut Evidence, manifest: &serde_json::Value) {
+    if ev.header.nominal_period_ns.is_some() {
+        return;
+    }
+    if let Some(p) = manifest
+        .pointer("/schedule/nominal_period_ns")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|&p| p > 0)
+    {
+        ev.header.nominal_period_ns = Some(p);
+        ev.period_from_manifest = true;
+    }
+}
+
 fn read_sidecars(ev: &mut Evidence, dir: &Path) -> Result<()> {
     let summary_path = dir.join(SUMMARY_FILE);
     if summary_path.exists() {
@@ -470,7 +488,10 @@ fn read_sidecars(ev: &mut Evidence, dir: &Path) -> Result<()> {
     let manifest_path = dir.join("manifest.json");
     if let Ok(text) = std::fs::read_to_string(&manifest_path) {
         match serde_json::from_str(&text) {
-            Ok(v) => ev.manifest = Some(v),
+            Ok(v) => {
+                period_from_manifest(ev, &v);
+                ev.manifest = Some(v);
+            }
             Err(e) => {
                 return Err(AnalyzeError::BadManifest {
                     path: manifest_path,

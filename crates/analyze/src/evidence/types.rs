@@ -186,6 +186,10 @@ pub struct Evidence {
     /// The answer budget of input-paced cycles the loader was given
     /// ([`super::LoadOptions::answer_budget_ns`]).
     pub answer_budget_ns: Option<u64>,
+    /// The header declared no nominal period and `header.nominal_period_ns`
+    /// holds the manifest's `schedule.nominal_period_ns` instead (the
+    /// report says so in a caveat).
+    pub period_from_manifest: bool,
 }
 
 /// One span, read back from [`Evidence::spans`].

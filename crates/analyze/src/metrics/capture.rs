@@ -184,15 +184,55 @@ pub fn caveats(
     out
 }
 
+/// What the manifest does or does not say: missing (and what is known of
+/// why), or counts that disagree with the evidence.
+fn manifest_caveats(ev: &Evidence) -> Vec<String> {
+    use looptime_capture::CaptureStatus;
+    let orderly = ev
+        .summary
+        .as_ref()
+        .filter(|s| matches!(s.status, CaptureStatus::Complete | CaptureStatus::Aborted));
+    let Some(m) = &ev.manifest else {
+        return vec![match orderly {
+            Some(s) => format!(
+                "no manifest.json: the run's configuration, host and source are unknown, so a comparison cannot say what differed; the summary says the recorder finished in order ({}), so the program wrote the evidence without an episode (looptime.open_episode, looptime_episode_create or serve write one)",
+                if s.status == CaptureStatus::Complete { "complete" } else { "aborted" }
+            ),
+            None => "no manifest.json: the run's configuration, host and source are unknown, so a comparison cannot say what differed (no summary says the finish was orderly either: the process may have died after writing the evidence, or the file was removed)".to_string(),
+        }];
+    };
+    let mut out = Vec::new();
+    if ev.period_from_manifest {
+        out.push(format!(
+            "the evidence's header declares no nominal period; the manifest's schedule.nominal_period_ns ({} ms) was used to judge it: give the recorder the period (nominal_period_ns) so that the evidence holds it itself",
+            ev.header.nominal_period_ns.unwrap_or(0) as f64 / 1e6
+        ));
+    }
+    // The manifest's cycle count against the evidence's: the recorder's
+    // total (its summary's, or the rows read when nothing was dropped).
+    let counted = m
+        .pointer("/counts/cycles")
+        .and_then(serde_json::Value::as_u64);
+    let recorded = ev
+        .summary
+        .as_ref()
+        .map(|s| s.capture.total_cycles)
+        .unwrap_or(ev.cycles.len() as u64);
+    if let Some(c) = counted.filter(|&c| c > 0 && c != recorded) {
+        out.push(format!(
+            "the manifest counts {c} cycles but the evidence recorded {recorded}: the manifest's counts are not this rollout's own (a scheduler reused across rollouts whose counts were not taken from the rollout's start?), so trust the evidence's"
+        ));
+    }
+    out
+}
+
 /// Caveats about the files themselves rather than the run.
 fn file_caveats(ev: &Evidence) -> Vec<String> {
     let mut out = Vec::new();
     if ev.header.nominal_period_ns == Some(0) {
         out.push("nominal_period_ns is 0 in the header, which is no period: treated as absent, so no share of the period and no rate judgement".to_string());
     }
-    if ev.manifest.is_none() {
-        out.push("no manifest.json: the run's configuration, host and source are unknown, so a comparison cannot say what differed (the process most likely died after writing the evidence, or the file was removed)".to_string());
-    }
+    out.extend(manifest_caveats(ev));
     for t in &ev.leftover_temps {
         out.push(format!(
             "an interrupted finish left {} ({} bytes, process {}): {} was not completely written by that process",

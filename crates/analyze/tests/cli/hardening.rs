@@ -1023,3 +1023,56 @@ fn reports_and_exports_name_their_run_not_just_the_path_given() {
         head.lines().nth(1).unwrap()
     );
 }
+
+#[test]
+fn the_manifest_fills_a_missing_period_and_its_counts_are_held_to_the_evidence() {
+    // The serve fixture (its manifest: schedule.nominal_period_ns 10 ms,
+    // counts.cycles what the recorder recorded) with the header's period
+    // removed: the manifest's is used, and the report says so; the card is
+    // judged against it.
+    let tmp = damaged("v1/serve-episode", |mut lines| {
+        let mut h: Value = serde_json::from_str(&lines[0]).unwrap();
+        h["nominal_period_ns"] = Value::Null;
+        lines[0] = h.to_string();
+        joined(lines)
+    });
+    let r = analyze_json(tmp.path(), &[]);
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("manifest's schedule.nominal_period_ns (10 ms) was used"),
+        "{caveats}"
+    );
+    let running = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    assert_ne!(running["state"], "not_judged", "{running}");
+    // Counts that disagree with the evidence (a scheduler's counts summed
+    // over two rollouts): the report warns.
+    let manifest = tmp.path().join("manifest.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let cycles = m["counts"]["cycles"].as_u64().unwrap();
+    m["counts"]["cycles"] = json!(cycles * 2);
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    let r = analyze_json(tmp.path(), &[]);
+    assert!(
+        r["caveats"].to_string().contains(&format!(
+            "the manifest counts {} cycles but the evidence recorded {cycles}",
+            cycles * 2
+        )),
+        "{}",
+        r["caveats"]
+    );
+    // No manifest beside a summary that says the finish was orderly: the
+    // caveat says what is known, and does not guess a death.
+    std::fs::remove_file(&manifest).unwrap();
+    let r = analyze_json(tmp.path(), &[]);
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("the summary says the recorder finished in order (complete)")
+            && !caveats.contains("died"),
+        "{caveats}"
+    );
+}

@@ -118,6 +118,24 @@ int main(void) {
         looptime_builder_free(b);
     }
     CHECK(looptime_session_dir(NULL) == NULL);
+    {
+        /* A rollout's own settings: its seed is the run's (config.run.seed,
+         * the text "3" written as the number 3), another key the program's. */
+        const char *rk[] = {"seed", "gain"};
+        const char *rv[] = {"3", "0.5"};
+        char runs2[] = "/tmp/looptime-session-XXXXXX";
+        looptime_session *one = NULL;
+        looptime_episode *ep = NULL;
+        CHECK(mkdtemp(runs2) != NULL);
+        CHECK(looptime_session_create(runs2, &info, 1, &one) == LOOPTIME_OK);
+        CHECK_ERR(looptime_session_rollout_with(one, rk, rv, 2, NULL), LOOPTIME_ERR_NULL, "out pointer");
+        CHECK(looptime_session_rollout_with(one, rk, rv, 2, &ep) == LOOPTIME_OK);
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"seed\": 3"));
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"gain\": \"0.5\""));
+        CHECK(looptime_episode_finish(ep, NULL, NULL, true, 0) == LOOPTIME_OK);
+        looptime_episode_free(ep);
+        looptime_session_free(one);
+    }
     looptime_session_free(session);
     looptime_session_free(NULL);
     looptime_scheduler_free(s);

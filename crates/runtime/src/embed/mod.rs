@@ -144,6 +144,12 @@ fn hashed_config(config: &serde_json::Value) -> serde_json::Value {
 /// own settings under `program`, with a rollout's own settings (`extra`)
 /// over the session's. serde_json's maps are sorted, so the text, and so
 /// `config_hash`, depends only on the values.
+///
+/// A setting named `seed` (the session's or a rollout's) is the run's seed:
+/// it goes to `run.seed`, the one seed key `serve` writes and `compare`
+/// exempts from the differences between rollouts, never to
+/// `program.seed`. A seed given as text of a whole number (the C API's
+/// settings are text) is written as that number.
 fn program_config(
     f: &ProgramFacts,
     extra: &BTreeMap<String, serde_json::Value>,
@@ -159,8 +165,20 @@ fn program_config(
     if let Some(label) = &f.label {
         run["label"] = serde_json::Value::String(label.clone());
     }
+    if let Some(seed) = settings.remove(SEED_KEY) {
+        run[SEED_KEY] = match &seed {
+            serde_json::Value::String(t) => t
+                .trim()
+                .parse::<i64>()
+                .map_or(seed.clone(), serde_json::Value::from),
+            _ => seed,
+        };
+    }
     serde_json::json!({ "run": run, "program": settings })
 }
+
+/// The setting that is the run's seed (`run.seed`).
+pub const SEED_KEY: &str = "seed";
 
 /// The scheduler's effective period and clock for `rtf`, as `serve` states
 /// them in `schedule`: uncapped runs on the simulation clock at the nominal
@@ -179,6 +197,22 @@ fn schedule_clock(f: &ProgramFacts) -> (u64, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seed_setting_is_the_runs_seed_never_the_programs() {
+        // The session's settings hold a seed; a rollout's own seed (as the
+        // C API's text) replaces it, and both land in run.seed as numbers.
+        let mut f = session::tests::facts(tempfile::tempdir().unwrap().path());
+        f.settings.insert("seed".into(), serde_json::json!(1));
+        let c = program_config(&f, &BTreeMap::new());
+        assert_eq!(c["run"]["seed"], 1);
+        assert!(c["program"].get("seed").is_none(), "{c}");
+        let extra = BTreeMap::from([("seed".to_string(), serde_json::json!("7"))]);
+        let c = program_config(&f, &extra);
+        assert_eq!(c["run"]["seed"], 7);
+        assert!(c["program"].get("seed").is_none(), "{c}");
+        assert_eq!(c["program"]["duration_s"], 2.5);
+    }
 
     #[test]
     fn where_output_goes_is_not_hashed() {
@@ -201,7 +235,7 @@ mod tests {
         let c = program_config(&f, &BTreeMap::from([("seed".into(), serde_json::json!(3))]));
         assert_eq!(c["run"]["rtf"], 0.0);
         assert_eq!(c["run"]["label"], "euler");
-        assert_eq!(c["program"]["seed"], 3);
+        assert_eq!(c["run"]["seed"], 3);
         assert_eq!(c["program"]["duration_s"], 2.5);
     }
 }

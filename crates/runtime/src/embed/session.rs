@@ -514,7 +514,9 @@ pub(super) mod tests {
         );
         let m = read(&b.dir().join("manifest.json"));
         assert_eq!(m["rollout"], "rollout-001");
-        assert_eq!(m["config"]["program"]["seed"], 2);
+        // The rollout's seed is the run's (run.seed, as serve writes it).
+        assert_eq!(m["config"]["run"]["seed"], 2);
+        assert!(m["config"]["program"].get("seed").is_none());
         b.finish(&done(5)).unwrap();
         let s = read(&session.dir().join("session.json"));
         assert_eq!(s["status"], "complete");
