@@ -37,7 +37,7 @@
 # names the analyzer to judge them with:
 #
 #   OUT=/tmp/cal-after bash bench/compare_calibration.sh
-#   RECORDED=/tmp/cal-after OUT=/tmp/cal-before ANALYZE=/tmp/analyze_before bash bench/compare_calibration.sh
+#   RECORDED=/tmp/cal-after OUT=/tmp/cal-before PAIRS=4 ANALYZE=/tmp/analyze_before bash bench/compare_calibration.sh   (the same PAIRS and ROLLOUTS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
