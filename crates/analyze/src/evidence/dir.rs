@@ -130,9 +130,13 @@ pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
                 t.name, t.bytes, t.pid
             ));
         }
+        let manifest = std::fs::read_to_string(dir.join("manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
         return format!(
-            "the process died while finishing (a signal or kill during the finish): {}, but not the control thread's file, which the finish writes after them; `looptime recover` rebuilds the evidence from the shared-memory rings if they are still there (run.timing_ring = \"shm\", the default)",
-            what.join("; ")
+            "the process died while finishing (a signal or kill during the finish): {}, but not the control thread's file, which the finish writes after them; `{}` rebuilds the evidence from the shared-memory rings if they are still there (run.timing_ring = \"shm\", the default)",
+            what.join("; "),
+            recover_command(manifest.as_ref())
         );
     }
     let manifest = std::fs::read_to_string(dir.join("manifest.json"))
@@ -144,6 +148,31 @@ pub(super) fn why_no_cycles(dir: &Path, temps: &[LeftoverTemp]) -> String {
         .and_then(|v| v.as_bool());
     match timing {
         Some(false) => "the manifest says the run was recorded without --control-timing (run.control_timing = false), so no timing evidence was written".into(),
-        _ => "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish; `looptime recover` rebuilds the files from its shared-memory ring (run.timing_ring = \"shm\", the default; a heap ring dies with the process)".into(),
+        _ => format!(
+            "the directory holds no evidence: the process most likely died (kill -9, crash, OOM kill) before its finish; `{}` rebuilds the files from its shared-memory ring (run.timing_ring = \"shm\", the default; a heap ring dies with the process)",
+            recover_command(manifest.as_ref())
+        ),
+    }
+}
+
+/// The `looptime recover` command for this episode's ring, from what its
+/// manifest records: the ring file itself (`--ring FILE`), else a ring
+/// directory other than the default (`--ring-dir DIR`), else the plain
+/// command, which looks in the default directory.
+pub(crate) fn recover_command(manifest: Option<&serde_json::Value>) -> String {
+    let text = |p: &str| {
+        manifest
+            .and_then(|m| m.pointer(p))
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(ring) = text("/recorder/ring_file") {
+        return format!("looptime recover --ring {ring}");
+    }
+    match text("/config/run/timing_ring_dir") {
+        Some(d) if d != looptime_capture::ring::DEFAULT_RING_DIR => {
+            format!("looptime recover --ring-dir {d}")
+        }
+        _ => "looptime recover".into(),
     }
 }

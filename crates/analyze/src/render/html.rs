@@ -8,7 +8,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::compare::{Comparison, Verdict};
-use crate::metrics::{CardState, Dist, Number, Report, StageReport};
+use crate::metrics::{CardState, Dist, Lateness, Number, Report, StageReport};
 use crate::render::plots::Plot;
 use crate::render::text::{stage_cells, value_number};
 
@@ -26,6 +26,7 @@ svg{max-width:100%;height:auto}\
 .card h3{margin:0 0 6px 0;font-size:16px}.card p{margin:2px 0;font-size:13px}\
 .card.pass{border-left-color:#2e7d32;background:#f1f8f1}.card.warn{border-left-color:#d89000;background:#fff8e6}\
 .card.fail{border-left-color:#c62828;background:#fdecea}\
+.card ul.checks{margin:2px 0;padding-left:18px;font-size:13px}\
 details{margin:10px 0}summary{cursor:pointer;font-weight:bold;font-size:15px}";
 
 fn page(title: &str, body: Markup) -> String {
@@ -55,14 +56,23 @@ fn svg_inline(svg: &str) -> &str {
 }
 
 /// What to look for in a plot, by its name: the caption's second line.
-/// The stage breakdown's follows the judged phase's diagnosis (`verdict`),
-/// so the caption never contradicts the diagnosis under it.
-fn look_for(name: &str, verdict: Option<&str>) -> &'static str {
+/// The stage breakdown's follows the judged phase's diagnosis (`verdict`)
+/// and the late cycles it counts (`late`), the same figures the diagnosis
+/// prints, so the caption never contradicts the diagnosis under it.
+fn look_for(name: &str, verdict: Option<&str>, late: Option<&Lateness>) -> String {
     match (name, verdict) {
-        ("stage_breakdown", Some("scheduling")) => "Mean and p99 wall time of each top-level stage. The diagnosis is scheduling: the work fits its budget and the late cycles woke late, so shortening a stage will not fix them; look at the sleep overshoot and the host (docs/realtime.md).",
-        ("stage_breakdown", Some("on rate")) => "Mean and p99 wall time of each top-level stage: where each cycle's time goes; no cycle is late, so none needs shortening for the rate.",
-        ("stage_breakdown", Some("the work itself")) => "Mean and p99 wall time of each top-level stage. The diagnosis is the work itself: the stage it names, usually the longest bar, is the first thing to shorten.",
-        _ => look_for_any(name),
+        ("stage_breakdown", Some("scheduling")) => {
+            let (woke, over) = late.map_or((0, 0), |l| (l.late_wake, l.work_over_budget));
+            let budget = late.map_or(String::new(), |l| format!(" ({} ms)", ms(l.budget_ns as f64)));
+            if over == 0 {
+                format!("Mean and p99 wall time of each top-level stage. The diagnosis is scheduling: every late cycle ({woke}) followed work within its budget{budget} and woke late, so shortening a stage will not fix them; look at the sleep overshoot and the host (docs/realtime.md).")
+            } else {
+                format!("Mean and p99 wall time of each top-level stage. The diagnosis is scheduling: {woke} late cycles followed work within its budget{budget} and woke late, and {over} followed work longer than the budget; the wake path is the larger cause, so look at the sleep overshoot and the host first (docs/realtime.md), then at the longest stage for the {over}.")
+            }
+        }
+        ("stage_breakdown", Some("on rate")) => "Mean and p99 wall time of each top-level stage: where each cycle's time goes; no cycle is late, so none needs shortening for the rate.".into(),
+        ("stage_breakdown", Some("the work itself")) => "Mean and p99 wall time of each top-level stage. The diagnosis is the work itself: the stage it names, usually the longest bar, is the first thing to shorten.".into(),
+        _ => look_for_any(name).into(),
     }
 }
 
@@ -80,11 +90,11 @@ fn look_for_any(name: &str) -> &'static str {
     }
 }
 
-fn figures(plots: &[Plot], verdict: Option<&str>) -> Markup {
+fn figures(plots: &[Plot], verdict: Option<&str>, late: Option<&Lateness>) -> Markup {
     html! {
         @for p in plots {
             figure id=(p.name) {
-                figcaption { (p.title) br; span { (look_for(&p.name, verdict)) } }
+                figcaption { (p.title) br; span { (look_for(&p.name, verdict, late)) } }
                 (PreEscaped(svg_inline(&p.svg)))
             }
         }
@@ -276,7 +286,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         @if !r.caveats.is_empty() {
             @for x in &r.caveats { div.caveat { (x) } }
         }
-        (figures(&first, verdict))
+        (figures(&first, verdict, r.late_cycles.as_ref()))
         h2 { "Diagnosis" }
         ul { @for d in &r.diagnosis { li { (d) } } }
         details { summary { "Phases and distributions" } (phases_table(r)) (distributions_table(r)) }
@@ -288,7 +298,7 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
             details { summary { (format!("Threads ({}) and overlap ({} rows)", r.threads.len(), r.overlap.len())) } (threads_section(r)) }
         }
         @if !rest.is_empty() {
-            details { summary { "More plots" } (figures(&rest, verdict)) }
+            details { summary { "More plots" } (figures(&rest, verdict, r.late_cycles.as_ref())) }
         }
         h2 { "Capture" }
         p {
@@ -330,6 +340,13 @@ fn summary_band(r: &Report) -> Markup {
                         p { "p99 period " (ms(p99 as f64)) " ms, max " (ms(max as f64)) " ms" }
                     }
                     p { (c.overruns) " overruns, " (c.skipped) " skipped" }
+                    @if !c.checks.is_empty() {
+                        ul.checks {
+                            @for k in &c.checks {
+                                li class=(format!("check {}", k.check)) { (k.words()) }
+                            }
+                        }
+                    }
                     p { "diagnosis: " (c.diagnosis.as_ref().map_or("not judged".to_string(), |d| match &d.stage {
                         Some(s) => format!("{}, {s}", d.verdict),
                         None => d.verdict.clone(),
@@ -338,8 +355,9 @@ fn summary_band(r: &Report) -> Markup {
             }
         }
         p { (format!(
-            "Pass: rate within {} % of the effective rate, p99 period within {} % of the effective period, at most {} overruns; warn within {} %, {} % and overruns in at most {} % of the cycles; beyond, fail (docs/metrics.md, Summary).",
-            t.rate_pass_pct, t.p99_pass_pct, t.overruns_pass, t.rate_warn_pct, t.p99_warn_pct, t.overruns_warn_pct
+            "Pass: rate within {} % of the effective rate, p99 period within {} % of the effective period, at most {} overruns, at most {} % stale data-age uses, at most {} % late answers; warn within {} %, {} %, overruns in at most {} % of the cycles, {} % stale, {} % late; beyond, fail (docs/metrics.md, Summary).",
+            t.rate_pass_pct, t.p99_pass_pct, t.overruns_pass, t.stale_pass_pct, t.late_answers_pass_pct,
+            t.rate_warn_pct, t.p99_warn_pct, t.overruns_warn_pct, t.stale_warn_pct, t.late_answers_warn_pct
         )) }
     }
 }
@@ -424,7 +442,7 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         (rates_table(c))
         (forest(c))
         h2 { "Plots" }
-        (figures(plots, None))
+        (figures(plots, None, None))
     };
     page(&format!("looptime comparison: {} vs {}", c.a, c.b), body)
 }
@@ -492,5 +510,40 @@ fn forest(c: &Comparison) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn late(late_wake: u64, work_over_budget: u64) -> Lateness {
+        Lateness {
+            phase: "running".into(),
+            budget_ns: 10_000_000,
+            late_start_threshold_ns: Some(1_000_000),
+            judged: 300,
+            late: late_wake + work_over_budget,
+            work_over_budget,
+            late_wake,
+            unattributed: 0,
+            stages: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_stage_caption_says_what_the_late_cycles_say() {
+        // A scheduling diagnosis with 19 late cycles after work longer than
+        // the period: the caption counts them and never says the work fits.
+        let c = look_for("stage_breakdown", Some("scheduling"), Some(&late(40, 19)));
+        assert!(
+            c.contains("40 late cycles followed work within its budget (10.000 ms)")
+                && c.contains("19 followed work longer than the budget")
+                && !c.contains("the work fits"),
+            "{c}"
+        );
+        // Every late cycle woke late: then, and only then, all of them.
+        let c = look_for("stage_breakdown", Some("scheduling"), Some(&late(7, 0)));
+        assert!(c.contains("every late cycle (7) followed work within its budget"), "{c}");
     }
 }

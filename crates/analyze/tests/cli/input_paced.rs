@@ -296,6 +296,16 @@ fn every_input_paced_figure_matches_the_hand_derived_answer() {
     let svg = std::fs::read_to_string(html.join("answer_latency.svg")).unwrap();
     assert!(svg.contains("late beyond 10.000 ms"), "the budget is drawn");
     let page = std::fs::read_to_string(html.join("report.html")).unwrap();
+    // The HTML card shows every check the text card shows: the late
+    // answers (5.8824 %, FAIL) beside the rate, p99 and overruns.
+    for want in [
+        "5.88 % late answers: FAIL",
+        "from the effective rate: ",
+        "from the effective period: ",
+        "overruns: PASS",
+    ] {
+        assert!(page.contains(want), "the HTML card lacks {want:?}");
+    }
     let (period, answer) = (
         page.find("Period over time").unwrap(),
         page.find("Answer latency").unwrap(),

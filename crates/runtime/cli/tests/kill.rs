@@ -800,3 +800,34 @@ fn a_rollout_still_recording_is_called_so_until_its_writer_dies() {
     assert!(!err.contains("still recording"), "{err}");
     assert!(err.contains("looptime recover"), "{err}");
 }
+
+#[test]
+fn after_a_kill_the_analyzer_names_the_recover_command_for_this_ring() {
+    // A ring in a directory other than /dev/shm: the analyzer's advice
+    // names the ring file (the manifest records it), and that very command
+    // brings the evidence back.
+    let s = setup();
+    let (ring_path, _) = kill_at(
+        &s,
+        Moment::AfterCycles {
+            cycles: 50,
+            extra_us: 0,
+        },
+    );
+    let episode = std::fs::canonicalize(s.runs.join("latest")).unwrap();
+    let out = Command::new(analyzer())
+        .arg("--episode")
+        .arg(&episode)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("looptime recover --ring {}", ring_path.display());
+    assert!(err.contains(&want), "wanted {want:?} in\n{err}");
+    let out = looptime()
+        .args(["recover", "--ring"])
+        .arg(&ring_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(episode.join("control_timing.jsonl").exists());
+}

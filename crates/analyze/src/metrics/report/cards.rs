@@ -110,6 +110,25 @@ pub struct CardCheck {
     pub value: f64,
 }
 
+impl CardCheck {
+    /// The check in words, as every view shows it: what is judged, the
+    /// figure and its state (`rate −3.23 % from the effective rate: FAIL`).
+    pub fn words(&self) -> String {
+        let what = match self.check.as_str() {
+            "rate" => format!("rate {:+.2} % from the effective rate", self.value),
+            "p99_period" => format!("p99 period {:+.1} % from the effective period", self.value),
+            "overruns" => {
+                let n = self.value as u64;
+                format!("{n} overrun{}", if n == 1 { "" } else { "s" })
+            }
+            "stale_uses" => format!("{:.2} % stale data-age uses", self.value),
+            "late_answers" => format!("{:.2} % late answers", self.value),
+            other => format!("{other} {}", self.value),
+        };
+        format!("{what}: {}", self.state.word())
+    }
+}
+
 /// The diagnosis as the judged phase's card carries it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CardDiagnosis {

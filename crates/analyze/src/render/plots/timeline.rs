@@ -116,12 +116,12 @@ where
         area.draw(&Circle::new((11, y + 7), 3, RED.filled()))?;
         area.draw(&Text::new("overrun", (24, y), style.clone()))?;
         area.draw(&Text::new(
-            "(the cycle before ran past its",
+            "(its release had passed when it",
             (24, y + 14),
             style.clone(),
         ))?;
         area.draw(&Text::new(
-            "release: its period is long)",
+            "began; its own period may be usual)",
             (24, y + 28),
             style,
         ))?;
