@@ -534,6 +534,7 @@ fn per_rollout(v: &[(usize, Vec<i64>)]) -> Vec<RolloutFigures> {
 fn tail_warning(fewest: u64) -> Option<String> {
     (fewest < MIN_TAIL_SAMPLES).then(|| match fewest {
         0 => "the p99.9 is a side's maximum: no cycle lies beyond it".to_string(),
+        1 => "the tail rests on 1 cycle".to_string(),
         n => format!("the tail rests on {n} cycles"),
     })
 }

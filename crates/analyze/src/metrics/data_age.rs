@@ -175,6 +175,21 @@ fn phases_of(
         .collect()
 }
 
+/// What a reader of the data-age figures must know: samples used before
+/// their recorded publication, which `wait_to_first_use` leaves out.
+pub fn caveats(r: &DataAgeReport) -> Vec<String> {
+    r.sources
+        .iter()
+        .filter_map(|s| {
+            let p = s.production.as_ref()?;
+            (p.used_before_published > 0).then(|| format!(
+                "data age: {} of {} published `{}` samples were used before their publication was recorded, so they are left out of wait_to_first_use: record produced() before the sample becomes visible to the loop (docs/python.md)",
+                p.used_before_published, p.produced, s.source
+            ))
+        })
+        .collect()
+}
+
 /// Publication of source `name`: by the control thread or any background
 /// thread that declared a source of that name and recorded `produced`.
 fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Production> {
@@ -205,11 +220,11 @@ fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Producti
     }
     let last_use = uses.iter().map(|x| x.at_ns).max();
     let mut waits = Vec::new();
-    let mut never_used = 0;
+    let (mut never_used, mut used_before_published) = (0, 0);
     for &(seq, at) in &published {
         match first_use.get(&seq) {
             Some(&u) if u >= at => waits.push(u - at),
-            Some(_) => {}
+            Some(_) => used_before_published += 1,
             None if last_use.is_some_and(|l| at < l) => never_used += 1,
             None => {}
         }
@@ -222,5 +237,6 @@ fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Producti
         rate_hz: (n >= 2 && span > 0).then(|| r4((n - 1) as f64 * 1e9 / span as f64)),
         wait_to_first_use: dist_of(&mut waits),
         never_used,
+        used_before_published,
     })
 }

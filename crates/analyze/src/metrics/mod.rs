@@ -144,6 +144,7 @@ pub fn compute(
         caveats: capture::caveats(ev, state, &capture, absent.as_deref())
             .into_iter()
             .chain(input.iter().flat_map(input_paced::caveats))
+            .chain(age.iter().flat_map(data_age::caveats))
             .collect(),
         capture,
         schedule_metrics_absent: absent,

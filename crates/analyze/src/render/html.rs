@@ -339,7 +339,7 @@ fn summary_band(r: &Report) -> Markup {
                     @if let (Some(p99), Some(max)) = (c.period_p99_ns, c.period_max_ns) {
                         p { "p99 period " (ms(p99 as f64)) " ms, max " (ms(max as f64)) " ms" }
                     }
-                    p { (c.overruns) " overruns, " (c.skipped) " skipped" }
+                    p { (c.overruns) (if c.overruns == 1 { " overrun, " } else { " overruns, " }) (c.skipped) " skipped" }
                     @if !c.checks.is_empty() {
                         ul.checks {
                             @for k in &c.checks {
@@ -544,6 +544,9 @@ mod tests {
         );
         // Every late cycle woke late: then, and only then, all of them.
         let c = look_for("stage_breakdown", Some("scheduling"), Some(&late(7, 0)));
-        assert!(c.contains("every late cycle (7) followed work within its budget"), "{c}");
+        assert!(
+            c.contains("every late cycle (7) followed work within its budget"),
+            "{c}"
+        );
     }
 }

@@ -359,3 +359,43 @@ fn compare_finds_a_known_age_shift_and_an_aa_pair_finds_none() {
         t.stdout
     );
 }
+
+#[test]
+fn a_sample_used_before_its_publication_is_counted_and_named() {
+    // Cycle 0 publishes camera seq 1 at 2 ms in, after its own use of it at
+    // 1 ms in (the producer recorded produced() too late); cycle 1 publishes
+    // seq 2 at 0.5 ms and uses it at 1 ms. So 1 of 2 published samples was
+    // used before its publication: left out of wait_to_first_use (1 wait,
+    // 0.5 ms, remains), counted, and named in a caveat.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![header()];
+    for i in 0..2u64 {
+        let start = T0 + i * P;
+        let at = if i == 0 { 2 * MS } else { MS / 2 };
+        let samples = vec![
+            published(i + 1, start + at),
+            used("camera", i + 1, start, start + MS),
+        ];
+        lines.push(cycle(i, Value::from(samples), 0));
+    }
+    std::fs::write(
+        dir.path().join("control_timing.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let r = analyze_json(dir.path(), &[]);
+    let pr = &r["data_age"]["sources"][0]["production"];
+    assert_eq!(
+        (&pr["produced"], &pr["used_before_published"]),
+        (&json!(2), &json!(1)),
+        "{pr}"
+    );
+    assert_eq!(pr["wait_to_first_use"]["count"], 1);
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains(
+            "1 of 2 published `camera` samples were used before their publication was recorded"
+        ),
+        "{caveats}"
+    );
+}

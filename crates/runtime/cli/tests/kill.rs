@@ -828,6 +828,10 @@ fn after_a_kill_the_analyzer_names_the_recover_command_for_this_ring() {
         .arg(&ring_path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(episode.join("control_timing.jsonl").exists());
 }

@@ -371,5 +371,5 @@ fn the_live_view_shows_the_threads_and_the_periods_jitter_around_nominal() {
     assert!(screen.contains("policy_infer"), "{screen}");
     // The axis runs from the window's smallest period, not from 0, and the
     // nominal period is named (its row is marked where no bar covers it).
-    assert!(screen.contains("nominal 10000 marked"), "{screen}");
+    assert!(screen.contains("nominal 10.000 marked"), "{screen}");
 }

@@ -77,4 +77,9 @@ pub struct Production {
     pub wait_to_first_use: Option<Dist>,
     /// Samples published before the source's last use and never used.
     pub never_used: u64,
+    /// Published samples whose first use came before their publication (the
+    /// producer recorded `produced()` after the sample was visible to the
+    /// loop): left out of `wait_to_first_use`, and named in a caveat.
+    #[serde(default)]
+    pub used_before_published: u64,
 }

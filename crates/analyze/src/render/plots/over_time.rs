@@ -7,6 +7,11 @@ use plotters::prelude::*;
 
 use super::{bounds, dashes, err, thin, A_COLOR, MAX_TIMELINE_POINTS};
 
+/// The y range's top over the highest point or limit: the top quarter of
+/// the plot is the legend's (two entries of about 20 px in a plot of about
+/// 330 px).
+const LEGEND_HEADROOM: f64 = 1.35;
+
 /// The points (s since the first retained cycle, value in ms), their
 /// captions and an optional dashed limit with its label.
 pub(super) struct OverTime {
@@ -39,7 +44,9 @@ where
         .margin(10)
         .x_label_area_size(36)
         .y_label_area_size(64)
-        .build_cartesian_2d(xs.0.max(0.0)..xs.1, ys.0.max(0.0)..ys.1)
+        // Headroom above the highest point for the legend, which sits at
+        // the top of the plot: it never covers a point.
+        .build_cartesian_2d(xs.0.max(0.0)..xs.1, ys.0.max(0.0)..ys.1 * LEGEND_HEADROOM)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -66,6 +73,7 @@ where
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()

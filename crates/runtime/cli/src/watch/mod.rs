@@ -257,11 +257,15 @@ fn chart_title(s: &Snapshot) -> String {
             .max()
             .unwrap_or(0),
     );
+    // In ms, as every table of the view.
+    let ms = |us: u64| format!("{:.3}", us as f64 / 1e3);
     format!(
-        "period, newest {} (µs; axis {lo} to {hi}{})",
+        "period, newest {} (ms; axis {} to {}{})",
         shown.len(),
+        ms(lo),
+        ms(hi),
         s.nominal_period_us
-            .map(|n| format!(", nominal {n} marked ┄"))
+            .map(|n| format!(", nominal {} marked ┄", ms(n)))
             .unwrap_or_default()
     )
 }
@@ -422,7 +426,11 @@ fn title(s: &Snapshot) -> String {
         s.window_cycles,
         s.current_phase
             .as_deref()
-            .map(|p| format!(", now in {p}"))
+            .map(|p| if s.state == "recording" && s.writer_alive {
+                format!(", now in {p}")
+            } else {
+                format!(", last in {p}")
+            })
             .unwrap_or_default()
     )
 }

@@ -1,6 +1,6 @@
 //! Unit tests of `watch`.
 
-use super::period_chart;
+use super::{chart_title, period_chart, title, Snapshot};
 
 #[test]
 fn the_chart_spans_the_windows_range_and_marks_the_nominal_period() {
@@ -21,4 +21,30 @@ fn the_chart_spans_the_windows_range_and_marks_the_nominal_period() {
     // The newest `width` periods only; equal periods are a flat row.
     assert_eq!(period_chart(&[1, 5, 7, 7, 7], None, 3, 1), ["▁▁▁"]);
     assert!(period_chart(&[], Some(10), 0, 3).is_empty());
+}
+
+#[test]
+fn the_title_says_now_only_while_recording_and_the_chart_speaks_ms() {
+    let mut s = Snapshot {
+        ring: "/dev/shm/r".into(),
+        pid: 7,
+        writer_alive: true,
+        state: "recording",
+        total_cycles: 10,
+        window_cycles: 9,
+        current_phase: Some("running".into()),
+        phases: Vec::new(),
+        stages: Vec::new(),
+        recent_periods_us: vec![9_800, 10_200],
+        nominal_period_us: Some(10_000),
+        threads: Vec::new(),
+    };
+    assert!(title(&s).ends_with(", now in running"), "{}", title(&s));
+    assert_eq!(
+        chart_title(&s),
+        "period, newest 2 (ms; axis 9.800 to 10.200, nominal 10.000 marked ┄)"
+    );
+    // The loop has finished: its last phase, not "now".
+    s.state = "finished";
+    assert!(title(&s).ends_with(", last in running"), "{}", title(&s));
 }
