@@ -21,8 +21,18 @@ RATE=${RATE:-500}
 KNOB=${KNOB:---integrator rk4}
 LANG_=${LANG_:-py}
 OUT=${OUT:-runs/mujoco-ab}
-analyzer=${ANALYZER:-$TARGET_DIR/debug/analyze_control_timing}
-[[ -x "$analyzer" ]] || cargo build -q -p looptime-analyze --bin analyze_control_timing
+# The analyzer: $ANALYZER, else the one on PATH (the commands wheel, an
+# install), else this repository's release build (built here if missing:
+# the debug analyzer's bootstrap is many times slower).
+if [[ -n "${ANALYZER:-}" ]]; then
+    analyzer=$ANALYZER
+elif command -v analyze_control_timing >/dev/null; then
+    analyzer=$(command -v analyze_control_timing)
+else
+    analyzer=$TARGET_DIR/release/analyze_control_timing
+    [[ -x "$analyzer" ]] || cargo build --release -q -p looptime-analyze --bin analyze_control_timing
+fi
+echo "[ab] analyzer: $analyzer" >&2
 
 case "$LANG_" in
     py) loop=(python3 examples/mujoco/arm_loop.py) ;;

@@ -242,15 +242,34 @@ fn serve_writes_a_complete_episode_the_schema_reads_back() {
 
 #[test]
 fn without_control_timing_no_evidence_is_written() {
+    // A run with evidence, then one without: the second writes its
+    // session, rollout and manifest (control_timing false) but leaves
+    // `latest` on the first, so `--episode runs/latest` still reads
+    // evidence.
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
+    serve(
+        &["--duration", "0.3", "--warmup", "0", "--rtf", "0", "--control-timing"],
+        tmp.path(),
+    );
+    let with = latest(tmp.path());
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new session name
     serve(&["--duration", "0.3", "--warmup", "0"], tmp.path());
-    let dir = latest(tmp.path());
+    assert_eq!(latest(tmp.path()), with, "latest stays on the evidence");
+    let session = std::fs::canonicalize(tmp.path().join("latest-session")).unwrap();
+    let dir = session.join("rollout-000");
+    assert_ne!(dir, with);
     assert!(!dir.join(CYCLES_FILE).exists());
     assert!(dir.join("manifest.json").exists());
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["config"]["run"]["control_timing"], false);
+    let out = Command::new(analyzer())
+        .arg("--episode")
+        .arg(tmp.path().join("latest"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Interrupt a long serve with `signal` and check the orderly abort.

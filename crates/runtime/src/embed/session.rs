@@ -198,7 +198,12 @@ impl HostSession {
             finished: false,
         };
         ep.write_manifest(ManifestStatus::Running, &EpisodeEnd::default())?;
-        update_latest(&sh.runs, &ep.dir)?;
+        // `latest` points at evidence: a program without --control-timing
+        // writes none, so `--episode runs/latest` keeps naming the last
+        // one that did.
+        if sh.facts.control_timing {
+            update_latest(&sh.runs, &ep.dir)?;
+        }
         Ok(ep)
     }
 
@@ -331,7 +336,9 @@ impl HostEpisode {
         }
         st.record.write(&sh.session)?;
         drop(st);
-        update_latest(&sh.runs, &self.dir)?;
+        if sh.facts.control_timing {
+            update_latest(&sh.runs, &self.dir)?;
+        }
         self.finished = true;
         Ok(())
     }

@@ -318,7 +318,11 @@ fn run_episode(
     // The manifest and `latest` before the first cycle: a rollout killed
     // mid-run still says what ran, and `looptime recover` fills in the rest.
     write_manifest(dir, &pre)?;
-    update_latest(ctx.runs, dir)?;
+    // `latest` points at evidence: a run without --control-timing writes
+    // none, so `--episode runs/latest` keeps naming the last one that did.
+    if cfg.run.control_timing {
+        update_latest(ctx.runs, dir)?;
+    }
     let live = LiveChannel::new();
     let prepare_t = looptime_capture::clock::monotonic_ns();
     let mut threads = built.threads;
@@ -369,6 +373,7 @@ fn final_manifest(
     dma_held: bool,
     live_dropped: (u64, u64),
 ) -> Result<EpisodeStatus, ServeError> {
+    let pre_timing = pre.config.run.control_timing;
     let status = if outcome.aborted {
         EpisodeStatus::Aborted
     } else {
@@ -387,7 +392,9 @@ fn final_manifest(
             ..pre
         },
     )?;
-    update_latest(ctx.runs, dir)?;
+    if pre_timing {
+        update_latest(ctx.runs, dir)?;
+    }
     Ok(status)
 }
 
