@@ -104,6 +104,7 @@ impl Appender {
         let mut bad = std::mem::take(&mut piece.bad).into_iter().peekable();
         let nv = ev.header.values.len();
         ev.blank_lines += piece.blank_lines;
+        ev.cr_lines += piece.cr_lines;
         if self.spans.len() == 0 && self.est_cycles > 0 && !piece.cycles.is_empty() {
             // Size the columns once from the first piece's spans a cycle
             // (a large reservation touches no page until it is written).

@@ -245,6 +245,7 @@ fn load_cycles(
         skipped_examples: Vec::new(),
         truncated_last_line: false,
         blank_lines: 0,
+        cr_lines: 0,
         header_notes,
         leftover_temps: Vec::new(),
         bytes,

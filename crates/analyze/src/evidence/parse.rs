@@ -94,6 +94,9 @@ fn cell(kind: &ValueKind, name: &str, v: &serde_json::Number) -> std::result::Re
     match kind {
         ValueKind::Int => match v.as_i64() {
             Some(i) => Ok(Cell::Int(i)),
+            // `-0` is an integer, 0; JSON's number parser reads it as the
+            // float −0.0 (and cannot tell it from `-0.0`).
+            None if v.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => Ok(Cell::Int(0)),
             None if v.is_u64() => Err(format!(
                 "value `{name}` = {v} is beyond the int range (−2^63 to 2^63−1) that the format's int values have"
             )),
@@ -114,6 +117,8 @@ pub(super) struct Piece {
     pub(super) cycles: Vec<CycleRow>,
     pub(super) values: Vec<Cell>,
     pub(super) blank_lines: u64,
+    /// Lines that ended in CR before their LF (CRLF endings).
+    pub(super) cr_lines: u64,
     /// Newlines in the piece's text (its lines, but for an unterminated
     /// last one).
     pub(super) newlines: u64,
@@ -509,8 +514,10 @@ pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
         p.newlines += (to < text.len()) as u64;
         let line = first_line + i;
         i += 1;
-        let raw = text[from..to].trim_ascii();
-        let raw_str = as_str.map(|st| st[from..to].trim_ascii());
+        let raw = json_trim(&text[from..to]);
+        p.cr_lines += (raw.len() < to - from && text[from..to].ends_with(b"\r")) as u64;
+        let raw_str =
+            as_str.map(|st| &st[from..to][json_trim_start(&text[from..to])..][..raw.len()]);
         from = to + 1;
         if raw.is_empty() {
             p.blank_lines += 1;
@@ -529,6 +536,30 @@ pub(super) fn parse_piece(t: &Tables, text: &[u8], first_line: u64) -> Piece {
         }
     }
     p
+}
+
+/// JSON's whitespace (RFC 8259): space, tab, LF and CR, and nothing else
+/// (a form feed or a vertical tab is not whitespace there, so a line that
+/// holds one is refused by the parser, not trimmed).
+fn json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// How many bytes of JSON whitespace `line` starts with.
+fn json_trim_start(line: &[u8]) -> usize {
+    line.iter().take_while(|&&b| json_space(b)).count()
+}
+
+/// `line` without the JSON whitespace at either end.
+fn json_trim(line: &[u8]) -> &[u8] {
+    let start = json_trim_start(line);
+    let end = line.len()
+        - line[start..]
+            .iter()
+            .rev()
+            .take_while(|&&b| json_space(b))
+            .count();
+    &line[start..end]
 }
 
 /// One line through serde into the conversion: the path that names every

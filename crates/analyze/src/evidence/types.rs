@@ -167,6 +167,8 @@ pub struct Evidence {
     pub truncated_last_line: bool,
     /// Blank lines between records, skipped.
     pub blank_lines: u64,
+    /// Cycle lines that ended in CRLF (read as LF).
+    pub cr_lines: u64,
     /// What the header reader accepted (a byte-order mark, CRLF endings).
     pub header_notes: HeaderNotes,
     /// Temporary files an interrupted finish left in the directory.

@@ -239,16 +239,37 @@ fn file_caveats(ev: &Evidence) -> Vec<String> {
             t.name, t.bytes, t.pid, t.target
         ));
     }
+    out.extend(forms(ev, "the JSONL", ""));
+    for t in &ev.threads {
+        let file = looptime_capture::thread_files(t.header.thread_name()).0;
+        out.extend(forms(t, &file, &format!(" of {file}")));
+        if t.skipped_lines > 0 {
+            out.push(format!(
+                "--lenient skipped {} bad line(s) of {file}: {}",
+                t.skipped_lines,
+                t.skipped_examples.join("; ")
+            ));
+        }
+    }
+    out
+}
+
+/// What one file's form holds that the recorder never writes (a byte-order
+/// mark, CRLF endings on the header or on any cycle line, blank lines),
+/// named by `file` (`the JSONL` for the control thread's, as before, or a
+/// thread's file name) with `of` after counts.
+fn forms(ev: &Evidence, file: &str, of: &str) -> Vec<String> {
+    let mut out = Vec::new();
     let notes = ev.header_notes;
     if notes.bom {
-        out.push("the JSONL starts with a UTF-8 byte-order mark, which the recorder never writes (the file was re-saved by another tool); it was ignored".to_string());
+        out.push(format!("{file} starts with a UTF-8 byte-order mark, which the recorder never writes (the file was re-saved by another tool); it was ignored"));
     }
-    if notes.crlf {
-        out.push("the JSONL has CRLF line endings, which the recorder never writes (the file was converted by another tool); they were read as LF".to_string());
+    if notes.crlf || ev.cr_lines > 0 {
+        out.push(format!("{file} has CRLF line endings, which the recorder never writes (the file was converted by another tool); they were read as LF"));
     }
     if ev.blank_lines > 0 {
         out.push(format!(
-            "{} blank line(s) between records, which the recorder never writes, were skipped",
+            "{} blank line(s) between records{of}, which the recorder never writes, were skipped",
             ev.blank_lines
         ));
     }

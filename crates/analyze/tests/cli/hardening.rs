@@ -1076,3 +1076,87 @@ fn the_manifest_fills_a_missing_period_and_its_counts_are_held_to_the_evidence()
         "{caveats}"
     );
 }
+
+#[test]
+fn only_jsons_whitespace_is_trimmed_and_every_files_form_is_named() {
+    // A form feed before a cycle line is not JSON whitespace: the line is
+    // refused by number, as a vertical tab always was.
+    for ch in ["\u{c}", "\u{b}"] {
+        let tmp = damaged("v1/serve-episode", |mut lines| {
+            lines[3] = format!("{ch}{}", lines[3]);
+            joined(lines)
+        });
+        let r = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+        assert_ne!(r.code, 0, "{ch:?} accepted");
+        assert!(r.stderr.contains(":4"), "{ch:?}: {}", r.stderr);
+    }
+    // CRLF on the cycle lines under an LF header: named.
+    let tmp = damaged("v1/serve-episode", |lines| {
+        let mut t = lines[0].clone() + "\n";
+        for l in &lines[1..] {
+            t.push_str(l);
+            t.push_str("\r\n");
+        }
+        t
+    });
+    let r = analyze_json(tmp.path(), &[]);
+    assert!(
+        r["caveats"]
+            .to_string()
+            .contains("the JSONL has CRLF line endings"),
+        "{}",
+        r["caveats"]
+    );
+    // A background thread's file with CRLF endings, a blank line and a bad
+    // line (--lenient): each named with the thread's file.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_episode(&fixture("v2/synthetic-threads"), tmp.path());
+    let worker = tmp.path().join("control_timing.worker.jsonl");
+    let text = std::fs::read_to_string(&worker).unwrap();
+    let mut lines: Vec<String> = text.lines().map(|l| format!("{l}\r")).collect();
+    lines.insert(2, String::new());
+    lines.insert(3, "{\"type\":\"cycle\",\"oops\"".into());
+    std::fs::write(&worker, lines.join("\n") + "\n").unwrap();
+    let r = analyze_json(tmp.path(), &["--lenient"]);
+    let caveats = r["caveats"].to_string();
+    for want in [
+        "control_timing.worker.jsonl has CRLF line endings",
+        "1 blank line(s) between records of control_timing.worker.jsonl",
+        "--lenient skipped 1 bad line(s) of control_timing.worker.jsonl",
+    ] {
+        assert!(caveats.contains(want), "missing {want:?} in {caveats}");
+    }
+}
+
+#[test]
+fn a_blank_first_line_and_a_mistyped_header_field_are_named() {
+    // A blank line before the header: not "empty", the blank line named.
+    let tmp = damaged("v1/serve-episode", |lines| {
+        "\n".to_string() + &joined(lines)
+    });
+    let r = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("line 1 is blank") && !r.stderr.contains("is empty"),
+        "{}",
+        r.stderr
+    );
+    // schema_version as a string, type as a number: the field is named,
+    // and the column said once.
+    for (field, bad) in [("schema_version", json!("2")), ("type", json!(7))] {
+        let tmp = damaged("v1/serve-episode", |mut lines| {
+            let mut h: Value = serde_json::from_str(&lines[0]).unwrap();
+            h[field] = bad.clone();
+            lines[0] = h.to_string();
+            joined(lines)
+        });
+        let r = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+        assert_ne!(r.code, 0);
+        assert!(
+            r.stderr.contains(&format!("field `{field}`")),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(r.stderr.matches("column").count(), 1, "{}", r.stderr);
+    }
+}

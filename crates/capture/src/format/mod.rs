@@ -254,6 +254,17 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+/// An optional field that has a default reads `null` as that default, as
+/// docs/evidence-format.md says of every optional field (absent and `null`
+/// are the same).
+fn null_is_default<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// Where a recorder reads the thread's CPU clock
 /// (`CLOCK_THREAD_CPUTIME_ID`, a system call of about 0.1 to 0.8 µs).
 ///
@@ -519,15 +530,19 @@ pub struct CycleRecord {
     pub spin_ns: Option<u64>,
     /// True when the release point had already passed when the scheduler
     /// came to wait for it (the previous cycle overran).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub overdue: bool,
     /// Release points skipped entirely before this cycle (keep-phase policy).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub skipped: u32,
     /// What released the cycle: `deadline` (absent: the loop's own
     /// deadline, or no schedule) or `input` (an input's arrival; added
     /// within schema 2, with the input-paced release).
-    #[serde(default, skip_serializing_if = "PaceKind::is_deadline")]
+    #[serde(
+        default,
+        deserialize_with = "null_is_default",
+        skip_serializing_if = "PaceKind::is_deadline"
+    )]
     pub pace: PaceKind,
     /// When the releasing input arrived (host monotonic ns); input-paced
     /// cycles only.
@@ -537,13 +552,13 @@ pub struct CycleRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_seq: Option<u64>,
     /// Spans of this cycle that did not fit its slots and were not stored.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub spans_dropped: u32,
     /// Caller values set during the cycle, by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub values: BTreeMap<String, serde_json::Number>,
     /// Stored spans, in the order they were opened.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub spans: Vec<SpanRecord>,
     /// Samples the cycle used or published, in call order (schema 2, added
     /// with data age; absent when none).
@@ -576,6 +591,6 @@ pub struct SpanRecord {
     #[serde(default)]
     pub closed_by_cycle_end: bool,
     /// Attributes set on the span, by key.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub attrs: BTreeMap<String, String>,
 }

@@ -136,7 +136,7 @@ fn probe_header(path: &Path, first: &str) -> Result<()> {
             path,
             format!(
                 "the header: {}; is this a control_timing.jsonl? Its first line is the header the recorder wrote: restore the file as it was written, or record the run again",
-                crate::json_error::describe::<serde_json::Value>(first.as_bytes(), &e)
+                crate::json_error::describe::<Probe>(first.as_bytes(), &e)
             ),
         )
     })?;
@@ -168,7 +168,17 @@ fn probe_header(path: &Path, first: &str) -> Result<()> {
 /// As [`EvidenceReader::open`], but for opening the file.
 pub fn read_header(path: &Path, reader: &mut impl BufRead) -> Result<(Header, HeaderNotes)> {
     let raw = read_first_line(path, reader)?;
-    let (first, notes) = header_text(path, &raw)?;
+    let (first, notes) = match header_text(path, &raw) {
+        // A blank first line with more after it is not an empty file: say
+        // what is there.
+        Err(CaptureError::Empty { .. }) if reader.fill_buf().is_ok_and(|b| !b.is_empty()) => {
+            return Err(bad_header(
+                path,
+                "line 1 is blank, and the file goes on after it: the header must be the file's first line (the recorder writes no blank line); remove the blank line(s) before the header",
+            ));
+        }
+        other => other?,
+    };
     probe_header(path, first)?;
     let header: Header = serde_json::from_str(first).map_err(|e| {
         bad_header(

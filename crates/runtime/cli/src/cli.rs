@@ -222,10 +222,10 @@ pub fn resolve_config(args: &ServeArgs) -> Result<(Config, String)> {
         cfg.run.warmup_s = w;
     }
     if let Some(e) = args.episodes {
-        // A negative count cannot reach the u32 key, so it is refused here
-        // by the same key and range `validate` states; any other count is
-        // range-checked there (past u32 saturates and fails it too).
-        if e < 0 {
+        // A count that cannot reach the u32 key (negative, or past u32) is
+        // refused here by the same key and range `validate` states, with
+        // the value typed; any other count is range-checked there.
+        if u32::try_from(e).is_err() {
             return Err(crate::config::ConfigError::OutOfRange {
                 key: "run.episodes".into(),
                 value: e.to_string(),

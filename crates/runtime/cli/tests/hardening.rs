@@ -400,6 +400,25 @@ fn negative_flag_values_are_refused_by_name_in_both_spellings() {
 }
 
 #[test]
+fn an_out_of_range_count_is_refused_with_the_value_typed() {
+    // Past u32: the message shows 99999999999, not a capped 4294967295.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "serve",
+        "--episodes",
+        "99999999999",
+        "--runs-dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("run.episodes") && err.contains("99999999999") && !err.contains("4294967295"),
+        "{err}"
+    );
+}
+
+#[test]
 fn usage_errors_exit_2_and_help_exits_0() {
     let o = run(&["serve", "--no-such-flag"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

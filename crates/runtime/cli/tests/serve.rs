@@ -249,7 +249,15 @@ fn without_control_timing_no_evidence_is_written() {
     let _lock = serve_lock();
     let tmp = tempfile::tempdir().unwrap();
     serve(
-        &["--duration", "0.3", "--warmup", "0", "--rtf", "0", "--control-timing"],
+        &[
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--rtf",
+            "0",
+            "--control-timing",
+        ],
         tmp.path(),
     );
     let with = latest(tmp.path());
@@ -269,7 +277,11 @@ fn without_control_timing_no_evidence_is_written() {
         .arg(tmp.path().join("latest"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Interrupt a long serve with `signal` and check the orderly abort.

@@ -258,3 +258,59 @@ fn a_generated_file_with_every_edit_is_read_by_both_ways_and_not_refused() {
     // 20 cycles with a used and a published sample each.
     assert_eq!(ev.samples.len(), 40);
 }
+
+#[test]
+fn the_edge_values_read_as_the_evidence_format_says_both_ways() {
+    // From the v2 serve fixture's first cycle: `-0` in an int value is 0;
+    // `null` on a field with a default is the default; a key twice in
+    // `values` or a span's `attrs` keeps the last; `1e400` is refused (not
+    // a finite number); a key twice in the record itself is refused.
+    let text = std::fs::read_to_string(fixture("v2/serve-episode/control_timing.jsonl")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let cycle = lines.next().unwrap();
+    let load = |line: &str| {
+        let file = format!("{header}\n{line}\n");
+        let dir = Path::new("/edge/episode");
+        loads_alike_both_ways(dir, file.as_bytes(), None).unwrap();
+        crate::load_episode_bytes(dir, file.as_bytes(), None, crate::LoadOptions::default())
+    };
+    let col = |ev: &crate::Evidence, name: &str| {
+        let i = ev
+            .header
+            .values
+            .iter()
+            .position(|v| v.name == name)
+            .unwrap();
+        ev.values[i]
+    };
+    let ev = load(&cycle.replace("\"robot_state_seq\":1", "\"robot_state_seq\":-0")).unwrap();
+    assert_eq!(col(&ev, "robot_state_seq"), crate::evidence::Cell::Int(0));
+    let nulls = cycle
+        .replace("\"overdue\":false", "\"overdue\":null")
+        .replace("\"skipped\":0", "\"skipped\":null")
+        .replace("\"attrs\":{\"mode\":\"background\"}", "\"attrs\":null");
+    let ev = load(&nulls).unwrap();
+    assert!(!ev.cycles[0].overdue && ev.cycles[0].skipped == 0);
+    let ev = load(&cycle.replace(
+        "\"robot_state_seq\":1",
+        "\"robot_state_seq\":5,\"robot_state_seq\":7",
+    ))
+    .unwrap();
+    assert_eq!(col(&ev, "robot_state_seq"), crate::evidence::Cell::Int(7));
+    let ev = load(&cycle.replace(
+        "\"attrs\":{\"mode\":\"background\"}",
+        "\"attrs\":{\"mode\":\"inline\",\"mode\":\"background\"}",
+    ))
+    .unwrap();
+    assert_eq!(ev.groups[0].attrs["mode"], "background");
+    let e = load(&cycle.replace(
+        "\"command_success_rate\":1.0",
+        "\"command_success_rate\":1e400",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("number out of range"), "{e}");
+    let e = load(&cycle.replace("\"overdue\":false", "\"overdue\":false,\"overdue\":false"))
+        .unwrap_err();
+    assert!(e.to_string().contains("duplicate field `overdue`"), "{e}");
+}
