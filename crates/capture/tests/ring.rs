@@ -186,7 +186,11 @@ fn killed_writer_with(
         .expect("the child writer never got ready");
     child.kill().unwrap(); // SIGKILL: no destructor, no finish runs
     child.wait().unwrap();
-    assert!(ring.exists(), "a kill must leave the ring file behind");
+    if finish {
+        assert!(!ring.exists(), "a finish removes its ring at once");
+    } else {
+        assert!(ring.exists(), "a kill must leave the ring file behind");
+    }
     ring
 }
 
@@ -300,14 +304,13 @@ fn a_writer_killed_after_finishing_keeps_its_files_and_only_loses_the_ring() {
     let runs = tempfile::tempdir().unwrap();
     let episode = runs.path().join("ep");
     let ring = killed_writer(shm.path(), &episode, 12, 100, true);
-    let before = std::fs::read(episode.join(looptime_capture::SUMMARY_FILE)).unwrap();
-    match ring::recover(&ring).unwrap() {
-        Recovered::AlreadyFinished { dir, .. } => assert_eq!(dir, Some(episode.clone())),
-        other => panic!("a finished ring was recovered again: {other:?}"),
-    }
+    // The finish removed the ring as soon as the files were written: the
+    // kill after it leaves the evidence whole and no ring to recover (a
+    // finished recorder's ring never lingers while its owner lives on).
     assert!(!ring.exists());
-    let after = std::fs::read(episode.join(looptime_capture::SUMMARY_FILE)).unwrap();
-    assert_eq!(before, after, "recover must not touch a finished episode");
+    assert!(ring::list_rings(shm.path()).is_empty());
+    let summary = std::fs::read_to_string(episode.join(looptime_capture::SUMMARY_FILE)).unwrap();
+    assert!(summary.contains("\"status\": \"complete\""), "{summary}");
 }
 
 #[test]
@@ -326,6 +329,10 @@ fn a_running_writer_is_read_live_and_never_recovered() {
     let reader = RingReader::open(&path).unwrap();
     assert_eq!(reader.pid(), std::process::id());
     assert!(reader.writer_alive());
+    match ring::recover(&path) {
+        Err(CaptureError::RingInUse { pid, .. }) => assert_eq!(pid, std::process::id()),
+        other => panic!("a live ring must not be recovered: {other:?}"),
+    }
     assert_eq!(reader.state(), RingState::Recording);
     let live = reader.read(None).unwrap();
     assert_eq!(live.total_cycles, 11);
@@ -362,13 +369,12 @@ fn a_running_writer_is_read_live_and_never_recovered() {
         );
     }
 
-    match ring::recover(&path) {
-        Err(CaptureError::RingInUse { pid, .. }) => assert_eq!(pid, std::process::id()),
-        other => panic!("a live ring must not be recovered: {other:?}"),
-    }
+    // The finish removed the ring file (the reader's mapping stays valid)
+    // while the recorder object still lives.
+    assert!(!path.exists(), "a finish removes the ring file at once");
     drop(reader);
     drop(rec);
-    assert!(!path.exists(), "an orderly drop removes the ring file");
+    assert!(!path.exists());
 }
 
 #[test]

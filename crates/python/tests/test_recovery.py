@@ -86,3 +86,47 @@ def test_a_plain_recorder_killed_with_kill_9_recovers_into_its_own_directory(tmp
     _, cycles = read_jsonl(tmp_path / "ep" / "control_timing.jsonl")
     assert len(cycles) == 25
     assert analyze(tmp_path / "ep")["state"] == "recovered"
+
+
+def test_a_finished_recorders_ring_is_removed_at_finish_not_at_collection(tmp_path):
+    # The recorder object stays alive after finish (a program keeps its
+    # reference); its ring file must be gone already, not when Python
+    # collects it.
+    (tmp_path / "ep").mkdir()
+    rec = looptime.Recorder(stages=["work"], ring="auto", episode_dir=str(tmp_path / "ep"))
+    ring = rec.ring_path
+    if ring is None:
+        pytest.skip("no /dev/shm rings on this host")
+    assert pathlib.Path(ring).exists()
+    for _ in range(5):
+        rec.begin_cycle("running")
+        rec.end_cycle()
+    rec.finish(str(tmp_path / "ep"))
+    assert not pathlib.Path(ring).exists(), ring
+    assert (tmp_path / "ep" / "control_timing.jsonl").exists()
+    del rec
+    gc.collect()
+
+
+def test_recover_says_what_a_ring_without_an_episode_is_and_how_to_drop_it(tmp_path):
+    # A recorder built without an episode directory, killed: recover keeps
+    # its ring (nowhere to write) and says what it is and the command to
+    # drop it.
+    child = CHILD.replace(', episode_dir="ep"', "")
+    p = subprocess.Popen([sys.executable, "-c", child], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        rings = sorted(pathlib.Path("/dev/shm").glob(f"looptime-{p.pid}-*.ring"))
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=30)
+    if not rings:
+        pytest.skip("no /dev/shm rings on this host")
+    (ring,) = rings
+    try:
+        out = subprocess.run([str(LOOPTIME), "recover", "--ring", str(ring)], capture_output=True, text=True)
+        text = out.stdout + out.stderr
+        assert "names no episode directory" in text and f"rm {ring}" in text, text
+        assert ring.exists()
+    finally:
+        ring.unlink(missing_ok=True)

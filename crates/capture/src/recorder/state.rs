@@ -177,7 +177,10 @@ impl Recorder {
             // for `recover` until a finish succeeds.
             match state {
                 RingState::Recording => ring.keep_on_drop(true),
-                RingState::Finished => ring.keep_on_drop(false),
+                RingState::Finished => {
+                    ring.keep_on_drop(false);
+                    ring.remove_now();
+                }
                 _ => {}
             }
         }

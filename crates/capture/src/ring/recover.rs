@@ -60,7 +60,14 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         });
     }
     let Some(dir) = meta.episode_dir.clone() else {
-        return Err(bad_ring(path, "it names no episode directory (its recorder was built without one); nothing to write into"));
+        return Err(bad_ring(
+            path,
+            format!(
+                "it names no episode directory (its recorder was built without one, as a Python Recorder without episode_dir is): there is nowhere to write its evidence, so recover keeps it; its writer is dead, so nothing else will remove it: look at it with `looptime watch --ring {}` if you need its cycles, then drop it with `rm {}` (build the recorder with an episode directory so that a kill is recoverable)",
+                path.display(),
+                path.display()
+            ),
+        ));
     };
     // Rings record absolute directories; one from an older build may hold a
     // relative one, read against the current directory as it always was.

@@ -28,6 +28,8 @@ pub(crate) struct RingFile {
     layout: Layout,
     locked: bool,
     keep: std::sync::atomic::AtomicBool,
+    /// The file was removed already ([`RingFile::remove_now`]).
+    removed: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the mapping is process-wide memory; the RingFile only unmaps it
@@ -104,6 +106,7 @@ impl RingFile {
             layout,
             locked,
             keep: std::sync::atomic::AtomicBool::new(false),
+            removed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -230,6 +233,16 @@ impl RingFile {
     pub(crate) fn keep_on_drop(&self, keep: bool) {
         self.keep.store(keep, Ordering::Relaxed);
     }
+
+    /// Remove the file now, once its evidence is written: the mapping stays
+    /// valid until drop (a removed file's pages live while mapped), and no
+    /// ring of a finished recorder lingers in the ring directory while its
+    /// owner object lives on (a Python recorder until it is collected).
+    pub(crate) fn remove_now(&self) {
+        if !self.removed.swap(true, Ordering::AcqRel) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl Drop for RingFile {
@@ -238,7 +251,7 @@ impl Drop for RingFile {
         // used after this (they are dropped first).
         unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
         if !std::thread::panicking() && !self.keep.load(Ordering::Relaxed) {
-            let _ = fs::remove_file(&self.path);
+            self.remove_now();
         }
     }
 }
