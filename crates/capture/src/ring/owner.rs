@@ -162,11 +162,17 @@ pub fn open_mine(path: &Path) -> Result<File> {
     check_mine(path)?;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        // Non-blocking: a FIFO swapped in after the check must not hang
+        // the open (the check after it then refuses what it opened).
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(super::ring_err(path, "open"))?;
     let after = file.metadata().map_err(super::ring_err(path, "open"))?;
-    if after.dev() != before.dev() || after.ino() != before.ino() || after.uid() != euid() {
+    if !after.file_type().is_file()
+        || after.dev() != before.dev()
+        || after.ino() != before.ino()
+        || after.uid() != euid()
+    {
         return Err(CaptureError::NotYourRing {
             path: path.to_path_buf(),
             why: format!(
@@ -261,5 +267,29 @@ mod tests {
         assert!(l.others[0].describe_other().contains("not a regular file"));
         assert!(check_mine(&tmp.path().join("looptime-2-0.ring")).is_err());
         assert!(open_mine(&tmp.path().join("looptime-1-0.ring")).is_ok());
+    }
+
+    #[test]
+    fn a_fifo_in_a_rings_place_is_refused_without_blocking() {
+        // A FIFO named like a ring: refused by its type, and the open (which
+        // would block on a FIFO without a writer) never hangs: the check
+        // runs in a thread that must answer within 5 s.
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("looptime-3-0.ring");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(open_mine(&p).is_err());
+        });
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(5)),
+            Ok(true),
+            "a FIFO must be refused, and promptly"
+        );
+        let l = list(tmp.path());
+        assert!(l.mine.is_empty() && !l.others[0].regular);
     }
 }
