@@ -461,6 +461,18 @@ int32_t looptime_builder_metadata(looptime_builder *b, const char *key, const ch
 int32_t looptime_builder_stage(looptime_builder *b, const char *name, uint32_t *id);
 
 /**
+ * Declare stage `id` (from `looptime_builder_stage`) as the one whose
+ * spans send the loop's commands: written to the header's
+ * `command_stage`, so the analyzer times command Hz and input-paced
+ * answers by it without `--command-stage`. `LOOPTIME_ERR_UNKNOWN_ID` for
+ * an id this builder did not give.
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_command_stage(looptime_builder *b, uint32_t id);
+
+/**
  * Register a phase (`warmup`, `running`, ...); its id is written to `*id`.
  * Without any phase, the recorder has one, `running`, with id 0.
  *

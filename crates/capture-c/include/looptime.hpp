@@ -107,6 +107,8 @@ public:
     Builder &nominal_period_ns(uint64_t ns) { check(looptime_builder_nominal_period_ns(b_, ns)); return *this; }
     Builder &ring(uint32_t storage) { check(looptime_builder_ring(b_, storage)); return *this; }
     Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }
+    /// The stage whose spans send the loop's commands (the header's command_stage).
+    Builder &command_stage(uint32_t stage) { check(looptime_builder_command_stage(b_, stage)); return *this; }
     /// LOOPTIME_CLOCK_HOST_MONOTONIC (default) or LOOPTIME_CLOCK_SIMULATION:
     /// pass the scheduler's `clock()`.
     Builder &target_clock(uint32_t clock) { check(looptime_builder_target_clock(b_, clock)); return *this; }

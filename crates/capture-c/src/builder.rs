@@ -273,6 +273,30 @@ pub unsafe extern "C" fn looptime_builder_stage(
     })
 }
 
+/// Declare stage `id` (from `looptime_builder_stage`) as the one whose
+/// spans send the loop's commands: written to the header's
+/// `command_stage`, so the analyzer times command Hz and input-paced
+/// answers by it without `--command-stage`. `LOOPTIME_ERR_UNKNOWN_ID` for
+/// an id this builder did not give.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_command_stage(b: *mut Builder, id: u32) -> i32 {
+    guard("looptime_builder_command_stage", || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { handle(b, "builder") }?;
+        let Some(&s) = b.stages.get(id as usize) else {
+            return Err(fail(
+                LOOPTIME_ERR_UNKNOWN_ID,
+                format!("stage id {id} was not registered on this builder"),
+            ));
+        };
+        b.b.command_stage(s);
+        Ok(LOOPTIME_OK)
+    })
+}
+
 /// Register a phase (`warmup`, `running`, ...); its id is written to `*id`.
 /// Without any phase, the recorder has one, `running`, with id 0.
 ///

@@ -266,6 +266,7 @@ pub struct RecorderBuilder {
     pub(crate) cpu_mode: CpuTimeMode,
     pub(crate) measure_overhead: bool,
     pub(crate) nominal_period_ns: Option<u64>,
+    pub(crate) command_stage: Option<StageId>,
     pub(crate) target_clock: ClockDomain,
     pub(crate) stages: Vec<StageInfo>,
     pub(crate) phases: Vec<String>,
@@ -297,6 +298,7 @@ impl RecorderBuilder {
             cpu_mode: CpuTimeMode::Cycle,
             measure_overhead: true,
             nominal_period_ns: None,
+            command_stage: None,
             target_clock: ClockDomain::HostMonotonic,
             stages: Vec::new(),
             phases: Vec::new(),
@@ -411,6 +413,33 @@ impl RecorderBuilder {
     pub fn measure_overhead(&mut self, on: bool) -> &mut Self {
         self.measure_overhead = on;
         self
+    }
+
+    /// Declare the stage whose spans are the loop's commands (written to
+    /// the header as `command_stage`): the analyzer counts their starts as
+    /// command submissions and, in an input-paced cycle, as its answer,
+    /// without being told the stage's name.
+    pub fn command_stage(&mut self, stage: StageId) -> &mut Self {
+        self.command_stage = Some(stage);
+        self
+    }
+
+    /// [`command_stage`](Self::command_stage) by the stage's name (the
+    /// bindings' form).
+    ///
+    /// # Errors
+    /// [`CaptureError::Registration`] when no stage of that name was
+    /// registered on this builder.
+    pub fn command_stage_named(&mut self, name: &str) -> Result<&mut Self> {
+        let Some(i) = self.stages.iter().position(|s| s.name == name) else {
+            return Err(CaptureError::Registration {
+                table: "stage",
+                name: name.to_string(),
+                reason: "the command stage must be one of the recorder's stages",
+            });
+        };
+        self.command_stage = Some(StageId(i as u16));
+        Ok(self)
     }
 
     /// Declare the loop's nominal period (written to the header).

@@ -92,9 +92,11 @@ pub struct InputArgs {
     /// Skip corrupt or inconsistent lines (and report how many).
     #[arg(long)]
     pub lenient: bool,
-    /// The stage whose span starts count as command submissions.
-    #[arg(long, default_value = "robot_send_command")]
-    pub command_stage: String,
+    /// The stage whose span starts count as command submissions (and an
+    /// input-paced cycle's answer). Default: the stage the recording
+    /// declares (its header's `command_stage`), else `robot_send_command`.
+    #[arg(long, value_name = "STAGE")]
+    pub command_stage: Option<String>,
     /// Input-paced cycles: an answer (the command span's start) later than
     /// this many µs after its input's arrival is late (default: the period).
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..))]

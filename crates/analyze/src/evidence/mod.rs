@@ -35,6 +35,22 @@ use progress::Progress;
 mod types;
 pub use types::*;
 
+/// The command stage of files that declare none (recorded before the
+/// header said it), and of recorders that did not declare one.
+pub const DEFAULT_COMMAND_STAGE: &str = "robot_send_command";
+
+/// The command stage the analysis uses for `header`: the flag's, else the
+/// header's, else [`DEFAULT_COMMAND_STAGE`].
+pub fn command_stage_of<'a>(
+    header: &'a looptime_capture::Header,
+    opts: &'a LoadOptions,
+) -> &'a str {
+    opts.command_stage
+        .as_deref()
+        .or(header.command_stage.as_deref())
+        .unwrap_or(DEFAULT_COMMAND_STAGE)
+}
+
 /// Durations above this are rejected as absurd (one hour, in ns).
 pub const ABSURD_DURATION_NS: i64 = 3_600_000_000_000;
 /// Block size of the reader.
@@ -64,14 +80,16 @@ const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 pub const MAX_ATTRS: usize = looptime_capture::MAX_ATTRS_PER_SPAN;
 
 /// How to treat bad lines.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
     /// Skip corrupt or inconsistent lines (counted) instead of failing.
     pub lenient: bool,
     /// Show a progress bar for large inputs when stderr is a terminal.
     pub progress: bool,
     /// The stage whose span starts are command submissions.
-    pub command_stage: String,
+    /// `None`: the stage the header declares (`command_stage`), else
+    /// [`DEFAULT_COMMAND_STAGE`]; `Some`: this one (the flag overrides).
+    pub command_stage: Option<String>,
     /// An input-paced cycle's answer is late when its latency exceeds this
     /// (default: the effective period).
     pub answer_budget_ns: Option<u64>,
@@ -81,18 +99,6 @@ pub struct LoadOptions {
     /// users: it only makes loading slower.
     #[doc(hidden)]
     pub serde_only: bool,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            lenient: false,
-            progress: false,
-            command_stage: "robot_send_command".into(),
-            answer_budget_ns: None,
-            serde_only: false,
-        }
-    }
 }
 
 /// Read an episode directory.
@@ -224,7 +230,7 @@ fn load_cycles(
         command_stage: header
             .stages
             .iter()
-            .position(|s| s.name == opts.command_stage)
+            .position(|s| s.name == command_stage_of(&header, opts))
             .map(|i| i as u32),
         comparable: header.clocks.schedule_comparable(),
         fast: !opts.serde_only,
@@ -254,6 +260,16 @@ fn load_cycles(
         columns_computed: std::sync::atomic::AtomicUsize::new(0),
         answer_budget_ns: opts.answer_budget_ns,
         period_from_manifest: false,
+        command_stage: (
+            command_stage_of(&header, opts).to_string(),
+            if opts.command_stage.is_some() {
+                "flag"
+            } else if header.command_stage.is_some() {
+                "header"
+            } else {
+                "default"
+            },
+        ),
     };
     read_cycles(&mut ev, source, &tables, opts, path)?;
     Ok(ev)

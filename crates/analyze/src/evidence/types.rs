@@ -192,6 +192,9 @@ pub struct Evidence {
     /// holds the manifest's `schedule.nominal_period_ns` instead (the
     /// report says so in a caveat).
     pub period_from_manifest: bool,
+    /// The command stage used, and where its name came from (`flag`,
+    /// `header` or `default`).
+    pub command_stage: (String, &'static str),
 }
 
 /// One span, read back from [`Evidence::spans`].

@@ -55,6 +55,47 @@ pub fn caveats(r: &InputPacedReport) -> Vec<String> {
     out
 }
 
+/// A caveat per input-paced phase with no answer: the command stage used
+/// (and where its name came from), the stages the phase has, and the flag.
+pub fn command_caveats(ev: &Evidence, r: &InputPacedReport) -> Vec<String> {
+    let silent: Vec<&InputPhase> = r
+        .phases
+        .iter()
+        .filter(|p| p.unanswered == p.cycles)
+        .collect();
+    if silent.is_empty() {
+        return Vec::new();
+    }
+    let (stage, from) = &ev.command_stage;
+    let from = match *from {
+        "flag" => "given by --command-stage",
+        "header" => "declared by the recording",
+        _ => "the default; the recording declares none",
+    };
+    let spans = ev.span_rows().unwrap_or_default();
+    silent
+        .iter()
+        .map(|p| {
+            let ph = ev.header.phases.iter().position(|n| *n == p.phase);
+            let mut names: Vec<&str> = ev
+                .cycles
+                .iter()
+                .filter(|c| Some(c.phase as usize) == ph && c.input_paced)
+                .flat_map(|c| &spans[c.span_row as usize..(c.span_row + c.n_spans as u64) as usize])
+                .filter_map(|s| ev.header.stages.get(s.stage as usize).map(|x| x.name.as_str()))
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            format!(
+                "input-paced: phase `{}` has no span of the command stage `{stage}` ({from}) in its {} input-paced cycles, so no answer is timed and no verdict is given; its stages are {}: name the one that sends the command with --command-stage NAME, or declare it in the recorder",
+                p.phase,
+                p.cycles,
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            )
+        })
+        .collect()
+}
+
 /// The diagnosis of the judged phase `phase` when it is mostly released by
 /// its inputs: the input-paced verdict replaces the sleep-to-deadline one.
 pub fn diagnosis(r: Option<&InputPacedReport>, phase: Option<&str>) -> Option<String> {
@@ -180,13 +221,15 @@ fn phase_figures(
         .iter()
         .filter(|c| c.phase == ph && !c.input_paced)
         .count() as u64;
-    let (verdict, reason) = verdict(
+    let (verdict, reason) = phase_verdict(
+        ev,
         late_answers,
         answered,
         budget_ns,
-        lost.as_ref(),
+        &lost,
         gaps,
         &bursts,
+        success_rate.as_ref(),
     );
     InputPhase {
         phase: ev
@@ -225,6 +268,42 @@ fn period(pace: Pace, arrival_period: Option<&Dist>) -> (Option<u64>, &'static s
         (Pace::Paced { effective_ns, .. }, _) => (Some(effective_ns), "nominal"),
         (_, Some(d)) if d.p50_ns > 0 => (Some(d.p50_ns as u64), "arrivals"),
         _ => (None, "nominal"),
+    }
+}
+
+/// The phase's verdict and its reason: none on zero answers, else the
+/// loop's and the link's figures, unless the robot's count disagrees.
+#[allow(clippy::too_many_arguments)]
+fn phase_verdict(
+    ev: &Evidence,
+    late_answers: u64,
+    answered: u64,
+    budget_ns: Option<u64>,
+    lost: &Option<LostInputs>,
+    gaps: Gaps,
+    bursts: &Bursts,
+    success_rate: Option<&SuccessRate>,
+) -> (&'static str, String) {
+    if answered == 0 {
+        // No span of the command stage: no answer to time, so no verdict on
+        // the loop or the link built on zero answers.
+        (
+            "no answers",
+            format!(
+                "no cycle of the phase has a span of the command stage `{}`, so no answer was timed and neither the loop nor the link is judged",
+                ev.command_stage.0
+            ),
+        )
+    } else {
+        let v = verdict(
+            late_answers,
+            answered,
+            budget_ns,
+            lost.as_ref(),
+            gaps,
+            bursts,
+        );
+        robot_disagrees(v, late_answers, answered, success_rate)
     }
 }
 
@@ -385,6 +464,30 @@ fn success_rate(ev: &Evidence, rows: &[usize]) -> Option<SuccessRate> {
         p50: at(0.5),
         below_one: v.iter().filter(|&&x| x < 1.0).count() as u64,
     })
+}
+
+/// When the loop's count finds no late answer but the robot's own success
+/// rate counted answers late or missing, the verdict says so instead of
+/// blaming the link alone or calling the phase on rate: the evidence
+/// cannot separate a state that waited in the socket before the loop read
+/// it (the arrival is when the receive returned) from an answer lost or
+/// late on its way back.
+fn robot_disagrees(
+    v: (&'static str, String),
+    late: u64,
+    answered: u64,
+    success: Option<&SuccessRate>,
+) -> (&'static str, String) {
+    let Some(s) = success.filter(|s| late == 0 && s.below_one > 0) else {
+        return v;
+    };
+    (
+        "the link or the loop's socket queue",
+        format!(
+            "0 of {answered} answers late by the loop's count (from each arrival as its receive returned), but the robot's {} fell below 1 in {} of {} cycles (min {:.4}): answers were late or missing by the robot's count; the evidence cannot separate a state that waited in the socket before the loop read it from an answer lost or late on its way back ({})",
+            s.value, s.below_one, s.count, s.min, v.1
+        ),
+    )
 }
 
 /// The verdict in words: `the loop` when an answer was late; `the link`

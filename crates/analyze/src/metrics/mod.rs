@@ -144,6 +144,11 @@ pub fn compute(
         caveats: capture::caveats(ev, state, &capture, absent.as_deref())
             .into_iter()
             .chain(input.iter().flat_map(input_paced::caveats))
+            .chain(
+                input
+                    .iter()
+                    .flat_map(|r| input_paced::command_caveats(ev, r)),
+            )
             .chain(age.iter().flat_map(data_age::caveats))
             .collect(),
         capture,

@@ -252,14 +252,28 @@ fn every_input_paced_figure_matches_the_hand_derived_answer() {
         card["words"]
     );
 
-    // A budget of 13 ms: no answer is late; the verdict becomes the link's,
-    // and 106 now counts as lost before arrival (its predecessor's answer
-    // was on time).
+    // A budget of 13 ms: no answer is late by the loop's count, and 106 now
+    // counts as lost before arrival (its predecessor's answer was on time).
+    // The robot's success rate fell below 1 in 2 cycles (0.95, 0.97): it
+    // counted answers late or missing that the loop did not, so the verdict
+    // names what the evidence cannot separate instead of "the link" alone.
     let r = analyze_json(dir.path(), &["--answer-budget-us", "13000"]);
     let p = &r["input_paced"]["phases"][0];
     assert_eq!(
         (&p["late_answers"], &p["budget_from"], &p["verdict"]),
-        (&json!(0), &json!("flag"), &json!("the link"))
+        (
+            &json!(0),
+            &json!("flag"),
+            &json!("the link or the loop's socket queue")
+        )
+    );
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("fell below 1 in 2 of 16 cycles (min 0.9500)"),
+        "{}",
+        p["reason"]
     );
     assert_eq!(
         (
@@ -719,6 +733,88 @@ fn a_gap_after_the_loops_own_late_answer_is_the_loops_not_the_links() {
             .as_str()
             .unwrap()
             .starts_with("1 gaps in the arrivals and 0 bursts after an on-time answer"),
+        "{}",
+        p["reason"]
+    );
+}
+
+#[test]
+fn the_command_stage_comes_from_the_recording_and_none_found_is_said() {
+    // Eight input-paced cycles answered in `robot_send_command` spans, the
+    // header declaring the command stage `executor` (which no cycle has):
+    // the analyzer takes the header's stage, finds no answer, says so in a
+    // caveat naming the stages the phase has and the flag, and gives no
+    // link/loop verdict built on zero answers.
+    let dir = tempfile::tempdir().unwrap();
+    let mut h: Value = serde_json::from_str(&header()).unwrap();
+    h["command_stage"] = json!("executor");
+    let mut lines = vec![h.to_string()];
+    for i in 0..8u64 {
+        lines.push(input_cycle(
+            i,
+            "running",
+            T0 + i * 10 * MS,
+            i + 1,
+            Some(500 * US),
+            None,
+        ));
+    }
+    write(dir.path(), &lines);
+    let r = analyze_json(dir.path(), &[]);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["unanswered"], &p["verdict"]),
+        (&json!(8), &json!("no answers")),
+        "{p}"
+    );
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("no span of the command stage `executor` (declared by the recording)")
+            && caveats.contains("its stages are robot_send_command")
+            && caveats.contains("--command-stage NAME"),
+        "{caveats}"
+    );
+    // The flag overrides the recording: the answers are timed again.
+    let r = analyze_json(dir.path(), &["--command-stage", "robot_send_command"]);
+    let p = &r["input_paced"]["phases"][0];
+    assert_eq!(
+        (&p["unanswered"], &p["verdict"]),
+        (&json!(0), &json!("on rate")),
+        "{p}"
+    );
+    assert!(!r["caveats"]
+        .to_string()
+        .contains("no span of the command stage"));
+}
+
+#[test]
+fn the_robots_count_of_late_answers_is_not_put_down_to_the_link() {
+    // Eight cycles, every answer 0.5 ms after its arrival (on time by the
+    // loop's count), no gap, no loss; the robot's rate 1.0 except 0.97 in
+    // cycles 5 and 6: the robot counted answers late that the loop did not,
+    // so the verdict is not "on rate" but names both candidates.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![header()];
+    for i in 0..8u64 {
+        let rate = if i == 5 || i == 6 { 0.97 } else { 1.0 };
+        lines.push(input_cycle(
+            i,
+            "running",
+            T0 + i * 10 * MS,
+            i + 1,
+            Some(500 * US),
+            Some(rate),
+        ));
+    }
+    write(dir.path(), &lines);
+    let p = &analyze_json(dir.path(), &[])["input_paced"]["phases"][0];
+    assert_eq!(p["late_answers"], 0, "{p}");
+    assert_eq!(p["verdict"], "the link or the loop's socket queue", "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the evidence cannot separate a state that waited in the socket"),
         "{}",
         p["reason"]
     );

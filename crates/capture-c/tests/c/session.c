@@ -32,6 +32,8 @@ static void one_rollout(looptime_session *session, looptime_scheduler *s, char *
     CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
     CHECK(looptime_builder_nominal_period_ns(b, PERIOD_NS) == LOOPTIME_OK);
     CHECK(looptime_builder_target_clock(b, clock) == LOOPTIME_OK);
+    CHECK_ERR(looptime_builder_command_stage(b, 99), LOOPTIME_ERR_UNKNOWN_ID, "stage id 99");
+    CHECK(looptime_builder_command_stage(b, stage) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
     for (i = 0; i < CYCLES; i++) {
         looptime_wait_begin(r);
@@ -98,6 +100,7 @@ int main(void) {
     CHECK(file_contains(second, "manifest.json", "\"label\": \"euler\""));
     CHECK(file_contains(second, "manifest.json", "\"rtf\": 0.0"));
     CHECK(file_contains(second, "control_timing.jsonl", "\"target_ns\":\"simulation\""));
+    CHECK(file_contains(second, "control_timing.jsonl", "\"command_stage\":\"step\""));
     /* Both planned rollouts completed: the session is complete. */
     CHECK(file_contains(looptime_session_dir(session), "session.json", "\"status\": \"complete\""));
     CHECK_ERR(looptime_session_rollout(session, &extra), LOOPTIME_ERR_STATE, "all 2 planned rollouts");

@@ -468,6 +468,12 @@ pub struct Header {
     /// absent in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceInfo>,
+    /// The stage whose spans are the loop's commands (their starts are
+    /// command submissions, and an input-paced cycle's answer), when the
+    /// recorder declared one; absent in older files and when not declared
+    /// (the analyzer then uses `robot_send_command`, or its flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_stage: Option<String>,
 }
 
 impl Header {

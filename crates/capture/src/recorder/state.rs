@@ -279,6 +279,10 @@ pub(crate) fn header_of(
         implicit_cycles: spec.implicit_cycles,
         wall_clock: None,
         sources: spec.sources.clone(),
+        command_stage: spec
+            .command_stage
+            .and_then(|s| spec.stages.get(s.0 as usize))
+            .map(|s| s.name.clone()),
     }
 }
 

@@ -111,6 +111,9 @@ class Recorder:
         # Data age: {"camera": {"max_age_s": 0.05, "clock": "host_monotonic"}}
         # (both settings optional: no limit, the host's monotonic clock).
         sources: Optional[Mapping[str, Mapping[str, object]]] = None,
+        # The stage whose spans send the loop's commands (written to the
+        # header: the analyzer times answers and command Hz by it).
+        command_stage: Optional[str] = None,
     ) -> "Recorder":
         """``threads={"camera_reader": {"stages": [...], ...}}`` declares
         background threads, each recorded on its own recorder and ring

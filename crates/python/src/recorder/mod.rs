@@ -129,7 +129,7 @@ impl Recorder {
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
                         max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None, threads = None,
-                        target_clock = "host_monotonic", sources = None))]
+                        target_clock = "host_monotonic", sources = None, command_stage = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -147,6 +147,7 @@ impl Recorder {
         threads: Option<&Bound<'_, PyDict>>,
         target_clock: &str,
         sources: Option<&Bound<'_, PyDict>>,
+        command_stage: Option<String>,
     ) -> PyResult<Self> {
         let target_clock = match target_clock {
             "host_monotonic" => ClockDomain::HostMonotonic,
@@ -171,6 +172,7 @@ impl Recorder {
             episode_dir,
             metadata,
             target_clock,
+            command_stage,
         };
         let (b, names) = spec.builder(py)?;
         let Some(threads) = threads.filter(|t| !t.is_empty()) else {

@@ -70,6 +70,9 @@ pub(crate) struct Spec<'a, 'py> {
     pub(crate) metadata: Option<std::collections::BTreeMap<String, String>>,
     /// The clock of the release points' `target_ns`.
     pub(crate) target_clock: ClockDomain,
+    /// The stage whose spans are the loop's commands (the header's
+    /// `command_stage`).
+    pub(crate) command_stage: Option<String>,
 }
 
 /// The names a recorder resolves, registered on its builder.
@@ -157,6 +160,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             episode_dir: None,
             metadata: None,
             target_clock: ClockDomain::HostMonotonic,
+            command_stage: None,
         })
     }
 
@@ -176,6 +180,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             episode_dir,
             metadata,
             target_clock,
+            command_stage,
         } = self;
         // The builder refuses what no recorder can hold (its own ceilings,
         // and the memory budget); these refuse what no count can mean.
@@ -202,6 +207,13 @@ impl<'a, 'py> Spec<'a, 'py> {
         }
         let name = |s: &str| PyString::intern(py, s).unbind();
         let st = register_names(&stages, &name, |n| b.stage(n))?;
+        if let Some(c) = &command_stage {
+            b.command_stage_named(c).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "command_stage {c:?} is not one of the recorder's stages {stages:?}"
+                ))
+            })?;
+        }
         let ph = register_names(&phases.unwrap_or_default(), &name, |n| b.phase(n))?;
         let attr_keys = match attributes {
             Some(attrs) => register_attributes(&mut b, &attrs, &name)?,

@@ -62,6 +62,8 @@ pub(super) fn control_builder(
         state: b.source("robot_state", SourceSpec::default())?,
         action: b.source("policy", SourceSpec::default())?,
     };
+    // The recording says which stage sends the commands.
+    b.command_stage(ids.send);
     debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
     Ok((b, ids))
 }

@@ -62,7 +62,7 @@ fn phase(o: &mut String, p: &InputPhase) {
     if let Some(l) = &p.lost {
         let _ = writeln!(
             o,
-            "    lost inputs (the counter): {} = {} before arrival + {} after a late answer + {} discarded in bursts; {} repeated, {} resets, over {} steps",
+            "    lost inputs (the counter): {} = {} before arrival + {} after a late answer + {} discarded in bursts (the split is inferred from the answer before and the arrivals around: the robot's own drops can land in any of the three); {} repeated, {} resets, over {} steps",
             l.total, l.before_arrival, l.after_late_answer, l.discarded_in_bursts, l.repeated, l.resets, l.compared
         );
     } else {
