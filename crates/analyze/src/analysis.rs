@@ -74,6 +74,7 @@ impl Analysis {
             r.late_cycles.as_ref(),
             r.data_age.as_ref(),
             r.input_paced.as_ref(),
+            r.budget.as_ref(),
             t,
         );
         r.thresholds = *t;

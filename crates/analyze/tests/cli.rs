@@ -90,6 +90,9 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name}"))
 }
 
+/// A declared compute budget and deadline tolerance.
+#[path = "cli/budget.rs"]
+mod budget;
 #[path = "cli/cpu.rs"]
 mod cpu;
 /// Data age on a hand-built episode with known ages.

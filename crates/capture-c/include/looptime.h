@@ -412,6 +412,25 @@ int32_t looptime_builder_cpu_mode(looptime_builder *b, uint32_t mode);
 int32_t looptime_builder_nominal_period_ns(looptime_builder *b, uint64_t ns);
 
 /**
+ * Declare the compute budget of each cycle's work (ns), written to the
+ * header: work beyond it is a budget overrun, for statistics only.
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_compute_budget_ns(looptime_builder *b, uint64_t ns);
+
+/**
+ * Declare the deadline tolerance (ns), written to the header: a start
+ * later than its release plus this is a late start, a finish later than
+ * the next release plus this a completion miss.
+ *
+ * # Safety
+ * `b` is NULL or a live builder.
+ */
+int32_t looptime_builder_deadline_tolerance_ns(looptime_builder *b, uint64_t ns);
+
+/**
  * Where the ring lives: `LOOPTIME_RING_AUTO` (a /dev/shm file that
  * `looptime recover` reads after a crash, else the heap) or
  * `LOOPTIME_RING_HEAP`.

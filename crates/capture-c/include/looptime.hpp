@@ -109,6 +109,9 @@ public:
     Builder &episode_dir(const char *dir) { check(looptime_builder_episode_dir(b_, dir)); return *this; }
     /// The stage whose spans send the loop's commands (the header's command_stage).
     Builder &command_stage(uint32_t stage) { check(looptime_builder_command_stage(b_, stage)); return *this; }
+    /// The declared compute budget and deadline tolerance, ns.
+    Builder &compute_budget_ns(uint64_t ns) { check(looptime_builder_compute_budget_ns(b_, ns)); return *this; }
+    Builder &deadline_tolerance_ns(uint64_t ns) { check(looptime_builder_deadline_tolerance_ns(b_, ns)); return *this; }
     /// LOOPTIME_CLOCK_HOST_MONOTONIC (default) or LOOPTIME_CLOCK_SIMULATION:
     /// pass the scheduler's `clock()`.
     Builder &target_clock(uint32_t clock) { check(looptime_builder_target_clock(b_, clock)); return *this; }

@@ -162,6 +162,35 @@ pub unsafe extern "C" fn looptime_builder_nominal_period_ns(b: *mut Builder, ns:
     })
 }
 
+/// Declare the compute budget of each cycle's work (ns), written to the
+/// header: work beyond it is a budget overrun, for statistics only.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_compute_budget_ns(b: *mut Builder, ns: u64) -> i32 {
+    guard("looptime_builder_compute_budget_ns", || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(b, "builder") }?.b.compute_budget_ns(ns);
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Declare the deadline tolerance (ns), written to the header: a start
+/// later than its release plus this is a late start, a finish later than
+/// the next release plus this a completion miss.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_builder_deadline_tolerance_ns(b: *mut Builder, ns: u64) -> i32 {
+    guard("looptime_builder_deadline_tolerance_ns", || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(b, "builder") }?.b.deadline_tolerance_ns(ns);
+        Ok(LOOPTIME_OK)
+    })
+}
+
 /// Where the ring lives: `LOOPTIME_RING_AUTO` (a /dev/shm file that
 /// `looptime recover` reads after a crash, else the heap) or
 /// `LOOPTIME_RING_HEAP`.

@@ -267,6 +267,8 @@ pub struct RecorderBuilder {
     pub(crate) measure_overhead: bool,
     pub(crate) nominal_period_ns: Option<u64>,
     pub(crate) command_stage: Option<StageId>,
+    pub(crate) compute_budget_ns: Option<u64>,
+    pub(crate) deadline_tolerance_ns: Option<u64>,
     pub(crate) target_clock: ClockDomain,
     pub(crate) stages: Vec<StageInfo>,
     pub(crate) phases: Vec<String>,
@@ -299,6 +301,8 @@ impl RecorderBuilder {
             measure_overhead: true,
             nominal_period_ns: None,
             command_stage: None,
+            compute_budget_ns: None,
+            deadline_tolerance_ns: None,
             target_clock: ClockDomain::HostMonotonic,
             stages: Vec::new(),
             phases: Vec::new(),
@@ -440,6 +444,24 @@ impl RecorderBuilder {
         };
         self.command_stage = Some(StageId(i as u16));
         Ok(self)
+    }
+
+    /// Declare the compute budget of each cycle's work (written to the
+    /// header): work beyond it is a budget overrun, for statistics only
+    /// (the release timeline is the scheduler's). Undeclared, the analyzer
+    /// judges work against the period.
+    pub fn compute_budget_ns(&mut self, ns: u64) -> &mut Self {
+        self.compute_budget_ns = Some(ns);
+        self
+    }
+
+    /// Declare the deadline tolerance (written to the header): a start
+    /// later than its release plus this is a late start, a finish later
+    /// than the next release plus this a completion miss. Undeclared, the
+    /// analyzer's late-start threshold is 10 % of the period.
+    pub fn deadline_tolerance_ns(&mut self, ns: u64) -> &mut Self {
+        self.deadline_tolerance_ns = Some(ns);
+        self
     }
 
     /// Declare the loop's nominal period (written to the header).

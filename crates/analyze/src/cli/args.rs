@@ -165,6 +165,15 @@ pub struct JudgeArgs {
     /// Late answers in at most this % warn, more fail [default: 1].
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub warn_late_answers_within: Option<f64>,
+    /// Budget overruns and completion misses (evidence that declares a
+    /// compute budget or deadline tolerance) in at most this % of the
+    /// cycles pass [default: 0.1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub pass_budget_within: Option<f64>,
+    /// Budget overruns and completion misses in at most this % warn, more
+    /// fail [default: 1].
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub warn_budget_within: Option<f64>,
 }
 
 impl JudgeArgs {
@@ -212,7 +221,18 @@ impl JudgeArgs {
             self.warn_late_answers_within,
             t.late_answers_warn_pct,
         )?;
+        t.budget_pass_pct = pct(
+            "pass-budget-within",
+            self.pass_budget_within,
+            t.budget_pass_pct,
+        )?;
+        t.budget_warn_pct = pct(
+            "warn-budget-within",
+            self.warn_budget_within,
+            t.budget_warn_pct,
+        )?;
         for (what, pass, warn) in [
+            ("budget", t.budget_pass_pct, t.budget_warn_pct),
             ("rate", t.rate_pass_pct, t.rate_warn_pct),
             ("p99", t.p99_pass_pct, t.p99_warn_pct),
             ("stale", t.stale_pass_pct, t.stale_warn_pct),

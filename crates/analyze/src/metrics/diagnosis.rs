@@ -83,9 +83,16 @@ pub fn attribute_lateness(
     let Pace::Paced { effective_ns, .. } = pace else {
         return Ok(None);
     };
-    let budget = effective_ns as i64;
+    // The declared compute budget and deadline tolerance replace the
+    // period and 10 % of it, when the evidence declares them.
+    let declared_budget = ev.header.compute_budget_ns.filter(|&b| b > 0);
+    let declared_tolerance = ev.header.deadline_tolerance_ns;
+    let budget = declared_budget.unwrap_or(effective_ns) as i64;
     let comparable = schedule_comparable(&ev.header);
-    let threshold = comparable.then(|| (LATE_START_SHARE * effective_ns as f64).round() as i64);
+    let threshold = comparable.then(|| match declared_tolerance {
+        Some(t) => t as i64,
+        None => (LATE_START_SHARE * effective_ns as f64).round() as i64,
+    });
     let wall = ev
         .spans
         .column("wall_ns")?
@@ -100,14 +107,11 @@ pub fn attribute_lateness(
         .clone();
     let groups: HashMap<u64, &GroupDecode> = ev.groups.iter().map(|g| (g.key, g)).collect();
     let mut l = Lateness {
-        phase: ev
-            .header
-            .phases
-            .get(phase as usize)
-            .cloned()
-            .unwrap_or_default(),
-        budget_ns: effective_ns,
+        phase: ev.phase_name(phase),
+        budget_ns: budget as u64,
         late_start_threshold_ns: threshold.map(|t| t as u64),
+        budget_declared: declared_budget.is_some(),
+        tolerance_declared: declared_tolerance.is_some() && comparable,
         judged: 0,
         late: 0,
         work_over_budget: 0,
@@ -275,8 +279,26 @@ pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> 
         )
     };
     let threshold = late.late_start_threshold_ns.map_or(String::new(), |t| {
-        format!(" or started more than {:.3} ms late", t as f64 / 1e6)
+        format!(
+            " or started more than {:.3} ms late{}",
+            t as f64 / 1e6,
+            if late.tolerance_declared {
+                " (the declared deadline tolerance)"
+            } else {
+                ""
+            }
+        )
     });
+    // The work is judged against the declared compute budget, when there
+    // is one, and the words say which it was.
+    let work_against = if late.budget_declared {
+        format!(
+            "the declared {:.3} ms compute budget",
+            late.budget_ns as f64 / 1e6
+        )
+    } else {
+        against.clone()
+    };
     let mut out = Vec::new();
     if late.late == 0 {
         out.push(format!(
@@ -287,7 +309,7 @@ pub fn diagnose(phases: &[PhaseReport], pace: Pace, late: Option<&Lateness>) -> 
             work.p99_ns as f64 / period * 100.0
         ));
     } else {
-        out.push(late_line(&p.phase, late, &against, &threshold));
+        out.push(late_line(&p.phase, late, &work_against, &threshold));
     }
     if p.overruns > 0 {
         out.push(format!(

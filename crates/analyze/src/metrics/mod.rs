@@ -24,6 +24,7 @@
 //! Nothing here reads the summary's figures: the cross-check, one layer
 //! up, compares them.
 
+pub mod budget;
 pub mod capture;
 pub mod columns;
 pub mod data_age;
@@ -93,6 +94,26 @@ fn aggregates(ev: &Evidence, cc: &CycleColumns) -> Result<Aggregates> {
     Ok((phases, segments, stages, dists.by_stage))
 }
 
+/// Every caveat of the report, in the order the report gives them: the
+/// capture's and the files', then the input-paced, then data age's.
+fn caveats(
+    ev: &Evidence,
+    (state, capture, absent): (EpisodeState, &CaptureReport, Option<&str>),
+    input: Option<&InputPacedReport>,
+    age: Option<&DataAgeReport>,
+) -> Vec<String> {
+    capture::caveats(ev, state, capture, absent)
+        .into_iter()
+        .chain(input.into_iter().flat_map(input_paced::caveats))
+        .chain(
+            input
+                .into_iter()
+                .flat_map(|r| input_paced::command_caveats(ev, r)),
+        )
+        .chain(age.into_iter().flat_map(data_age::caveats))
+        .collect()
+}
+
 /// Compute every metric of `ev` from its cycle columns `cc` (and each
 /// background thread's, `thread_cc`, in `ev.threads` order). The report's
 /// `crosscheck` is left "not checked"; [`crate::analysis::Analysis::new`]
@@ -126,12 +147,14 @@ pub fn compute(
     let thresholds = Thresholds::default();
     let age = data_age::data_age(ev);
     let input = input_paced::input_paced(ev, &cc.segment, pace);
+    let budget = budget::budget(ev, cc, pace);
     let summary = summary::cards(
         &phases,
         pace,
         late_cycles.as_ref(),
         age.as_ref(),
         input.as_ref(),
+        budget.as_ref(),
         &thresholds,
     );
     let report = Report {
@@ -141,16 +164,12 @@ pub fn compute(
         state,
         summary,
         thresholds,
-        caveats: capture::caveats(ev, state, &capture, absent.as_deref())
-            .into_iter()
-            .chain(input.iter().flat_map(input_paced::caveats))
-            .chain(
-                input
-                    .iter()
-                    .flat_map(|r| input_paced::command_caveats(ev, r)),
-            )
-            .chain(age.iter().flat_map(data_age::caveats))
-            .collect(),
+        caveats: caveats(
+            ev,
+            (state, &capture, absent.as_deref()),
+            input.as_ref(),
+            age.as_ref(),
+        ),
         capture,
         schedule_metrics_absent: absent,
         diagnosis: match input_paced::diagnosis(
@@ -168,6 +187,7 @@ pub fn compute(
         overlap,
         data_age: age,
         input_paced: input,
+        budget,
         pace,
         late_cycles,
         crosscheck: CrossCheck {

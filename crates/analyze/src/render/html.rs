@@ -294,6 +294,9 @@ pub fn report_page(r: &Report, plots: &[Plot]) -> String {
         @if !r.values.is_empty() {
             details { summary { "Values" } (values_table(r)) }
         }
+        @if let Some(b) = &r.budget {
+            details open { summary { "Budget and tolerance (declared)" } (budget_table(b)) }
+        }
         @if !r.threads.is_empty() {
             details { summary { (format!("Threads ({}) and overlap ({} rows)", r.threads.len(), r.overlap.len())) } (threads_section(r)) }
         }
@@ -359,6 +362,33 @@ fn summary_band(r: &Report) -> Markup {
             t.rate_pass_pct, t.p99_pass_pct, t.overruns_pass, t.stale_pass_pct, t.late_answers_pass_pct,
             t.rate_warn_pct, t.p99_warn_pct, t.overruns_warn_pct, t.stale_warn_pct, t.late_answers_warn_pct
         )) }
+    }
+}
+
+/// The declared budget's and tolerance's misses per phase.
+fn budget_table(b: &crate::metrics::BudgetReport) -> Markup {
+    let declared = |ns: Option<u64>| {
+        ns.map_or("not declared".to_string(), |n| {
+            format!("{} ms", ms(n as f64))
+        })
+    };
+    html! {
+        p { "compute budget " (declared(b.compute_budget_ns)) ", deadline tolerance " (declared(b.deadline_tolerance_ns)) }
+        table {
+            tr { th.l { "phase" } th.l { "what" } th { "cycles" } th { "misses" } th { "share %" } th { "excess p99 ms" } th { "excess max ms" } }
+            @for p in &b.phases {
+                @for (what, m) in [("over the compute budget", &p.budget_overruns), ("completion misses", &p.completion_misses)] {
+                    @if let Some(m) = m {
+                        tr {
+                            td.l { (p.phase) } td.l { (what) } td { (m.judged) } td { (m.count) }
+                            td { (format!("{:.2}", m.share.unwrap_or(0.0) * 100.0)) }
+                            td { (m.excess.as_ref().map_or("-".into(), |d| ms(d.p99_ns as f64))) }
+                            td { (m.excess.as_ref().map_or("-".into(), |d| ms(d.max_ns as f64))) }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -528,6 +558,8 @@ mod tests {
             late_wake,
             unattributed: 0,
             stages: Vec::new(),
+            budget_declared: false,
+            tolerance_declared: false,
         }
     }
 

@@ -99,6 +99,7 @@ pub fn render(r: &Report) -> String {
     values(&mut o, r);
     age::data_age(&mut o, r);
     input::input_paced(&mut o, r);
+    input::budget(&mut o, r);
     threads(&mut o, r);
     verdicts(&mut o, r);
     o

@@ -34,6 +34,8 @@ static void one_rollout(looptime_session *session, looptime_scheduler *s, char *
     CHECK(looptime_builder_target_clock(b, clock) == LOOPTIME_OK);
     CHECK_ERR(looptime_builder_command_stage(b, 99), LOOPTIME_ERR_UNKNOWN_ID, "stage id 99");
     CHECK(looptime_builder_command_stage(b, stage) == LOOPTIME_OK);
+    CHECK(looptime_builder_compute_budget_ns(b, 300000) == LOOPTIME_OK);
+    CHECK(looptime_builder_deadline_tolerance_ns(b, 100000) == LOOPTIME_OK);
     CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
     for (i = 0; i < CYCLES; i++) {
         looptime_wait_begin(r);
@@ -101,6 +103,8 @@ int main(void) {
     CHECK(file_contains(second, "manifest.json", "\"rtf\": 0.0"));
     CHECK(file_contains(second, "control_timing.jsonl", "\"target_ns\":\"simulation\""));
     CHECK(file_contains(second, "control_timing.jsonl", "\"command_stage\":\"step\""));
+    CHECK(file_contains(second, "control_timing.jsonl", "\"compute_budget_ns\":300000"));
+    CHECK(file_contains(second, "control_timing.jsonl", "\"deadline_tolerance_ns\":100000"));
     /* Both planned rollouts completed: the session is complete. */
     CHECK(file_contains(looptime_session_dir(session), "session.json", "\"status\": \"complete\""));
     CHECK_ERR(looptime_session_rollout(session, &extra), LOOPTIME_ERR_STATE, "all 2 planned rollouts");

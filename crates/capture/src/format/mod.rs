@@ -474,6 +474,17 @@ pub struct Header {
     /// (the analyzer then uses `robot_send_command`, or its flag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_stage: Option<String>,
+    /// The compute budget the runtime declared for each cycle's work (ns):
+    /// work beyond it is a budget overrun, counted for statistics only.
+    /// Absent unless declared (the analyzer then uses the period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_budget_ns: Option<u64>,
+    /// The deadline tolerance the runtime declared (ns): a start later than
+    /// its release plus this is a late start (a wake miss), a finish later
+    /// than the next release plus this a completion miss. Absent unless
+    /// declared (the analyzer then uses 10 % of the period for late starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_tolerance_ns: Option<u64>,
 }
 
 impl Header {

@@ -283,6 +283,8 @@ pub(crate) fn header_of(
             .command_stage
             .and_then(|s| spec.stages.get(s.0 as usize))
             .map(|s| s.name.clone()),
+        compute_budget_ns: spec.compute_budget_ns,
+        deadline_tolerance_ns: spec.deadline_tolerance_ns,
     }
 }
 

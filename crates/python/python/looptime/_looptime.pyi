@@ -114,6 +114,11 @@ class Recorder:
         # The stage whose spans send the loop's commands (written to the
         # header: the analyzer times answers and command Hz by it).
         command_stage: Optional[str] = None,
+        # A compute budget for each cycle's work and a deadline tolerance,
+        # both ns, written to the header only when given (docs/metrics.md,
+        # Budget and tolerance).
+        compute_budget_ns: Optional[int] = None,
+        deadline_tolerance_ns: Optional[int] = None,
     ) -> "Recorder":
         """``threads={"camera_reader": {"stages": [...], ...}}`` declares
         background threads, each recorded on its own recorder and ring

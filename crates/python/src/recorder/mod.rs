@@ -129,7 +129,8 @@ impl Recorder {
     #[pyo3(signature = (stages, phases = None, attributes = None, values = None, max_cycles = None,
                         max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None, threads = None,
-                        target_clock = "host_monotonic", sources = None, command_stage = None))]
+                        target_clock = "host_monotonic", sources = None, command_stage = None,
+                        compute_budget_ns = None, deadline_tolerance_ns = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -148,6 +149,8 @@ impl Recorder {
         target_clock: &str,
         sources: Option<&Bound<'_, PyDict>>,
         command_stage: Option<String>,
+        compute_budget_ns: Option<u64>,
+        deadline_tolerance_ns: Option<u64>,
     ) -> PyResult<Self> {
         let target_clock = match target_clock {
             "host_monotonic" => ClockDomain::HostMonotonic,
@@ -173,6 +176,7 @@ impl Recorder {
             metadata,
             target_clock,
             command_stage,
+            budget: (compute_budget_ns, deadline_tolerance_ns),
         };
         let (b, names) = spec.builder(py)?;
         let Some(threads) = threads.filter(|t| !t.is_empty()) else {

@@ -73,6 +73,8 @@ pub(crate) struct Spec<'a, 'py> {
     /// The stage whose spans are the loop's commands (the header's
     /// `command_stage`).
     pub(crate) command_stage: Option<String>,
+    /// The declared compute budget and deadline tolerance (ns).
+    pub(crate) budget: (Option<u64>, Option<u64>),
 }
 
 /// The names a recorder resolves, registered on its builder.
@@ -161,6 +163,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             metadata: None,
             target_clock: ClockDomain::HostMonotonic,
             command_stage: None,
+            budget: (None, None),
         })
     }
 
@@ -181,6 +184,7 @@ impl<'a, 'py> Spec<'a, 'py> {
             metadata,
             target_clock,
             command_stage,
+            budget,
         } = self;
         // The builder refuses what no recorder can hold (its own ceilings,
         // and the memory budget); these refuse what no count can mean.
@@ -196,6 +200,12 @@ impl<'a, 'py> Spec<'a, 'py> {
             .cpu_time_mode(thread_cpu);
         if let Some(ns) = nominal_period_ns {
             b.nominal_period_ns(ns);
+        }
+        if let Some(ns) = budget.0 {
+            b.compute_budget_ns(ns);
+        }
+        if let Some(ns) = budget.1 {
+            b.deadline_tolerance_ns(ns);
         }
         b.target_clock(target_clock);
         b.ring(ring_storage(ring)?);

@@ -62,8 +62,15 @@ pub(super) fn control_builder(
         state: b.source("robot_state", SourceSpec::default())?,
         action: b.source("policy", SourceSpec::default())?,
     };
-    // The recording says which stage sends the commands.
+    // The recording says which stage sends the commands, and the budget
+    // and tolerance the runtime declared (only when declared).
     b.command_stage(ids.send);
+    if let Some(us) = cfg.scheduler.compute_budget_us {
+        b.compute_budget_ns((us * 1e3).round() as u64);
+    }
+    if let Some(us) = cfg.scheduler.deadline_tolerance_us {
+        b.deadline_tolerance_ns((us * 1e3).round() as u64);
+    }
     debug_assert_eq!(b.footprint_bytes(), cfg.recorder_footprint_bytes());
     Ok((b, ids))
 }

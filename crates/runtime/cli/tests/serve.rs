@@ -1006,3 +1006,64 @@ fn a_background_camera_reader_hands_the_loop_older_frames_than_an_inline_read() 
         "background frames must be older: inline {inline} ns, background {background} ns"
     );
 }
+
+#[test]
+fn a_declared_budget_counts_overruns_and_leaves_the_release_timeline_alone() {
+    // The same seeded run uncapped (--rtf 0), without and with a compute
+    // budget of 100 µs (below the default stages' cost) and a tolerance:
+    // the release points are the same, the header declares both only in
+    // the second, and the analyzer counts budget overruns there.
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    let budgeted = tmp.path().join("budgeted");
+    let cfg = tmp.path().join("budget.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nduration_s = 0.3\nwarmup_s = 0\n[scheduler]\ncompute_budget_us = 100.0\ndeadline_tolerance_us = 1000.0\n",
+    )
+    .unwrap();
+    serve(
+        &[
+            "--rtf",
+            "0",
+            "--control-timing",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+        ],
+        &plain,
+    );
+    serve(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--rtf",
+            "0",
+            "--control-timing",
+        ],
+        &budgeted,
+    );
+    let (h_plain, c_plain) = read_cycles(&latest(&plain));
+    let (h_budget, c_budget) = read_cycles(&latest(&budgeted));
+    assert_eq!(h_plain.compute_budget_ns, None);
+    assert_eq!(h_plain.deadline_tolerance_ns, None);
+    assert_eq!(h_budget.compute_budget_ns, Some(100_000));
+    assert_eq!(h_budget.deadline_tolerance_ns, Some(1_000_000));
+    let targets = |c: &[CycleRecord]| c.iter().map(|c| c.target_ns).collect::<Vec<_>>();
+    assert_eq!(
+        targets(&c_plain),
+        targets(&c_budget),
+        "the release timeline is unchanged"
+    );
+    let out = Command::new(analyzer())
+        .args(["--json", "--episode"])
+        .arg(latest(&budgeted))
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let over = &r["budget"]["phases"][0]["budget_overruns"];
+    assert!(over["count"].as_u64().unwrap() > 0, "{over}");
+    assert_eq!(over["judged"], c_budget.len() as u64, "{over}");
+}

@@ -61,6 +61,23 @@ pub struct Thresholds {
     /// …in at most this % warn; more fail.
     #[serde(default = "default_late_answers_warn")]
     pub late_answers_warn_pct: f64,
+    /// Budget overruns and completion misses (when the evidence declares a
+    /// compute budget or a deadline tolerance) in at most this % of the
+    /// judged cycles pass… (not in the JSON: only evidence that declares
+    /// them is judged by them, and every other report stays as it was).
+    #[serde(default = "default_budget_pass", skip_serializing)]
+    pub budget_pass_pct: f64,
+    /// …in at most this % warn; more fail.
+    #[serde(default = "default_budget_warn", skip_serializing)]
+    pub budget_warn_pct: f64,
+}
+
+fn default_budget_pass() -> f64 {
+    Thresholds::default().budget_pass_pct
+}
+
+fn default_budget_warn() -> f64 {
+    Thresholds::default().budget_warn_pct
 }
 
 fn default_late_answers_pass() -> f64 {
@@ -92,6 +109,8 @@ impl Default for Thresholds {
             stale_warn_pct: 1.0,
             late_answers_pass_pct: 0.1,
             late_answers_warn_pct: 1.0,
+            budget_pass_pct: 0.1,
+            budget_warn_pct: 1.0,
         }
     }
 }
@@ -123,6 +142,8 @@ impl CardCheck {
             }
             "stale_uses" => format!("{:.2} % stale data-age uses", self.value),
             "late_answers" => format!("{:.2} % late answers", self.value),
+            "budget_overruns" => format!("{:.2} % over the compute budget", self.value),
+            "completion_misses" => format!("{:.2} % completion misses", self.value),
             other => format!("{other} {}", self.value),
         };
         format!("{what}: {}", self.state.word())

@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod age;
+mod budget;
 mod cards;
 mod input;
 pub use age::*;
+pub use budget::*;
 pub use cards::*;
 pub use input::*;
 
@@ -69,6 +71,14 @@ pub struct Lateness {
     pub unattributed: u64,
     /// Longest top-level stage of each over-budget predecessor, by count.
     pub stages: Vec<StageBlame>,
+    /// `budget_ns` is the compute budget the evidence declares, not the
+    /// effective period (absent from the JSON when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_declared: bool,
+    /// `late_start_threshold_ns` is the declared deadline tolerance, not
+    /// 10 % of the effective period (absent from the JSON when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tolerance_declared: bool,
 }
 
 /// One background thread, analyzed from its own file like an episode.
@@ -523,6 +533,11 @@ pub struct Report {
     /// an input).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_paced: Option<InputPacedReport>,
+    /// Budget overruns and completion misses against the compute budget
+    /// and deadline tolerance the evidence declares (absent when it
+    /// declares neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
     /// The schedule the run was judged against.
     pub pace: Pace,
     /// Per-cycle attribution of the judged phase's late cycles.

@@ -87,3 +87,49 @@ fn phase(o: &mut String, p: &InputPhase) {
     }
     let _ = writeln!(o, "    diagnosis: {}: {}", p.verdict, p.reason);
 }
+
+/// The budget-and-tolerance section (absent unless the evidence declares a
+/// compute budget or a deadline tolerance): per phase, the budget overruns
+/// and completion misses, each with its share and its excess's p99 and max.
+pub(super) fn budget(o: &mut String, r: &Report) {
+    let Some(b) = &r.budget else {
+        return;
+    };
+    let declared = |ns: Option<u64>| {
+        ns.map_or("not declared".to_string(), |n| {
+            format!("{} ms", ms(n as f64))
+        })
+    };
+    let _ = writeln!(
+        o,
+        "\nbudget and tolerance (declared): compute budget {}, deadline tolerance {}",
+        declared(b.compute_budget_ns),
+        declared(b.deadline_tolerance_ns)
+    );
+    for p in &b.phases {
+        for (what, m) in [
+            ("over the compute budget", &p.budget_overruns),
+            (
+                "completion misses (finish after the next release + tolerance)",
+                &p.completion_misses,
+            ),
+        ] {
+            let Some(m) = m else { continue };
+            let excess = m.excess.as_ref().map_or(String::new(), |d| {
+                format!(
+                    "; excess p99 {} ms, max {} ms",
+                    ms(d.p99_ns as f64),
+                    ms(d.max_ns as f64)
+                )
+            });
+            let _ = writeln!(
+                o,
+                "  {:<9} {} of {} cycles {what} ({:.2} %){excess}",
+                terminal_safe(&p.phase),
+                m.count,
+                m.judged,
+                m.share.unwrap_or(0.0) * 100.0
+            );
+        }
+    }
+}

@@ -218,6 +218,17 @@ pub struct SchedulerSection {
     pub spin_margin_us: SpinMargin,
     /// `dt_measured` is bounded at this many periods.
     pub max_dt_periods: f64,
+    /// The compute budget of each cycle's work, µs: work beyond it is a
+    /// budget overrun (statistics only; the release timeline is unchanged).
+    /// Declared only when set; written to the evidence header then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_budget_us: Option<f64>,
+    /// The deadline tolerance, µs: a start later than its release plus this
+    /// is a late start, a finish later than the next release plus this a
+    /// completion miss; it replaces `stats.late_warn_us` for the live
+    /// warning. Declared only when set; written to the header then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_tolerance_us: Option<f64>,
     /// Whether the config file wrote `spin_margin_us` (not serialized): an
     /// unwritten margin follows the rate's ceiling
     /// ([`Config::fit_default_margin`]).
@@ -232,6 +243,8 @@ impl PartialEq for SchedulerSection {
         self.overrun_policy == other.overrun_policy
             && self.spin_margin_us == other.spin_margin_us
             && self.max_dt_periods == other.max_dt_periods
+            && self.compute_budget_us == other.compute_budget_us
+            && self.deadline_tolerance_us == other.deadline_tolerance_us
     }
 }
 
@@ -241,6 +254,8 @@ impl Default for SchedulerSection {
             overrun_policy: OverrunPolicy::Rebase,
             spin_margin_us: SpinMargin::Us(DEFAULT_SPIN_MARGIN_NS as f64 / 1e3),
             max_dt_periods: 3.0,
+            compute_budget_us: None,
+            deadline_tolerance_us: None,
             margin_written: false,
         }
     }

@@ -142,6 +142,31 @@ impl Config {
             1e7,
             "0 to 10,000,000 µs",
         )?;
+        self.validate_budget()
+    }
+
+    /// `scheduler.compute_budget_us` and `deadline_tolerance_us`, when set.
+    fn validate_budget(&self) -> Result<(), ConfigError> {
+        for (key, v) in [
+            (
+                "scheduler.compute_budget_us",
+                self.scheduler.compute_budget_us,
+            ),
+            (
+                "scheduler.deadline_tolerance_us",
+                self.scheduler.deadline_tolerance_us,
+            ),
+        ] {
+            if let Some(v) = v {
+                range(
+                    key,
+                    v,
+                    0.0,
+                    1e7,
+                    "0 to 10,000,000 µs (absent: not declared)",
+                )?;
+            }
+        }
         Ok(())
     }
 

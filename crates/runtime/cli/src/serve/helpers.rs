@@ -88,7 +88,13 @@ impl Helpers {
             live.clone(),
             MaintenanceConfig {
                 interval_s: cfg.stats.interval_s,
-                late_warn_ns: (cfg.stats.late_warn_us * 1e3) as i64,
+                // A declared deadline tolerance is the live warning's
+                // threshold; without one, stats.late_warn_us.
+                late_warn_ns: (cfg
+                    .scheduler
+                    .deadline_tolerance_us
+                    .unwrap_or(cfg.stats.late_warn_us)
+                    * 1e3) as i64,
             },
             live_out,
         )

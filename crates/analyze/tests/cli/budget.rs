@@ -1,0 +1,141 @@
+//! A declared compute budget and deadline tolerance (docs/metrics.md,
+//! Budget and tolerance) on a hand-built episode whose every figure is
+//! derived by hand below; evidence that declares neither reads as before
+//! (the goldens hold that byte for byte).
+
+use super::*;
+use serde_json::json;
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+const T0: u64 = 1_000_000_000_000;
+const P: u64 = 10 * MS;
+
+/// Cycle `i` of `running`: released at T0 + i·P, started `lag` after,
+/// working `work`.
+fn cycle(i: u64, lag: u64, work: u64, overdue: bool) -> String {
+    let target = T0 + i * P;
+    let start = target + lag;
+    json!({"type": "cycle", "cycle": i, "phase": "running", "start_ns": start,
+        "end_ns": start + work, "target_ns": target, "sleep_start_ns": target - 5 * MS,
+        "wake_ns": start, "overdue": overdue, "skipped": 0, "spans_dropped": 0,
+        "values": {}, "spans": []})
+    .to_string()
+}
+
+#[test]
+fn budget_overruns_completion_misses_and_late_starts_match_the_hand_derived_answer() {
+    // P = 10 ms (the v1 fixture's header), a declared budget of 2 ms and
+    // tolerance of 1 ms. Cycles (lag, work), in ms:
+    //   0: (0, 1)
+    //   1: (0.5, 2.5)   over the budget by 0.5
+    //   2: (2, 1)       a late start: lag 2 > 1 (tolerance)
+    //   3: (0, 11.5)    over the budget by 9.5; ends at its release + 11.5,
+    //                   past the next release + 1: a completion miss by 0.5
+    //   4: (1.6, 1)     overdue (cycle 3 ended 1.5 ms into its period)
+    //   5: (0, 1)
+    // Budget overruns: 2 of 6 = 0.3333, excess p99 (2nd of 2) = max = 9.5
+    // ms. Completion misses: 1 of 6 = 0.1667, excess 0.5 ms. Late (overdue
+    // or lag over the tolerance) among the 5 judged: cycles 2 and 4, each
+    // after work over the budget: the work itself, against the declared
+    // budget.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let mut h: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["compute_budget_ns"] = json!(2 * MS);
+    h["deadline_tolerance_ns"] = json!(MS);
+    let rows = [
+        (0, MS, false),
+        (500 * US, 2_500 * US, false),
+        (2 * MS, MS, false),
+        (0, 11_500 * US, false),
+        (1_600 * US, MS, true),
+        (0, MS, false),
+    ];
+    let mut lines = vec![h.to_string()];
+    for (i, &(lag, work, overdue)) in rows.iter().enumerate() {
+        lines.push(cycle(i as u64, lag, work, overdue));
+    }
+    std::fs::write(
+        tmp.path().join("control_timing.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let r = analyze_json(tmp.path(), &[]);
+    let b = &r["budget"];
+    assert_eq!(
+        (&b["compute_budget_ns"], &b["deadline_tolerance_ns"]),
+        (&json!(2 * MS), &json!(MS))
+    );
+    let p = &b["phases"][0];
+    let over = &p["budget_overruns"];
+    assert_eq!(
+        (&over["judged"], &over["count"], &over["share"]),
+        (&json!(6), &json!(2), &json!(0.3333))
+    );
+    assert_eq!(
+        (&over["excess"]["p99_ns"], &over["excess"]["max_ns"]),
+        (&json!(9_500 * US), &json!(9_500 * US))
+    );
+    let miss = &p["completion_misses"];
+    assert_eq!(
+        (&miss["count"], &miss["share"], &miss["excess"]["max_ns"]),
+        (&json!(1), &json!(0.1667), &json!(500 * US))
+    );
+    let l = &r["late_cycles"];
+    assert_eq!(
+        (
+            &l["budget_ns"],
+            &l["late_start_threshold_ns"],
+            &l["late"],
+            &l["work_over_budget"]
+        ),
+        (&json!(2 * MS), &json!(MS), &json!(2), &json!(2))
+    );
+    assert_eq!(
+        (&l["budget_declared"], &l["tolerance_declared"]),
+        (&json!(true), &json!(true))
+    );
+    let diagnosis = r["diagnosis"].to_string();
+    assert!(
+        diagnosis.contains("exceeded the declared 2.000 ms compute budget")
+            && diagnosis.contains("(the declared deadline tolerance)"),
+        "{diagnosis}"
+    );
+    // The card judges both shares (33.33 % and 16.67 % > 1 %: fail).
+    let card = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    let check = |name: &str| {
+        card["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == name)
+            .cloned()
+    };
+    assert_eq!(check("budget_overruns").unwrap()["state"], "fail", "{card}");
+    assert_eq!(
+        check("completion_misses").unwrap()["value"],
+        16.6667,
+        "{card}"
+    );
+    // The text carries the section.
+    let t = analyze(&["--episode", tmp.path().to_str().unwrap()]);
+    assert!(
+        t.stdout.contains(
+            "budget and tolerance (declared): compute budget 2.000 ms, deadline tolerance 1.000 ms"
+        ) && t.stdout.contains(
+            "2 of 6 cycles over the compute budget (33.33 %); excess p99 9.500 ms, max 9.500 ms"
+        ),
+        "{}",
+        t.stdout
+    );
+    // Undeclared, none of it: no budget section, no such checks.
+    let r = analyze_json(&fixture("v1/serve-episode"), &[]);
+    assert!(r.get("budget").is_none());
+    assert!(!r.to_string().contains("budget_overruns"));
+}
