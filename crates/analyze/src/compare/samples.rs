@@ -168,6 +168,7 @@ pub(super) fn rate_samples(a: &Analysis) -> RateSamples {
         _ => None,
     };
     let mut out: RateSamples = BTreeMap::new();
+    declared_rates(a, &mut out);
     for (i, c) in ev.cycles.iter().enumerate() {
         let p = phase_name(cc.phase[i]);
         out.entry((p.clone(), "deadline_miss".into()))
@@ -195,4 +196,44 @@ pub(super) fn rate_samples(a: &Analysis) -> RateSamples {
         .push(if age as u64 > limit { 1000 } else { 0 });
     }
     out
+}
+
+/// The rates of what the evidence declares (docs/metrics.md, Budget and
+/// tolerance): per phase, `budget_overrun` (work over the declared compute
+/// budget, over the cycles with an end) and `completion_miss` (an end after
+/// the next release point plus the declared tolerance, over the
+/// deadline-paced cycles with an end and a comparable target). A side that
+/// declares neither has neither series, so `compare` tests them only when
+/// both sides declared them.
+fn declared_rates(a: &Analysis, out: &mut RateSamples) {
+    let (ev, cc) = (&a.evidence, a.columns());
+    let h = &ev.header;
+    let phase_name = |i: u32| h.phases.get(i as usize).cloned().unwrap_or_default();
+    let effective = match crate::metrics::diagnosis::pace(ev) {
+        crate::metrics::Pace::Paced { effective_ns, .. } if schedule_comparable(h) => {
+            Some(effective_ns as i64)
+        }
+        _ => None,
+    };
+    for (i, c) in ev.cycles.iter().enumerate() {
+        let p = phase_name(cc.phase[i]);
+        if let (Some(b), Some(w)) = (h.compute_budget_ns, cc.work[i]) {
+            out.entry((p.clone(), "budget_overrun".into()))
+                .or_insert_with(|| (Some(b as i64), Vec::new()))
+                .1
+                .push(if w > b as i64 { 1000 } else { 0 });
+        }
+        let next_release = effective
+            .zip(c.target_ns)
+            .filter(|_| !c.input_paced)
+            .map(|(e, t)| t + e);
+        if let (Some(tol), Some(next), Some(end)) =
+            (h.deadline_tolerance_ns, next_release, c.end_ns)
+        {
+            out.entry((p, "completion_miss".into()))
+                .or_insert_with(|| (Some(tol as i64), Vec::new()))
+                .1
+                .push(if end > next + tol as i64 { 1000 } else { 0 });
+        }
+    }
 }

@@ -311,6 +311,18 @@ impl RateComparison {
         let word = match self.metric.as_str() {
             "deadline_miss" => "overruns",
             "late_start" => "late starts",
+            "budget_overrun" => {
+                return match self.threshold_ns {
+                    Some(t) => format!("over the compute budget ({:.3} ms)", t as f64 / 1e6),
+                    None => "over the compute budget".into(),
+                }
+            }
+            "completion_miss" => {
+                return match self.threshold_ns {
+                    Some(t) => format!("completion misses (tolerance {:.3} ms)", t as f64 / 1e6),
+                    None => "completion misses".into(),
+                }
+            }
             other => other,
         };
         match self.threshold_ns {

@@ -139,3 +139,79 @@ fn budget_overruns_completion_misses_and_late_starts_match_the_hand_derived_answ
     assert!(r.get("budget").is_none());
     assert!(!r.to_string().contains("budget_overruns"));
 }
+
+/// An episode of `n` running cycles on time, work 1 ms, except every
+/// `every`-th cycle (0: none) working 3 ms; a 2 ms budget and a 1 ms
+/// tolerance declared.
+fn declared_episode(dir: &Path, n: u64, every: u64) {
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let mut h: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["compute_budget_ns"] = json!(2 * MS);
+    h["deadline_tolerance_ns"] = json!(MS);
+    let mut lines = vec![h.to_string()];
+    for i in 0..n {
+        let work = if every > 0 && i % every == every - 1 {
+            3 * MS
+        } else {
+            MS
+        };
+        lines.push(cycle(i, 0, work, false));
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("control_timing.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn compare_tests_the_declared_budget_and_its_gate_trips_on_it() {
+    // A: 1,200 cycles all within the 2 ms budget; B: every 5th over it
+    // (200 per 1,000 cycles). Both declared it, so both rates are tested:
+    // budget overruns worse (+200 per 1,000, far above the floor of 1),
+    // completion misses (none: 3 ms of work ends long before the next
+    // release + 1 ms) no clear change; the gate names the rate's test.
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    declared_episode(&a, 1200, 0);
+    declared_episode(&b, 1200, 5);
+    let r = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c: Value = serde_json::from_str(&r.stdout).unwrap();
+    let rate = |m: &str| {
+        c["rates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["phase"] == "running" && x["metric"] == m)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {m} rate in {}", c["rates"]))
+    };
+    let over = rate("budget_overrun");
+    assert_eq!(
+        (&over["a_per_1000"], &over["b_per_1000"]),
+        (&json!(0.0), &json!(200.0))
+    );
+    assert_eq!(over["verdict"], "worse", "{over}");
+    assert_eq!(rate("completion_miss")["verdict"], "no_clear_change");
+    let g = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--fail-on",
+        "worse",
+        "--gate",
+        "running/budget_overrun:rate",
+    ]);
+    assert_eq!(g.code, 5, "{}", g.stderr);
+    // A side that declares nothing has no such series: not tested.
+    let plain = analyze(&[
+        "compare",
+        fixture("v1/serve-episode").to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(!plain.stdout.contains("budget_overrun"), "{}", plain.stdout);
+}
