@@ -37,8 +37,25 @@ fn serve_lock() -> std::sync::MutexGuard<'static, ()> {
     SERVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The newest rollout: `latest` (which points only at rollouts with
+/// evidence), else, for runs without --control-timing, the newest rollout
+/// of `latest-session`.
 fn latest(runs: &Path) -> PathBuf {
-    std::fs::canonicalize(runs.join("latest")).expect("latest link")
+    if let Ok(p) = std::fs::canonicalize(runs.join("latest")) {
+        return p;
+    }
+    let session = std::fs::canonicalize(runs.join("latest-session")).expect("latest-session link");
+    let mut rollouts: Vec<PathBuf> = std::fs::read_dir(&session)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("rollout-"))
+        })
+        .collect();
+    rollouts.sort();
+    rollouts.pop().expect("a rollout")
 }
 
 /// Run `looptime serve ARGS --runs-dir RUNS` to the end; it must succeed.
