@@ -215,3 +215,57 @@ fn compare_tests_the_declared_budget_and_its_gate_trips_on_it() {
     ]);
     assert!(!plain.stdout.contains("budget_overrun"), "{}", plain.stdout);
 }
+
+#[test]
+fn on_the_spiky_config_the_stage_caption_says_what_the_diagnosis_counts() {
+    // The shipped spiky config (the executor spends 12 ms in 3 % of its
+    // cycles), recorded for 1 s: whatever the loaded host makes of it, the
+    // HTML stage caption follows the diagnosis and its counts, and the
+    // period plot's overrun legend never says the period is long.
+    let _g = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = repo().join("configs/spiky.toml");
+    let ep = serve(
+        &["--config", config.to_str().unwrap(), "--duration", "1"],
+        tmp.path(),
+    );
+    let r = analyze_json(&ep, &[]);
+    let html = tmp.path().join("html");
+    let h = analyze(&[
+        "--episode",
+        ep.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let page = std::fs::read_to_string(html.join("report.html")).unwrap();
+    let l = &r["late_cycles"];
+    let verdict = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| c["diagnosis"]["verdict"].as_str())
+        .unwrap_or("");
+    match verdict {
+        "scheduling" => {
+            let (woke, over) = (&l["late_wake"], &l["work_over_budget"]);
+            let want = if over == 0 {
+                format!("every late cycle ({woke}) followed work within its budget")
+            } else {
+                format!("{woke} late cycles followed work within its budget")
+            };
+            assert!(page.contains(&want), "wanted {want:?} for {l}");
+            if over != 0 {
+                assert!(page.contains(&format!("{over} followed work longer than the budget")));
+            }
+            assert!(!page.contains("the work fits its budget"));
+        }
+        "the work itself" => assert!(page.contains("The diagnosis is the work itself")),
+        _ => assert!(page.contains("no cycle is late") || verdict.is_empty()),
+    }
+    let svg = std::fs::read_to_string(html.join("period_timeline.svg")).unwrap();
+    assert!(
+        !svg.contains("its period is long"),
+        "the old legend is back"
+    );
+}
