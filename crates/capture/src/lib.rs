@@ -51,6 +51,7 @@ pub mod json_error;
 pub mod quantile;
 mod recorder;
 mod registry;
+mod release;
 pub mod ring;
 mod slot;
 pub mod summary;
