@@ -42,6 +42,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod fields;
 mod pace;
 mod reader;
 mod samples;
@@ -246,23 +247,8 @@ pub struct Capacity {
     /// Most samples stored per cycle (schema 2, added with data age; absent,
     /// read as 0, in older files); extra ones are counted in the cycle's
     /// `samples_dropped`.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "fields::is_zero_u32")]
     pub max_samples_per_cycle: u32,
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
-}
-
-/// An optional field that has a default reads `null` as that default, as
-/// docs/evidence-format.md says of every optional field (absent and `null`
-/// are the same).
-fn null_is_default<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Where a recorder reads the thread's CPU clock
@@ -547,17 +533,17 @@ pub struct CycleRecord {
     pub spin_ns: Option<u64>,
     /// True when the release point had already passed when the scheduler
     /// came to wait for it (the previous cycle overran).
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub overdue: bool,
     /// Release points skipped entirely before this cycle (keep-phase policy).
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub skipped: u32,
     /// What released the cycle: `deadline` (absent: the loop's own
     /// deadline, or no schedule) or `input` (an input's arrival; added
     /// within schema 2, with the input-paced release).
     #[serde(
         default,
-        deserialize_with = "null_is_default",
+        deserialize_with = "fields::null_is_default",
         skip_serializing_if = "PaceKind::is_deadline"
     )]
     pub pace: PaceKind,
@@ -569,20 +555,20 @@ pub struct CycleRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_seq: Option<u64>,
     /// Spans of this cycle that did not fit its slots and were not stored.
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub spans_dropped: u32,
     /// Caller values set during the cycle, by name.
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub values: BTreeMap<String, serde_json::Number>,
     /// Stored spans, in the order they were opened.
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub spans: Vec<SpanRecord>,
     /// Samples the cycle used or published, in call order (schema 2, added
     /// with data age; absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<SampleRecord>,
     /// Samples beyond the cycle's slots, counted and not stored.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "fields::is_zero_u32")]
     pub samples_dropped: u32,
 }
 
@@ -608,6 +594,6 @@ pub struct SpanRecord {
     #[serde(default)]
     pub closed_by_cycle_end: bool,
     /// Attributes set on the span, by key.
-    #[serde(default, deserialize_with = "null_is_default")]
+    #[serde(default, deserialize_with = "fields::null_is_default")]
     pub attrs: BTreeMap<String, String>,
 }
