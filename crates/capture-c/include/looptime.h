@@ -71,6 +71,12 @@
 #define LOOPTIME_NO_TARGET UINT64_MAX
 
 /**
+ * A compute budget or deadline tolerance that is not declared
+ * (`looptime_scheduler_config`).
+ */
+#define LOOPTIME_UNDECLARED UINT64_MAX
+
+/**
  * `seq` of an input that carries no counter (`looptime_cycle_begin_input`).
  */
 #define LOOPTIME_NO_SEQ UINT64_MAX
@@ -229,6 +235,22 @@ typedef struct {
    * value paces at `period_ns / rtf`. At most 1000.
    */
   double rtf;
+  /**
+   * The compute budget (at most 10 s), or `LOOPTIME_UNDECLARED` (the
+   * default): a cycle whose work (its wake to the next wait) is longer
+   * counts as a budget overrun (`looptime_scheduler_misses`), for
+   * statistics only. Give the same value to
+   * `looptime_builder_compute_budget_ns` so that the evidence declares it.
+   */
+  uint64_t compute_budget_ns;
+  /**
+   * The deadline tolerance (at most 10 s), or `LOOPTIME_UNDECLARED` (the
+   * default): a wake later than its release point plus it is a wake
+   * miss, a work end later than the next release point plus it a
+   * completion miss. Give it to `looptime_builder_deadline_tolerance_ns`
+   * too.
+   */
+  uint64_t deadline_tolerance_ns;
 } looptime_scheduler_config;
 
 /**
@@ -698,6 +720,20 @@ int32_t looptime_scheduler_rephase(looptime_scheduler *s);
 int32_t looptime_scheduler_counts(const looptime_scheduler *s,
                                   uint64_t *overruns,
                                   uint64_t *skipped);
+
+/**
+ * Budget overruns, wake misses and completion misses so far, each counted
+ * only when its figure was declared in the settings (0 otherwise, and
+ * always 0 uncapped). A cycle's work is judged at the next wait, so the
+ * last cycle before `looptime_scheduler_rephase` is not.
+ *
+ * # Safety
+ * `s` is NULL or a live scheduler; each out pointer is NULL or writable.
+ */
+int32_t looptime_scheduler_misses(const looptime_scheduler *s,
+                                  uint64_t *budget_overruns,
+                                  uint64_t *wake_misses,
+                                  uint64_t *completion_misses);
 
 /**
  * Mark the start of the wait before the next cycle.

@@ -29,6 +29,9 @@ pub const LOOPTIME_ERR_PANIC: i32 = -6;
 
 /// `target_ns` of a cycle with no scheduled release point.
 pub const LOOPTIME_NO_TARGET: u64 = u64::MAX;
+/// A compute budget or deadline tolerance that is not declared
+/// (`looptime_scheduler_config`).
+pub const LOOPTIME_UNDECLARED: u64 = u64::MAX;
 /// `seq` of an input that carries no counter (`looptime_cycle_begin_input`).
 pub const LOOPTIME_NO_SEQ: u64 = u64::MAX;
 /// Value kind: a signed 64-bit integer.

@@ -33,10 +33,23 @@ pub struct SchedulerSettings {
     /// the nominal schedule's release points (as `serve --rtf 0`); another
     /// value paces at `period_ns / rtf`. At most 1000.
     pub rtf: f64,
+    /// The compute budget (at most 10 s), or `LOOPTIME_UNDECLARED` (the
+    /// default): a cycle whose work (its wake to the next wait) is longer
+    /// counts as a budget overrun (`looptime_scheduler_misses`), for
+    /// statistics only. Give the same value to
+    /// `looptime_builder_compute_budget_ns` so that the evidence declares it.
+    pub compute_budget_ns: u64,
+    /// The deadline tolerance (at most 10 s), or `LOOPTIME_UNDECLARED` (the
+    /// default): a wake later than its release point plus it is a wake
+    /// miss, a work end later than the next release point plus it a
+    /// completion miss. Give it to `looptime_builder_deadline_tolerance_ns`
+    /// too.
+    pub deadline_tolerance_ns: u64,
 }
 
-abi_layout!(SchedulerSettings, size 48,
-    period_ns @ 0, spin_margin_ns @ 8, policy @ 16, max_dt_ns @ 24, auto_margin @ 32, rtf @ 40);
+abi_layout!(SchedulerSettings, size 64,
+    period_ns @ 0, spin_margin_ns @ 8, policy @ 16, max_dt_ns @ 24, auto_margin @ 32, rtf @ 40,
+    compute_budget_ns @ 48, deadline_tolerance_ns @ 56);
 
 /// The clock domain a `LOOPTIME_CLOCK_*` constant names.
 pub(crate) fn domain_of(clock: u32) -> Result<ClockDomain, Fail> {
@@ -63,7 +76,14 @@ pub extern "C" fn looptime_scheduler_config_default(period_ns: u64) -> Scheduler
         max_dt_ns: c.max_dt_ns,
         auto_margin: c.auto_margin,
         rtf: 1.0,
+        compute_budget_ns: LOOPTIME_UNDECLARED,
+        deadline_tolerance_ns: LOOPTIME_UNDECLARED,
     }
+}
+
+/// A declared figure: `LOOPTIME_UNDECLARED` is none.
+fn declared(ns: u64) -> Option<u64> {
+    (ns != LOOPTIME_UNDECLARED).then_some(ns)
 }
 
 /// The absolute-deadline scheduler: on the host's monotonic clock, or on
@@ -186,6 +206,8 @@ pub unsafe extern "C" fn looptime_scheduler_new(
             auto_margin: s.auto_margin,
             policy,
             max_dt_ns: s.max_dt_ns,
+            compute_budget_ns: declared(s.compute_budget_ns),
+            deadline_tolerance_ns: declared(s.deadline_tolerance_ns),
         };
         let s = Scheduler::new(PacedClock::for_rtf(s.rtf), cfg)
             .map_err(|e| fail(LOOPTIME_ERR_INVALID, e.to_string()))?;
@@ -278,6 +300,33 @@ pub unsafe extern "C" fn looptime_scheduler_counts(
         unsafe {
             put(overruns, h.s.overruns(), "overruns")?;
             put(skipped, h.s.skipped(), "skipped")?;
+        }
+        Ok(LOOPTIME_OK)
+    })
+}
+
+/// Budget overruns, wake misses and completion misses so far, each counted
+/// only when its figure was declared in the settings (0 otherwise, and
+/// always 0 uncapped). A cycle's work is judged at the next wait, so the
+/// last cycle before `looptime_scheduler_rephase` is not.
+///
+/// # Safety
+/// `s` is NULL or a live scheduler; each out pointer is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn looptime_scheduler_misses(
+    s: *const CScheduler,
+    budget_overruns: *mut u64,
+    wake_misses: *mut u64,
+    completion_misses: *mut u64,
+) -> i32 {
+    guard("looptime_scheduler_misses", || {
+        // SAFETY: the caller's contract.
+        let m = unsafe { handle_ref(s, "scheduler") }?.s.misses();
+        // SAFETY: the caller's contract.
+        unsafe {
+            put(budget_overruns, m.budget_overruns, "budget_overruns")?;
+            put(wake_misses, m.wake_misses, "wake_misses")?;
+            put(completion_misses, m.completion_misses, "completion_misses")?;
         }
         Ok(LOOPTIME_OK)
     })

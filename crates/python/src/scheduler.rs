@@ -27,6 +27,18 @@ pub struct Scheduler {
     pub(crate) release_gil_during_spin: bool,
 }
 
+/// A declared compute budget or deadline tolerance, in µs, as ns: `None`
+/// is not declared; else 0 to 10,000,000 µs, as serve's config takes.
+fn declared_ns(name: &str, us: Option<f64>) -> PyResult<Option<u64>> {
+    match us {
+        None => Ok(None),
+        Some(v) if v.is_finite() && (0.0..=1e7).contains(&v) => Ok(Some((v * 1e3).round() as u64)),
+        Some(v) => Err(PyValueError::new_err(format!(
+            "{name} must be 0 to 10,000,000 µs (None: not declared), not {v}"
+        ))),
+    }
+}
+
 /// A `spin_margin_us` given as a number: microseconds, at least 0 (a
 /// bool is refused, though Python counts it a number).
 fn spin_margin(m: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
@@ -65,7 +77,8 @@ fn overrun_policy(policy: &str) -> PyResult<OverrunPolicy> {
 #[pymethods]
 impl Scheduler {
     #[new]
-    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false, rtf = 1.0))]
+    #[pyo3(signature = (period_s, spin_margin_us = None, policy = "rebase", max_dt_s = None, release_gil_during_spin = false, rtf = 1.0, compute_budget_us = None, deadline_tolerance_us = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         period_s: f64,
@@ -74,6 +87,8 @@ impl Scheduler {
         max_dt_s: Option<f64>,
         release_gil_during_spin: bool,
         rtf: f64,
+        compute_budget_us: Option<f64>,
+        deadline_tolerance_us: Option<f64>,
     ) -> PyResult<Self> {
         if !(period_s.is_finite() && period_s > 0.0 && period_s <= 3600.0) {
             return Err(PyValueError::new_err(format!(
@@ -109,6 +124,8 @@ impl Scheduler {
             }
             cfg.max_dt_ns = (m * 1e9).round() as u64;
         }
+        cfg.compute_budget_ns = declared_ns("compute_budget_us", compute_budget_us)?;
+        cfg.deadline_tolerance_ns = declared_ns("deadline_tolerance_us", deadline_tolerance_us)?;
         let s = RustScheduler::new(PacedClock::for_rtf(rtf), cfg)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Scheduler {
@@ -222,5 +239,36 @@ impl Scheduler {
     #[getter]
     fn skipped(&self) -> u64 {
         self.s.skipped()
+    }
+    /// The declared compute budget, in ns (`None`: not declared). Give it
+    /// to `Recorder(compute_budget_ns=...)` so that the evidence declares it.
+    #[getter]
+    fn compute_budget_ns(&self) -> Option<u64> {
+        self.s.config().compute_budget_ns
+    }
+    /// The declared deadline tolerance, in ns (`None`: not declared). Give
+    /// it to `Recorder(deadline_tolerance_ns=...)`.
+    #[getter]
+    fn deadline_tolerance_ns(&self) -> Option<u64> {
+        self.s.config().deadline_tolerance_ns
+    }
+    /// Cycles whose work (wake to the next wait) exceeded the compute
+    /// budget (0 when none is declared). A cycle is judged at the next
+    /// wait, so the last one before `rephase` or the end is not.
+    #[getter]
+    fn budget_overruns(&self) -> u64 {
+        self.s.misses().budget_overruns
+    }
+    /// Wakes later than their release point plus the deadline tolerance
+    /// (0 when none is declared).
+    #[getter]
+    fn wake_misses(&self) -> u64 {
+        self.s.misses().wake_misses
+    }
+    /// Work ends (the next wait) later than the next release point plus
+    /// the deadline tolerance (0 when none is declared).
+    #[getter]
+    fn completion_misses(&self) -> u64 {
+        self.s.misses().completion_misses
     }
 }

@@ -79,6 +79,31 @@ def test_an_overrun_is_counted_not_raised():
     assert tick.overdue and sched.overruns == 1
 
 
+def test_a_declared_budget_and_tolerance_count_overruns_and_misses():
+    # 1 ms period, 2 ms budget, 1 ms tolerance. Cycle 0 works 5 ms (a
+    # sleep of 5 ms, never shorter): over the budget, and its end (at
+    # least 5 ms after its release) is later than the next release plus
+    # the tolerance (2 ms after it): one overrun and one completion miss.
+    # Cycle 1 finds its release passed by at least 3 ms: a wake miss
+    # (more than 1 ms late). Its work (nothing) is judged at a third wait.
+    # Cycle 0's own wake is on time unless a loaded host wakes it more
+    # than 1 ms late: then it is a second wake miss.
+    sched = looptime.Scheduler(0.001, compute_budget_us=2000, deadline_tolerance_us=1000)
+    assert (sched.compute_budget_ns, sched.deadline_tolerance_ns) == (2_000_000, 1_000_000)
+    sched.wait()
+    time.sleep(0.005)
+    sched.wait()
+    assert (sched.budget_overruns, sched.completion_misses) == (1, 1)
+    assert sched.wake_misses in (1, 2)
+    # Nothing declared, nothing counted, whatever the work.
+    plain = looptime.Scheduler(0.001)
+    plain.wait()
+    time.sleep(0.005)
+    plain.wait()
+    assert plain.compute_budget_ns is None and plain.deadline_tolerance_ns is None
+    assert (plain.budget_overruns, plain.completion_misses, plain.wake_misses) == (0, 0, 0)
+
+
 def test_the_gil_is_released_while_the_scheduler_sleeps():
     # Spin margin 0: the whole 50 ms wait is an absolute sleep. A Python
     # thread can only count while the waiting thread does not hold the GIL.
@@ -113,6 +138,8 @@ def test_the_gil_is_released_while_the_scheduler_sleeps():
         (dict(period_s=0.01, spin_margin_us=-1), "spin_margin_us must be >= 0"),
         (dict(period_s=0.01, spin_margin_us="fast"), 'a number of microseconds or "auto"'),
         (dict(period_s=0.01, spin_margin_us=True), 'a number of microseconds or "auto"'),
+        (dict(period_s=0.01, compute_budget_us=-1), "compute_budget_us must be 0 to 10,000,000 µs"),
+        (dict(period_s=0.01, deadline_tolerance_us=float("nan")), "deadline_tolerance_us must be 0 to"),
     ],
 )
 def test_scheduler_setup_mistakes_raise_clearly(kw, needle):

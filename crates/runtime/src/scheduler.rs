@@ -91,6 +91,26 @@ pub struct SchedulerConfig {
     pub policy: OverrunPolicy,
     /// Upper bound of `dt_measured`.
     pub max_dt_ns: u64,
+    /// The compute budget, when declared: a cycle whose work (wake to the
+    /// next wait's start) is longer counts as a budget overrun, for
+    /// statistics only; the release timeline does not change.
+    pub compute_budget_ns: Option<u64>,
+    /// The deadline tolerance, when declared: a wake later than its release
+    /// point plus it is a wake miss, and a work end (the next wait's start)
+    /// later than the next release point plus it a completion miss.
+    pub deadline_tolerance_ns: Option<u64>,
+}
+
+/// Budget overruns, wake misses and completion misses a scheduler counted
+/// (each 0 unless its figure is declared; uncapped, always 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Misses {
+    /// Cycles whose work was longer than the compute budget.
+    pub budget_overruns: u64,
+    /// Wakes later than their release point plus the tolerance.
+    pub wake_misses: u64,
+    /// Work ends later than the next release point plus the tolerance.
+    pub completion_misses: u64,
 }
 
 impl SchedulerConfig {
@@ -103,6 +123,8 @@ impl SchedulerConfig {
             auto_margin: false,
             policy: OverrunPolicy::Rebase,
             max_dt_ns: period_ns.saturating_mul(3),
+            compute_budget_ns: None,
+            deadline_tolerance_ns: None,
         }
     }
 
@@ -136,6 +158,14 @@ pub enum SchedulerError {
     /// An input pacer's `max_dt` of zero: no `dt` could pass.
     #[error("max_dt must be positive: a zero bound lets no dt pass")]
     ZeroMaxDt,
+    /// A compute budget or deadline tolerance above [`MAX_DECLARED_NS`].
+    #[error("{name} {ns} ns is out of range: 0 to 10,000,000 µs (absent: not declared)")]
+    DeclaredOutOfRange {
+        /// `compute budget` or `deadline tolerance`.
+        name: &'static str,
+        /// The value asked for.
+        ns: u64,
+    },
     /// `max_dt` below one period.
     #[error("max_dt {max_dt_ns} ns is below one period ({period_ns} ns)")]
     MaxDtTooSmall {
@@ -145,6 +175,10 @@ pub enum SchedulerError {
         period_ns: u64,
     },
 }
+
+/// The largest compute budget or deadline tolerance a scheduler takes:
+/// 10 s (serve's `0 to 10,000,000 µs`).
+pub const MAX_DECLARED_NS: u64 = 10_000_000_000;
 
 /// The longest period a scheduler takes: one hour, in ns.
 pub const MAX_PERIOD_NS: u64 = 3_600_000_000_000;
@@ -209,6 +243,10 @@ pub struct Scheduler<C: LoopClock> {
     auto: Option<AutoMargin>,
     /// Lowest and highest margin used so far.
     margin_range: (u64, u64),
+    /// The previous cycle's release point and wake, until its work is
+    /// judged at the next wait (none after a restart or rephase).
+    judged: Option<(u64, u64)>,
+    misses: Misses,
 }
 
 impl<C: LoopClock> Scheduler<C> {
@@ -232,6 +270,14 @@ impl<C: LoopClock> Scheduler<C> {
                 ceiling_ns: ceiling,
             });
         }
+        for (name, v) in [
+            ("compute budget", cfg.compute_budget_ns),
+            ("deadline tolerance", cfg.deadline_tolerance_ns),
+        ] {
+            if let Some(ns) = v.filter(|&ns| ns > MAX_DECLARED_NS) {
+                return Err(SchedulerError::DeclaredOutOfRange { name, ns });
+            }
+        }
         if cfg.max_dt_ns < cfg.period_ns {
             return Err(SchedulerError::MaxDtTooSmall {
                 max_dt_ns: cfg.max_dt_ns,
@@ -251,6 +297,8 @@ impl<C: LoopClock> Scheduler<C> {
             margin_ns: cfg.spin_margin_ns,
             auto: cfg.auto_margin.then(|| AutoMargin::new(ceiling)),
             margin_range: (cfg.spin_margin_ns, cfg.spin_margin_ns),
+            judged: None,
+            misses: Misses::default(),
         })
     }
 
@@ -276,6 +324,7 @@ impl<C: LoopClock> Scheduler<C> {
     /// neither an overrun nor deadline lag.
     pub fn restart(&mut self) {
         self.started = false;
+        self.judged = None;
     }
 
     /// Wait for the next release point; see the module docs.
@@ -296,6 +345,7 @@ impl<C: LoopClock> Scheduler<C> {
         let margin = self.margin_ns;
         let deadline = self.next_deadline;
         let wait_start = self.clock.now_ns();
+        self.judge_work(wait_start);
         let (target, sleep_return, wake, spin, overdue, skipped);
         if wait_start < deadline {
             let sleep_to = deadline - margin.min(deadline - wait_start);
@@ -345,6 +395,7 @@ impl<C: LoopClock> Scheduler<C> {
         let elapsed = wake.saturating_sub(self.prev_start);
         let dt = elapsed.min(self.cfg.max_dt_ns);
         self.prev_start = wake;
+        self.judge_wake(target, wake);
         let tick = Tick {
             cycle: self.cycle,
             target_ns: target,
@@ -367,6 +418,40 @@ impl<C: LoopClock> Scheduler<C> {
     pub fn rephase(&mut self) {
         let now = self.clock.now_ns();
         self.next_deadline = now + self.cfg.period_ns;
+        // The cycle before the gap ended before it: its work is not judged.
+        self.judged = None;
+    }
+
+    /// Count the previous cycle's budget overrun and completion miss, its
+    /// work having ended at `work_end` (this wait's start).
+    fn judge_work(&mut self, work_end: u64) {
+        let Some((target, wake)) = self.judged.take() else {
+            return;
+        };
+        let work = work_end.saturating_sub(wake);
+        if self.cfg.compute_budget_ns.is_some_and(|b| work > b) {
+            self.misses.budget_overruns += 1;
+        }
+        if let Some(t) = self.cfg.deadline_tolerance_ns {
+            if work_end > target + self.cfg.period_ns + t {
+                self.misses.completion_misses += 1;
+            }
+        }
+    }
+
+    /// Count a wake miss, and keep this cycle to judge its work at the next
+    /// wait. All on the scheduler's clock: uncapped (the simulation clock,
+    /// which stands still while the cycle works and is at each release
+    /// point when it wakes) nothing is ever counted.
+    fn judge_wake(&mut self, target: u64, wake: u64) {
+        if self
+            .cfg
+            .deadline_tolerance_ns
+            .is_some_and(|t| wake > target + t)
+        {
+            self.misses.wake_misses += 1;
+        }
+        self.judged = Some((target, wake));
     }
 
     /// The next release point.
@@ -376,6 +461,13 @@ impl<C: LoopClock> Scheduler<C> {
     /// Cycles that found their release point already passed.
     pub fn overruns(&self) -> u64 {
         self.overruns
+    }
+    /// Budget overruns, wake misses and completion misses so far (each
+    /// counted only when its figure is declared in the config). A cycle's
+    /// work is judged at the next wait, so the last cycle before a
+    /// `restart`, a `rephase` or the end is not.
+    pub fn misses(&self) -> Misses {
+        self.misses
     }
     /// Release points skipped (keep-phase).
     pub fn skipped(&self) -> u64 {

@@ -33,6 +33,9 @@ pub struct CycleStat {
     pub lag_ns: i64,
     /// The release point had passed.
     pub overdue: bool,
+    /// End minus the next release point (its own plus one period), on the
+    /// host clock; `None` without a release point (input-paced, uncapped).
+    pub completion_lag_ns: Option<i64>,
 }
 
 /// A lifecycle event kind.
@@ -120,8 +123,18 @@ impl LiveChannel {
 pub struct MaintenanceConfig {
     /// Seconds between summaries (0 = none).
     pub interval_s: f64,
-    /// Lag threshold for the deadline warning.
+    /// Lag threshold for the deadline warning (the declared tolerance, when
+    /// there is one).
     pub late_warn_ns: i64,
+    /// The effective period (0 for an input-paced loop): without a declared
+    /// budget, the warning's verdict blames work longer than it.
+    pub period_ns: u64,
+    /// The declared compute budget: `[stats]` counts the cycles whose work
+    /// exceeded it.
+    pub compute_budget_ns: Option<u64>,
+    /// The declared deadline tolerance: `[stats]` counts wake and
+    /// completion misses against it, and the warning names both.
+    pub deadline_tolerance_ns: Option<u64>,
 }
 
 /// What the maintenance thread saw over the whole episode.
@@ -151,12 +164,139 @@ struct Window {
     period_max: u64,
     work_max: u64,
     overdue: u64,
+    budget_overruns: u64,
+    wake_misses: u64,
+    completion_misses: u64,
 }
 
+/// The misses since the last warning.
 #[derive(Default)]
 struct LateWindow {
+    /// Starts later than the threshold, and the largest lag.
     count: u64,
     max_lag: i64,
+    /// Ends later than the next release plus the tolerance, and the
+    /// largest excess.
+    completion: u64,
+    max_completion: i64,
+    /// Of the misses, those that came with work over the budget (the
+    /// period when none is declared) or after an overrun: work's.
+    work_caused: u64,
+}
+
+impl LateWindow {
+    /// Count `s`'s misses: a start later than `late_ns`, an end later than
+    /// the next release plus `tolerance`.
+    fn add(&mut self, s: &CycleStat, late_ns: i64, tolerance: Option<u64>, budget_ns: u64) {
+        let late = s.lag_ns > late_ns;
+        let completion = match (tolerance, s.completion_lag_ns) {
+            (Some(t), Some(c)) if c > t as i64 => Some(c - t as i64),
+            _ => None,
+        };
+        if late {
+            self.count += 1;
+            self.max_lag = self.max_lag.max(s.lag_ns);
+        }
+        if let Some(excess) = completion {
+            self.completion += 1;
+            self.max_completion = self.max_completion.max(excess);
+        }
+        if (late || completion.is_some()) && (s.work_ns > budget_ns || s.overdue) {
+            self.work_caused += 1;
+        }
+    }
+
+    fn misses(&self) -> u64 {
+        self.count + self.completion
+    }
+
+    /// The aggregated warning: the misses by kind, then a first verdict.
+    fn warning(&self, cfg: &MaintenanceConfig) -> String {
+        let ms = |ns: i64| ns as f64 / 1e6;
+        let mut parts = Vec::new();
+        if self.count > 0 {
+            parts.push(match cfg.deadline_tolerance_ns {
+                Some(t) => format!(
+                    "{} wake miss(es) (start later than release + {:.3} ms; max lag {:.3} ms)",
+                    self.count,
+                    t as f64 / 1e6,
+                    ms(self.max_lag)
+                ),
+                None => format!(
+                    "{} cycle(s) started more than {:.0} µs after their release point (max {:.3} ms)",
+                    self.count,
+                    cfg.late_warn_ns as f64 / 1e3,
+                    ms(self.max_lag)
+                ),
+            });
+        }
+        if self.completion > 0 {
+            parts.push(format!(
+                "{} completion miss(es) (end later than the next release + {:.3} ms; max {:.3} ms over)",
+                self.completion,
+                cfg.deadline_tolerance_ns.unwrap_or(0) as f64 / 1e6,
+                ms(self.max_completion)
+            ));
+        }
+        let limit = if cfg.compute_budget_ns.is_some() {
+            "the compute budget"
+        } else {
+            "the period"
+        };
+        let n = self.misses();
+        let verdict = if 2 * self.work_caused >= n {
+            format!(
+                "work ({} of {n} came with work over {limit} or after an overrun)",
+                self.work_caused
+            )
+        } else {
+            format!(
+                "scheduling ({} of {n} came with work within {limit} and no overrun before them: the wake was late)",
+                n - self.work_caused
+            )
+        };
+        format!("[warn] {}; first verdict: {verdict}", parts.join(", "))
+    }
+}
+
+impl Window {
+    fn add(&mut self, s: &CycleStat, cfg: &MaintenanceConfig, budget_ns: u64) {
+        self.cycles += 1;
+        self.period_sum += s.period_ns;
+        self.period_max = self.period_max.max(s.period_ns);
+        self.work_max = self.work_max.max(s.work_ns);
+        self.overdue += s.overdue as u64;
+        if cfg.compute_budget_ns.is_some() && s.work_ns > budget_ns {
+            self.budget_overruns += 1;
+        }
+        if let Some(t) = cfg.deadline_tolerance_ns {
+            self.wake_misses += (s.lag_ns > t as i64) as u64;
+            self.completion_misses += s.completion_lag_ns.is_some_and(|c| c > t as i64) as u64;
+        }
+    }
+
+    /// The `[stats]` line: the window's counts, declared ones included.
+    fn line(&self, cfg: &MaintenanceConfig) -> String {
+        let mean = self.period_sum as f64 / self.cycles as f64;
+        let mut declared = String::new();
+        if cfg.compute_budget_ns.is_some() {
+            declared += &format!("{} budget overruns, ", self.budget_overruns);
+        }
+        if cfg.deadline_tolerance_ns.is_some() {
+            declared += &format!(
+                "{} wake misses, {} completion misses, ",
+                self.wake_misses, self.completion_misses
+            );
+        }
+        format!(
+            "[stats] {} cycles, {:.2} Hz, period max {:.3} ms, work max {:.3} ms, {declared}{} overruns",
+            self.cycles,
+            if mean > 0.0 { 1e9 / mean } else { 0.0 },
+            self.period_max as f64 / 1e6,
+            self.work_max as f64 / 1e6,
+            self.overdue
+        )
+    }
 }
 
 impl Maintenance {
@@ -180,6 +320,12 @@ impl Maintenance {
                 let mut last_summary = now();
                 let mut last_warning = 0u64;
                 let interval_ns = (cfg.interval_s * 1e9) as u64;
+                // Work over this is work's fault in the warning's verdict.
+                let budget_ns = cfg.compute_budget_ns.unwrap_or(if cfg.period_ns > 0 {
+                    cfg.period_ns
+                } else {
+                    u64::MAX
+                });
                 loop {
                     let finished = ch.done.load(Ordering::Acquire);
                     while let Some(e) = ch.events.pop() {
@@ -187,40 +333,21 @@ impl Maintenance {
                     }
                     while let Some(s) = ch.stats.pop() {
                         report.cycles += 1;
-                        win.cycles += 1;
-                        win.period_sum += s.period_ns;
-                        win.period_max = win.period_max.max(s.period_ns);
-                        win.work_max = win.work_max.max(s.work_ns);
-                        win.overdue += s.overdue as u64;
-                        if s.lag_ns > cfg.late_warn_ns {
-                            late.count += 1;
-                            late.max_lag = late.max_lag.max(s.lag_ns);
-                        }
+                        win.add(&s, &cfg, budget_ns);
+                        late.add(&s, cfg.late_warn_ns, cfg.deadline_tolerance_ns, budget_ns);
                     }
                     let t = now();
-                    if late.count > 0 && t.saturating_sub(last_warning) >= 1_000_000_000 {
-                        let _ = writeln!(
-                            out,
-                            "[warn] {} cycle(s) started more than {:.0} µs after their release point (max {:.3} ms)",
-                            late.count,
-                            cfg.late_warn_ns as f64 / 1e3,
-                            late.max_lag as f64 / 1e6
-                        );
+                    if late.misses() > 0 && t.saturating_sub(last_warning) >= 1_000_000_000 {
+                        let _ = writeln!(out, "{}", late.warning(&cfg));
                         report.warnings_printed += 1;
                         last_warning = t;
                         late = LateWindow::default();
                     }
-                    if interval_ns > 0 && t.saturating_sub(last_summary) >= interval_ns && win.cycles > 0 {
-                        let mean = win.period_sum as f64 / win.cycles as f64;
-                        let _ = writeln!(
-                            out,
-                            "[stats] {} cycles, {:.2} Hz, period max {:.3} ms, work max {:.3} ms, {} overruns",
-                            win.cycles,
-                            if mean > 0.0 { 1e9 / mean } else { 0.0 },
-                            win.period_max as f64 / 1e6,
-                            win.work_max as f64 / 1e6,
-                            win.overdue
-                        );
+                    if interval_ns > 0
+                        && t.saturating_sub(last_summary) >= interval_ns
+                        && win.cycles > 0
+                    {
+                        let _ = writeln!(out, "{}", win.line(&cfg));
                         report.summaries_printed += 1;
                         last_summary = t;
                         win = Window::default();
@@ -256,3 +383,7 @@ impl Drop for Maintenance {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "stats_tests.rs"]
+mod tests;

@@ -251,3 +251,61 @@ fn settings_out_of_range_are_refused() {
     // The default margin is clamped to the ceiling for fast loops.
     assert_eq!(SchedulerConfig::new(100 * US).spin_margin_ns, 50 * US);
 }
+
+#[test]
+fn budget_overruns_and_misses_are_counted_against_what_was_declared() {
+    // 10 ms period, 2 ms budget, 1 ms tolerance; first release at 10 ms.
+    // Cycle 0 wakes at 10 ms (on time) and works 3 ms: a budget overrun
+    // (3 > 2), no completion miss (ends at 13 ms, the next release 20 ms
+    // plus 1 ms is 21 ms).
+    // Cycle 1 wakes at 20 ms and works 11.5 ms, to 31.5 ms: an overrun and
+    // a completion miss (31.5 > 30 + 1).
+    // Cycle 2 finds its release (30 ms) passed: it wakes at 31.5 ms, 1.5 ms
+    // after its release point: a wake miss (1.5 > 1). It works 1 ms (no
+    // overrun) and ends at 32.5, within its next release (40) plus 1 ms.
+    // Cycle 3's work is judged at a fourth wait only, which never comes.
+    let clock = MockClock::new(0);
+    let mut cfg = SchedulerConfig::new(10 * MS);
+    cfg.compute_budget_ns = Some(2 * MS);
+    cfg.deadline_tolerance_ns = Some(MS);
+    let mut s = Scheduler::new(clock.clone(), cfg).unwrap();
+    s.start_at(10 * MS, 0);
+    let mut declared = vec![s.wait().target_ns];
+    clock.advance(3 * MS);
+    declared.push(s.wait().target_ns);
+    clock.advance(11_500 * US);
+    let t2 = s.wait();
+    declared.push(t2.target_ns);
+    assert_eq!((t2.target_ns, t2.wake_ns), (30 * MS, 31_500 * US));
+    clock.advance(MS);
+    declared.push(s.wait().target_ns);
+    let m = s.misses();
+    assert_eq!(
+        (m.budget_overruns, m.completion_misses, m.wake_misses),
+        (2, 1, 1)
+    );
+
+    // The same script with nothing declared counts nothing, and the
+    // release timeline is the same: a budget is statistics only.
+    let clock2 = MockClock::new(0);
+    let mut plain = Scheduler::new(clock2.clone(), SchedulerConfig::new(10 * MS)).unwrap();
+    plain.start_at(10 * MS, 0);
+    let mut targets = Vec::new();
+    for work in [3 * MS, 11_500 * US, MS] {
+        targets.push(plain.wait().target_ns);
+        clock2.advance(work);
+    }
+    targets.push(plain.wait().target_ns);
+    // The overdue cycle 2 (rebase) moves the next release to its wake plus
+    // a period: 31.5 + 10 = 41.5 ms, budget or not.
+    assert_eq!(targets, vec![10 * MS, 20 * MS, 30 * MS, 41_500 * US]);
+    assert_eq!(targets, declared);
+    assert_eq!(plain.misses(), Default::default());
+
+    // A rephase (a pause) leaves the cycle before it unjudged: its long
+    // "work" is the pause.
+    s.rephase();
+    clock.advance(50 * MS);
+    s.wait();
+    assert_eq!(s.misses().budget_overruns, 2, "the pause is no overrun");
+}

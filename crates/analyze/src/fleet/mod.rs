@@ -95,6 +95,21 @@ pub struct FleetRow {
     /// The largest stale share among the phase's sources with a limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_stale_share: Option<f64>,
+    /// Budget overruns (work longer than the declared compute budget;
+    /// absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_overruns: Option<u64>,
+    /// `1000 · budget overruns / judged cycles`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_overruns_per_1000: Option<f64>,
+    /// Completion misses (an end later than the next release point plus
+    /// the declared deadline tolerance; absent without one, or with no
+    /// release point to judge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_misses: Option<u64>,
+    /// `1000 · completion misses / judged cycles`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_misses_per_1000: Option<f64>,
 }
 
 impl FleetRow {
@@ -330,6 +345,11 @@ fn config_name(a: &Analysis) -> Option<String> {
     })
 }
 
+/// `1000 · count / judged` of a declared limit's misses (none judged: none).
+fn per_1000(m: &crate::metrics::Misses) -> Option<f64> {
+    (m.judged > 0).then(|| 1000.0 * m.count as f64 / m.judged as f64)
+}
+
 /// The table rows of one analyzed episode: one per phase of its report.
 pub fn rows(a: &Analysis) -> Vec<FleetRow> {
     let (ev, report) = (&a.evidence, &a.report);
@@ -341,6 +361,12 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
         .phases
         .iter()
         .map(|p| {
+            let declared = report
+                .budget
+                .as_ref()
+                .and_then(|b| b.phases.iter().find(|bp| bp.phase == p.phase));
+            let over = declared.and_then(|d| d.budget_overruns.as_ref());
+            let completion = declared.and_then(|d| d.completion_misses.as_ref());
             let top = report
                 .stages
                 .iter()
@@ -375,6 +401,10 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
                 config_name: config_name(a),
                 max_age_p99_ms: sources::worst_of(&ages, &p.phase).0,
                 max_stale_share: sources::worst_of(&ages, &p.phase).1,
+                budget_overruns: over.map(|m| m.count),
+                budget_overruns_per_1000: over.and_then(per_1000),
+                completion_misses: completion.map(|m| m.count),
+                completion_misses_per_1000: completion.and_then(per_1000),
             }
         })
         .collect()

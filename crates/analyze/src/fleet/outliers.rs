@@ -359,6 +359,10 @@ mod tests {
             config_name: None,
             max_age_p99_ms: None,
             max_stale_share: None,
+            budget_overruns: None,
+            budget_overruns_per_1000: None,
+            completion_misses: None,
+            completion_misses_per_1000: None,
         }
     }
 

@@ -44,6 +44,10 @@ pub const COLUMNS: &[&str] = &[
     "config_name",
     "max_age_p99_ms",
     "max_stale_share",
+    "budget_overruns",
+    "budget_overruns_per_1000",
+    "completion_misses",
+    "completion_misses_per_1000",
 ];
 
 /// The table as a DataFrame (integers as UInt64/Int64, caveats as a list
@@ -86,6 +90,10 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
         col(rows, COLUMNS[24], |r| r.config_name.clone()),
         col(rows, COLUMNS[25], |r| r.max_age_p99_ms),
         col(rows, COLUMNS[26], |r| r.max_stale_share),
+        col(rows, COLUMNS[27], |r| r.budget_overruns),
+        col(rows, COLUMNS[28], |r| r.budget_overruns_per_1000),
+        col(rows, COLUMNS[29], |r| r.completion_misses),
+        col(rows, COLUMNS[30], |r| r.completion_misses_per_1000),
     ];
     Ok(DataFrame::new(rows.len(), columns)?)
 }
@@ -131,6 +139,10 @@ pub fn csv(rows: &[FleetRow]) -> String {
             opt(&r.config_name),
             opt(&r.max_age_p99_ms),
             opt(&r.max_stale_share),
+            opt(&r.budget_overruns),
+            opt(&r.budget_overruns_per_1000),
+            opt(&r.completion_misses),
+            opt(&r.completion_misses_per_1000),
         ];
         let line: Vec<_> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));

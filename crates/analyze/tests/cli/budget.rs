@@ -134,6 +134,29 @@ fn budget_overruns_completion_misses_and_late_starts_match_the_hand_derived_answ
         "{}",
         t.stdout
     );
+    // fleet carries the counts and rates per 1,000 judged cycles: 2 of 6
+    // is 333.33…, 1 of 6 is 166.66….
+    let out = tempfile::tempdir().unwrap();
+    analyze(&[
+        "fleet",
+        tmp.path().to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let csv = std::fs::read_to_string(out.path().join("fleet.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert!(
+        lines.next().unwrap().ends_with(
+            "budget_overruns,budget_overruns_per_1000,completion_misses,completion_misses_per_1000"
+        ),
+        "{csv}"
+    );
+    // The last four fields of the one row (the columns are the table's last).
+    let row: Vec<&str> = lines.next().unwrap().rsplitn(5, ',').take(4).collect();
+    let (over, over_rate, miss, miss_rate) = (row[3], row[2], row[1], row[0]);
+    assert_eq!((over, miss), ("2", "1"), "{csv}");
+    assert!((over_rate.parse::<f64>().unwrap() - 2000.0 / 6.0).abs() < 1e-9);
+    assert!((miss_rate.parse::<f64>().unwrap() - 1000.0 / 6.0).abs() < 1e-9);
     // Undeclared, none of it: no budget section, no such checks.
     let r = analyze_json(&fixture("v1/serve-episode"), &[]);
     assert!(r.get("budget").is_none());

@@ -425,5 +425,5 @@ fn the_fleet_table_names_each_rows_configuration() {
         .lines()
         .next()
         .unwrap()
-        .ends_with(",label,config_name,max_age_p99_ms,max_stale_share"));
+        .contains(",label,config_name,max_age_p99_ms,max_stale_share,"));
 }

@@ -74,7 +74,34 @@ static void bad_settings(void) {
     cfg = looptime_scheduler_config_default(10000000);
     cfg.policy = 5;
     CHECK_ERR(looptime_scheduler_new(&cfg, &s), LOOPTIME_ERR_INVALID, "policy 5");
+    cfg = looptime_scheduler_config_default(10000000);
+    cfg.compute_budget_ns = 10000000001ULL; /* 10 s and 1 ns */
+    CHECK_ERR(looptime_scheduler_new(&cfg, &s), LOOPTIME_ERR_INVALID, "compute budget");
     CHECK(s == NULL);
+}
+
+/* A declared budget from C: with 1 ns, every judged cycle's work (its wake
+ * to the next wait, a few clock reads at least) is over it, so 5 waits
+ * judge 4 cycles and count 4 overruns; the tolerance is undeclared
+ * (the default), so no miss is counted whatever the wakes. */
+static void a_declared_budget_counts_overruns(void) {
+    looptime_scheduler_config cfg = looptime_scheduler_config_default(2000000);
+    looptime_scheduler *s = NULL;
+    looptime_tick tick;
+    uint64_t over = 9, wake = 9, completion = 9;
+    int i;
+    CHECK(cfg.compute_budget_ns == LOOPTIME_UNDECLARED);
+    CHECK(cfg.deadline_tolerance_ns == LOOPTIME_UNDECLARED);
+    cfg.compute_budget_ns = 1;
+    CHECK(looptime_scheduler_new(&cfg, &s) == LOOPTIME_OK);
+    for (i = 0; i < 5; i++) {
+        CHECK(looptime_scheduler_wait(s, &tick) == LOOPTIME_OK);
+    }
+    CHECK(looptime_scheduler_misses(s, &over, &wake, &completion) == LOOPTIME_OK);
+    CHECK(over == 4 && wake == 0 && completion == 0);
+    CHECK_ERR(looptime_scheduler_misses(s, NULL, &wake, &completion), LOOPTIME_ERR_NULL,
+              "budget_overruns");
+    looptime_scheduler_free(s);
 }
 
 static void unknown_ids_finish_twice_and_open_span(const char *dir) {
@@ -398,6 +425,7 @@ int main(void) {
     bad_settings();
     cpu_time_modes_reach_the_evidence();
     an_adaptive_margin_reaches_the_evidence();
+    a_declared_budget_counts_overruns();
     unknown_ids_finish_twice_and_open_span(a);
     finish_into_a_missing_directory_can_be_retried(b);
     a_retried_finish_still_warns_of_open_spans(c);

@@ -16,13 +16,15 @@ static_assert(offsetof(looptime_counts, dropped_cycles) == 16, "");
 static_assert(offsetof(looptime_counts, spans_dropped) == 24, "");
 static_assert(offsetof(looptime_counts, spans_outside_cycle) == 32, "");
 
-static_assert(sizeof(looptime_scheduler_config) == 48, "looptime_scheduler_config size");
+static_assert(sizeof(looptime_scheduler_config) == 64, "looptime_scheduler_config size");
 static_assert(offsetof(looptime_scheduler_config, period_ns) == 0, "");
 static_assert(offsetof(looptime_scheduler_config, spin_margin_ns) == 8, "");
 static_assert(offsetof(looptime_scheduler_config, policy) == 16, "");
 static_assert(offsetof(looptime_scheduler_config, max_dt_ns) == 24, "");
 static_assert(offsetof(looptime_scheduler_config, auto_margin) == 32, "");
 static_assert(offsetof(looptime_scheduler_config, rtf) == 40, "");
+static_assert(offsetof(looptime_scheduler_config, compute_budget_ns) == 48, "");
+static_assert(offsetof(looptime_scheduler_config, deadline_tolerance_ns) == 56, "");
 
 static_assert(sizeof(looptime_tick) == 72, "looptime_tick size");
 static_assert(offsetof(looptime_tick, cycle) == 0, "");

@@ -453,6 +453,9 @@ pub(crate) fn control_loop<C: LoopClock>(
                 0
             },
             overdue: tick.overdue,
+            // The next release point is one period after this one.
+            completion_lag_ns: host_clock
+                .then(|| end_mono as i64 - (tick.target_ns + sched.config().period_ns) as i64),
         });
         prev_start_mono = start_mono;
         cycles += 1;

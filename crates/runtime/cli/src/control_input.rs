@@ -153,6 +153,7 @@ fn push_stat(sh: &Shared, i: u64, arrival: u64, prev_arrival: u64) {
         work_ns: looptime_capture::clock::monotonic_ns().saturating_sub(arrival),
         lag_ns: 0,
         overdue: false,
+        completion_lag_ns: None,
     });
 }
 

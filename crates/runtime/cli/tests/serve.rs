@@ -854,6 +854,40 @@ fn the_live_stats_line_says_overruns() {
     }
 }
 
+/// A declared budget and tolerance reach the live line: with a 1 µs
+/// budget every cycle's work is over it, so each `[stats]` line's budget
+/// overruns equal its cycles; the wake and completion misses are counted
+/// (how many depends on the host, so only that the counts are there).
+#[test]
+fn the_live_stats_line_counts_a_declared_budget() {
+    let _lock = serve_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("budget.toml");
+    std::fs::write(
+        &cfg,
+        "[run]\nwarmup_s = 0\nduration_s = 0.5\n[stats]\ninterval_s = 0.1\n\
+         [scheduler]\ncompute_budget_us = 1\ndeadline_tolerance_us = 500\n",
+    )
+    .unwrap();
+    let out = serve(&["--config", cfg.to_str().unwrap()], tmp.path());
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    let stats: Vec<&str> = text.lines().filter(|l| l.starts_with("[stats]")).collect();
+    assert!(!stats.is_empty(), "{text}");
+    for l in stats {
+        let cycles: u64 = l["[stats] ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(l.contains(&format!(", {cycles} budget overruns, ")), "{l}");
+        assert!(
+            l.contains(" wake misses, ") && l.contains(" completion misses, "),
+            "{l}"
+        );
+    }
+}
+
 /// `serve --rate` and `--seed` set run.rate_hz and run.seed, as the Python
 /// example's flags do; an unwritten spin margin follows the rate (5 kHz:
 /// at most half the 200 µs period), and `--help` shows each default.

@@ -178,6 +178,44 @@ fn watch_once_json_reports_the_running_loop() {
     assert!(RingReader::open(&s.ring).unwrap().writer_alive());
 }
 
+/// A declared budget and tolerance reach the view: with a 1 µs budget
+/// every cycle of the window worked longer, so each phase's budget
+/// overruns equal its cycles; with a 10 s tolerance no cycle ends that
+/// late, so its completion misses are 0 (counted, not absent).
+#[test]
+fn watch_counts_a_declared_budget_and_tolerance() {
+    let rings = tempfile::tempdir().unwrap();
+    let _s = serving_with(
+        rings.path(),
+        "[scheduler]\ncompute_budget_us = 1\ndeadline_tolerance_us = 10000000\n",
+    );
+    let run = |json: bool| {
+        let mut c = looptime();
+        c.args(["watch", "--once", "--window", "100", "--ring-dir"])
+            .arg(rings.path());
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["compute_budget_ns"], 1000);
+    assert_eq!(v["deadline_tolerance_ns"], 10_000_000_000u64);
+    for p in v["phases"].as_array().unwrap() {
+        assert_eq!(p["budget_overruns"], p["cycles"], "{p}");
+        assert_eq!(p["completion_misses"], 0, "{p}");
+    }
+    let text = run(false);
+    assert!(text.contains("budget 0.001 ms: "), "{text}");
+    assert!(text.contains("tolerance 10000.000 ms: "), "{text}");
+}
+
 #[test]
 fn watch_without_a_running_ring_says_how_to_get_one() {
     let rings = tempfile::tempdir().unwrap();

@@ -572,6 +572,14 @@ impl Config {
             auto_margin: auto,
             policy: self.scheduler.overrun_policy,
             max_dt_ns: (period as f64 * self.scheduler.max_dt_periods) as u64,
+            compute_budget_ns: self
+                .scheduler
+                .compute_budget_us
+                .map(|us| (us * 1e3).round() as u64),
+            deadline_tolerance_ns: self
+                .scheduler
+                .deadline_tolerance_us
+                .map(|us| (us * 1e3).round() as u64),
         }
     }
 

@@ -95,6 +95,13 @@ impl Helpers {
                     .deadline_tolerance_us
                     .unwrap_or(cfg.stats.late_warn_us)
                     * 1e3) as i64,
+                period_ns: if cfg.robot.transport == crate::config::Transport::Udp {
+                    0
+                } else {
+                    cfg.effective_period_ns()
+                },
+                compute_budget_ns: cfg.scheduler_config().compute_budget_ns,
+                deadline_tolerance_ns: cfg.scheduler_config().deadline_tolerance_ns,
             },
             live_out,
         )

@@ -69,6 +69,16 @@ pub struct PhaseView {
     pub overruns: u64,
     /// Release points skipped.
     pub skipped: u64,
+    /// Cycles whose work exceeded the declared compute budget (absent
+    /// when the header declares none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_overruns: Option<u64>,
+    /// Cycles that ended later than the next release point (their own plus
+    /// the effective period, `nominal / rtf` of the header) plus the
+    /// declared deadline tolerance (absent without one, uncapped or
+    /// input-paced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_misses: Option<u64>,
 }
 
 /// One stage over the window.
@@ -108,6 +118,12 @@ pub struct Snapshot {
     pub recent_periods_us: Vec<u64>,
     /// The header's nominal period (µs), which the chart marks.
     pub nominal_period_us: Option<u64>,
+    /// The header's declared compute budget (ns), when it declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_budget_ns: Option<u64>,
+    /// The header's declared deadline tolerance (ns), when it declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_tolerance_ns: Option<u64>,
     /// The process's background threads (their own rings), each with its
     /// stages over its newest `window` cycles.
     pub threads: Vec<ThreadView>,
@@ -277,6 +293,7 @@ type Samples = (Vec<i64>, Vec<i64>, Vec<i64>);
 pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
     let read = reader.read(Some(window))?;
     let comparable = read.header.clocks.schedule_comparable();
+    let declared = Declared::of(&read.header, comparable);
     let mut phases: Vec<PhaseView> = Vec::new();
     let mut acc: BTreeMap<String, Samples> = BTreeMap::new();
     let mut recent = Vec::new();
@@ -294,6 +311,8 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
                     overshoot: None,
                     overruns: 0,
                     skipped: 0,
+                    budget_overruns: declared.budget_ns.map(|_| 0),
+                    completion_misses: declared.next_release.map(|_| 0),
                 });
                 phases.len() - 1
             }
@@ -302,6 +321,7 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
         p.cycles += 1;
         p.overruns += c.overdue as u64;
         p.skipped += c.skipped as u64;
+        declared.count(p, c);
         let (period, work, over) = acc.entry(c.phase.clone()).or_default();
         // The analyzer's definitions (looptime_capture::cycle): a period only
         // between adjacent cycles of one segment, an overshoot only for a
@@ -342,6 +362,8 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
             .nominal_period_ns
             .filter(|&n| n > 0)
             .map(|n| n / 1000),
+        compute_budget_ns: read.header.compute_budget_ns,
+        deadline_tolerance_ns: read.header.deadline_tolerance_ns,
         threads: Vec::new(),
     })
 }
@@ -514,6 +536,10 @@ pub fn render_text(s: &Snapshot) -> String {
     };
     out.push_str("times in ms\n");
     out.push_str(&table(&PHASE_HEADER, phase_rows(s)));
+    if let Some(d) = declared_line(s) {
+        out.push_str(&d);
+        out.push('\n');
+    }
     out.push('\n');
     out.push_str(&table(&STAGE_HEADER, stage_rows(s)));
     for t in &s.threads {
@@ -527,6 +553,9 @@ pub fn render_text(s: &Snapshot) -> String {
     }
     out
 }
+
+mod declared;
+use declared::{declared_line, Declared};
 
 mod tui;
 

@@ -37,6 +37,8 @@ fn the_title_says_now_only_while_recording_and_the_chart_speaks_ms() {
         stages: Vec::new(),
         recent_periods_us: vec![9_800, 10_200],
         nominal_period_us: Some(10_000),
+        compute_budget_ns: None,
+        deadline_tolerance_ns: None,
         threads: Vec::new(),
     };
     assert!(title(&s).ends_with(", now in running"), "{}", title(&s));

@@ -106,13 +106,12 @@ fn draw(f: &mut Frame, s: &Snapshot) {
         }
     }
     f.render_widget(Paragraph::new(title(s)), top);
+    let phases_title = match declared_line(s) {
+        Some(d) => format!("phases (ms, over the window; {d})"),
+        None => "phases (ms, over the window)".to_string(),
+    };
     f.render_widget(
-        table(
-            "phases (ms, over the window)",
-            &PHASE_HEADER,
-            phase_rows(s),
-            10,
-        ),
+        table(&phases_title, &PHASE_HEADER, phase_rows(s), 10),
         phases,
     );
     f.render_widget(
