@@ -129,6 +129,8 @@ fn gen(dir: &Path, cycles: u64) {
             skipped: 0,
             pace: Default::default(),
             arrival_ns: None,
+            read_ns: None,
+            arrival_bound_ns: None,
             input_seq: None,
             spans_dropped: 0,
             samples: Vec::new(),

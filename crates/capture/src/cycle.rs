@@ -199,6 +199,8 @@ mod tests {
             skipped: 0,
             pace: Default::default(),
             arrival_ns: None,
+            read_ns: None,
+            arrival_bound_ns: None,
             input_seq: None,
             spans_dropped: 0,
             samples: Vec::new(),

@@ -48,6 +48,7 @@ mod error;
 mod finish;
 pub mod format;
 pub mod json_error;
+pub mod net;
 pub mod quantile;
 mod recorder;
 mod registry;

@@ -31,6 +31,14 @@ pub struct Release {
     /// The releasing input's own counter (the robot's sequence number),
     /// when it carries one.
     pub input_seq: Option<u64>,
+    /// When the loop read the input (host monotonic ns, right after its
+    /// receive returned), kept beside an `arrival_ns` that is the kernel's
+    /// receive stamp ([`crate::net`]): the difference is how long the
+    /// input waited in the socket.
+    pub read_ns: Option<u64>,
+    /// The bound of the kernel stamp's conversion onto the monotonic clock
+    /// (ns; [`crate::net::KernelArrival::bound_ns`]).
+    pub arrival_bound_ns: Option<u64>,
 }
 
 impl Release {
@@ -44,6 +52,8 @@ impl Release {
         pace: PaceKind::Deadline,
         arrival_ns: None,
         input_seq: None,
+        read_ns: None,
+        arrival_bound_ns: None,
     };
 
     /// An on-time cycle scheduled for `target_ns`.
@@ -100,6 +110,16 @@ impl Release {
     pub const fn with_spin(mut self, spin_margin_ns: Option<u64>, spin_ns: Option<u64>) -> Release {
         self.spin_margin_ns = spin_margin_ns;
         self.spin_ns = spin_ns;
+        self
+    }
+
+    /// This input release, whose `arrival_ns` is a kernel receive stamp,
+    /// with the time the loop read the input (`read_ns`, host monotonic)
+    /// and the stamp's conversion bound; [`crate::net::Received::release`]
+    /// makes it from a receive.
+    pub const fn with_read(mut self, read_ns: u64, arrival_bound_ns: Option<u64>) -> Release {
+        self.read_ns = Some(read_ns);
+        self.arrival_bound_ns = arrival_bound_ns;
         self
     }
 }

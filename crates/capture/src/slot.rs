@@ -38,6 +38,10 @@ pub(crate) struct CycleSlot {
     /// The releasing input's arrival (host monotonic ns) and counter.
     pub(crate) arrival: u64,
     pub(crate) input_seq: u64,
+    /// When the loop read that input (host monotonic ns), beside a kernel
+    /// arrival, and the arrival's conversion bound (layout version 4).
+    pub(crate) read: u64,
+    pub(crate) arrival_bound: u64,
     pub(crate) spans_dropped: u32,
     pub(crate) skipped: u32,
     pub(crate) phase: u16,
@@ -56,7 +60,9 @@ pub(crate) struct CycleSlot {
     pub(crate) pace_input: u8,
     pub(crate) has_arrival: u8,
     pub(crate) has_input_seq: u8,
-    _pad: [u8; 4],
+    pub(crate) has_read: u8,
+    pub(crate) has_arrival_bound: u8,
+    _pad: [u8; 2],
 }
 
 /// One sample slot (data age): which sample of which source a cycle used or
@@ -235,6 +241,8 @@ impl<'a> RawCycle<'a> {
             },
             arrival_ns: (c.has_arrival != 0).then_some(c.arrival),
             input_seq: (c.has_input_seq != 0).then_some(c.input_seq),
+            read_ns: (c.has_read != 0).then_some(c.read),
+            arrival_bound_ns: (c.has_arrival_bound != 0).then_some(c.arrival_bound),
             spans_dropped: c.spans_dropped,
             values,
             spans,

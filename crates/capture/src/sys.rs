@@ -1,5 +1,6 @@
 //! The only system interaction of the recorder: clock reads, and the
-//! thread id once per recorder.
+//! thread id once per recorder; and, for the loop's own receive
+//! ([`crate::net`]), a datagram read with the kernel's receive timestamp.
 //!
 //! This is the one module of the crate allowed to use `unsafe`.
 
@@ -50,4 +51,68 @@ pub fn realtime_ns() -> u64 {
 pub fn gettid() -> u64 {
     // SAFETY: gettid has no arguments and cannot fail.
     (unsafe { libc::gettid() }) as u64
+}
+
+/// Ask the kernel to stamp each datagram `fd` receives with its software
+/// receive time (`SO_TIMESTAMPNS`, on `CLOCK_REALTIME`).
+pub fn enable_rx_timestamps(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` is a valid c_int that outlives the call; setsockopt
+    // only reads `size_of::<c_int>()` bytes of it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One `recvmsg` of `fd` into `buf`: the datagram's length and, when the
+/// socket has `SO_TIMESTAMPNS` on, the kernel's receive time (ns since the
+/// Unix epoch on `CLOCK_REALTIME`). No allocation: the control message
+/// lives on the stack.
+pub fn recv_timestamped(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<i64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for a few control messages (one timespec needs 32 bytes),
+    // aligned as cmsghdr needs.
+    let mut control = [0u64; 16];
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at iov (buf, its length) and control, all valid
+    // and writable for the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* walk stays within msg_control/msg_controllen as
+    // the kernel filled them; the timespec is read unaligned from its data.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = Some(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
 }

@@ -58,7 +58,9 @@ fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
     rec.end_wait();
     let phase = if i < 5 { ids.warmup } else { ids.running };
     let release = if input_paced(i) {
+        // A kernel arrival, read 3 µs later, converted within 40 ns.
         Release::input(i * 10_000_000 + 7, Some(1_000 + i))
+            .with_read(i * 10_000_000 + 3_007, Some(40))
     } else {
         Release::at(i * 10_000_000)
     };
@@ -73,7 +75,8 @@ fn record(rec: &mut looptime_capture::Recorder, ids: &Ids, i: u64) {
 }
 
 /// Whether [`record`] releases cycle `i` by an input (arriving at
-/// `i × 10 ms + 7`, its counter `1000 + i`): the odd running cycles.
+/// `i × 10 ms + 7`, its counter `1000 + i`, read 3 µs later with a 40 ns
+/// conversion bound): the odd running cycles.
 fn input_paced(i: u64) -> bool {
     i >= 5 && i % 2 == 1
 }
@@ -245,11 +248,17 @@ fn a_killed_writer_leaves_a_ring_that_recovers_every_complete_cycle() {
                     Some(1_000 + i)
                 )
             );
+            // The read beside the kernel arrival survives too (layout 4).
+            assert_eq!(
+                (c.read_ns, c.arrival_bound_ns),
+                (Some(i * 10_000_000 + 3_007), Some(40))
+            );
         } else {
             assert_eq!(
                 (c.pace, c.target_ns, c.arrival_ns, c.input_seq),
                 (PaceKind::Deadline, Some(i * 10_000_000), None, None)
             );
+            assert_eq!((c.read_ns, c.arrival_bound_ns), (None, None));
         }
         assert_eq!(c.values["seq"].as_u64(), Some(i));
         assert!(c.end_ns.unwrap() >= c.start_ns);
@@ -461,6 +470,18 @@ fn damaged_ring_files_are_refused_with_their_path_and_reason() {
     let cut = dir.path().join("cut.ring");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     assert!(msg(&cut).contains("do not fit the file"));
+    // A ring of the previous layout (3: no read time in its cycle slots)
+    // is refused by its version, not misread: the version is the u32
+    // after the 8-byte magic.
+    let mut old = bytes.clone();
+    old[8..12].copy_from_slice(&3u32.to_ne_bytes());
+    let old_path = dir.path().join("old.ring");
+    std::fs::write(&old_path, &old).unwrap();
+    let m = msg(&old_path);
+    assert!(
+        m.contains("old.ring") && m.contains("ring layout version 3 is not the 4 this build reads"),
+        "{m}"
+    );
     // A missing file is an error naming it (the owner check's lstat is
     // the first look at it).
     let gone = dir.path().join("gone.ring");
@@ -649,10 +670,10 @@ fn unknown_phase_and_stage_ids_in_a_ring_are_damaged_records_skipped() {
         f.seek(SeekFrom::Start(at)).unwrap();
         f.write_all(&v.to_le_bytes()).unwrap();
     };
-    // CycleSlot.phase is at byte 112 of its slot (13 u64s, 2 u32s before
+    // CycleSlot.phase is at byte 128 of its slot (15 u64s, 2 u32s before
     // it); SpanSlot.stage at 48 and
     // .parent at 50; span k of cycle c is slot c * max_spans + k.
-    poke(cycles_at + 3 * cycle_slot + 112, 999);
+    poke(cycles_at + 3 * cycle_slot + 128, 999);
     poke(spans_at + (6 * max_spans + 1) * span_slot + 48, 999);
     poke(spans_at + (8 * max_spans + 1) * span_slot + 50, 1);
     // Found by the `ring` fuzz target: cycle 5's own index (byte 8 of its

@@ -188,6 +188,8 @@ struct Times {
     sleep: Option<i64>,
     wake: Option<i64>,
     arrival: Option<i64>,
+    read: Option<i64>,
+    bound: Option<i64>,
 }
 
 /// The input-paced release's fields, checked together: an `input` cycle
@@ -211,6 +213,29 @@ fn check_release(
     }
 }
 
+/// A read time goes with a kernel arrival: only beside an `arrival_ns`, on
+/// its clock; a conversion bound only beside a read time.
+fn check_read(
+    arrival: Option<i64>,
+    read: Option<i64>,
+    bound: Option<i64>,
+) -> std::result::Result<(), String> {
+    match (arrival, read) {
+        (None, Some(_)) => Err("the cycle has a read_ns but no arrival_ns: a read time is kept beside an input's kernel arrival".into()),
+        (_, None) if bound.is_some() => Err("the cycle has an arrival_bound_ns but no read_ns: the bound goes with a kernel arrival and its read".into()),
+        (Some(a), Some(r)) => check_offset_of(
+            "socket wait (read_ns − arrival_ns)",
+            r - a,
+            "read_ns must be on the host monotonic clock, as arrival_ns",
+        )
+        .and_then(|()| match bound {
+            Some(b) if b > ABSURD_DURATION_NS => Err("the cycle's arrival_bound_ns is absurd (more than an hour)".into()),
+            _ => Ok(()),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn check_times(t: &Tables, rec: &CycleView) -> std::result::Result<Times, String> {
     let start = ns("start_ns", rec.start_ns)?;
     let opt = |f: &'static str, v: Option<u64>| v.map(|x| ns(f, x)).transpose();
@@ -223,6 +248,9 @@ fn check_times(t: &Tables, rec: &CycleView) -> std::result::Result<Times, String
     let spin = opt("spin_ns", rec.spin_ns)?;
     let arrival = opt("arrival_ns", rec.arrival_ns)?;
     check_release(rec, start, arrival)?;
+    let read = opt("read_ns", rec.read_ns)?;
+    let bound = opt("arrival_bound_ns", rec.arrival_bound_ns)?;
+    check_read(arrival, read, bound)?;
     for (name, v) in [
         ("cpu_ns", cpu),
         ("spin_margin_ns", margin),
@@ -274,6 +302,8 @@ fn check_times(t: &Tables, rec: &CycleView) -> std::result::Result<Times, String
         sleep,
         wake,
         arrival,
+        read,
+        bound,
     })
 }
 
@@ -444,6 +474,8 @@ fn convert_inner(
         input_paced: rec.pace == looptime_capture::PaceKind::Input,
         arrival_ns: times.arrival,
         input_seq: rec.input_seq,
+        read_ns: times.read,
+        arrival_bound_ns: times.bound,
         spans_dropped: rec.spans_dropped,
         samples_dropped: rec.samples_dropped,
         n_spans: rec.spans.len() as u32,

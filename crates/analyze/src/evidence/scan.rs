@@ -324,6 +324,8 @@ fn cycle_member<'a>(c: &mut Cur<'a>, key: &'a str, v: &mut CycleView<'a>, seen: 
         }
         b"arrival_ns" => field!(seen, 14, v.arrival_ns = c.opt_u64()?),
         b"input_seq" => field!(seen, 15, v.input_seq = c.opt_u64()?),
+        b"read_ns" => field!(seen, 21, v.read_ns = c.opt_u64()?),
+        b"arrival_bound_ns" => field!(seen, 22, v.arrival_bound_ns = c.opt_u64()?),
         b"spans_dropped" => field!(seen, 16, v.spans_dropped = c.u32()?),
         b"samples_dropped" => field!(seen, 17, v.samples_dropped = c.u32()?),
         b"values" => {

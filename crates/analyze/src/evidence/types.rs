@@ -70,6 +70,10 @@ pub struct CycleRow {
     pub arrival_ns: Option<i64>,
     /// The releasing input's own counter, when it carries one.
     pub input_seq: Option<u64>,
+    /// When the loop read that input, beside a kernel arrival.
+    pub read_ns: Option<i64>,
+    /// The kernel arrival's conversion bound (ns).
+    pub arrival_bound_ns: Option<i64>,
     /// Spans dropped in this cycle.
     pub spans_dropped: u32,
     /// Data-age samples beyond this cycle's slots (counted, not stored).

@@ -53,6 +53,8 @@ pub(super) struct CycleView<'a> {
     pub(super) pace: PaceKind,
     pub(super) arrival_ns: Option<u64>,
     pub(super) input_seq: Option<u64>,
+    pub(super) read_ns: Option<u64>,
+    pub(super) arrival_bound_ns: Option<u64>,
     pub(super) spans_dropped: u32,
     pub(super) samples_dropped: u32,
     /// Caller values, sorted by name with no name twice (a map's order).
@@ -126,6 +128,8 @@ impl<'a> CycleView<'a> {
             pace: rec.pace,
             arrival_ns: rec.arrival_ns,
             input_seq: rec.input_seq,
+            read_ns: rec.read_ns,
+            arrival_bound_ns: rec.arrival_bound_ns,
             spans_dropped: rec.spans_dropped,
             samples_dropped: rec.samples_dropped,
             values: rec

@@ -153,6 +153,8 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, clock: Clock, channel: usize, out: &
             "pace": if c.input_paced { "input" } else { "deadline" },
             "arrival_ns": c.arrival_ns,
             "input_seq": c.input_seq,
+            "read_ns": c.read_ns,
+            "arrival_bound_ns": c.arrival_bound_ns,
             "answer_latency_ns": answers[i],
             "values": values,
         });

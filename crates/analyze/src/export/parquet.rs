@@ -194,7 +194,7 @@ fn cycles(ev: &Evidence, cc: &CycleColumns, thread: &str) -> Result<DataFrame> {
 
 /// The cycles table's release columns: pace, arrival, the input's counter
 /// and the answer latency (docs/dataset.md).
-fn release_columns(ev: &Evidence) -> [Column; 4] {
+fn release_columns(ev: &Evidence) -> [Column; 6] {
     let c = &ev.cycles;
     let mut answers: Vec<Option<i64>> = vec![None; c.len()];
     for (row, l) in crate::metrics::input_paced::answer_latencies(ev) {
@@ -214,6 +214,16 @@ fn release_columns(ev: &Evidence) -> [Column; 4] {
         Column::new(
             "input_seq".into(),
             c.iter().map(|c| c.input_seq).collect::<Vec<Option<u64>>>(),
+        ),
+        Column::new(
+            "read_ns".into(),
+            c.iter().map(|c| c.read_ns).collect::<Vec<Option<i64>>>(),
+        ),
+        Column::new(
+            "arrival_bound_ns".into(),
+            c.iter()
+                .map(|c| c.arrival_bound_ns)
+                .collect::<Vec<Option<i64>>>(),
         ),
         Column::new("answer_latency_ns".into(), answers),
     ]

@@ -8,7 +8,9 @@
 
 use looptime_capture::quantile::nearest_rank;
 
-use super::report::{Bursts, Dist, InputPacedReport, InputPhase, LostInputs, Pace, SuccessRate};
+use super::report::{
+    Bursts, Dist, InputPacedReport, InputPhase, LostInputs, Pace, SocketWait, SuccessRate,
+};
 use super::table::{dist_of, r4};
 use crate::evidence::{Cell, Evidence};
 
@@ -249,6 +251,7 @@ fn phase_figures(
         budget_from: budget_from.into(),
         answer_latency: dist_of(&mut latencies),
         unanswered: rows.len() as u64 - answered,
+        socket_wait: socket_wait(ev, rows),
         late_answers,
         late_share: (answered > 0).then(|| r4(late_answers as f64 / answered as f64)),
         lost,
@@ -259,6 +262,34 @@ fn phase_figures(
         verdict: verdict.into(),
         reason,
     }
+}
+
+/// The phase's socket wait (absent when no row has a read time): per row
+/// with one, `read − arrival`; a read earlier than its arrival by more
+/// than the row's bound is a clock step, counted and left out.
+fn socket_wait(ev: &Evidence, rows: &[usize]) -> Option<SocketWait> {
+    let (mut waits, mut steps, mut stamped, mut bound_max) = (Vec::new(), 0u64, 0u64, None);
+    for &r in rows {
+        let c = &ev.cycles[r];
+        let (Some(read), Some(arrival)) = (c.read_ns, c.arrival_ns) else {
+            continue;
+        };
+        stamped += 1;
+        let bound = c.arrival_bound_ns.unwrap_or(0);
+        bound_max = bound_max.max(c.arrival_bound_ns);
+        let wait = read - arrival;
+        if wait < -bound {
+            steps += 1;
+        } else {
+            waits.push(wait);
+        }
+    }
+    (stamped > 0).then(|| SocketWait {
+        stamped,
+        wait: dist_of(&mut waits),
+        bound_max_ns: bound_max,
+        clock_steps: steps,
+    })
 }
 
 /// The period P of an input-paced phase and where it came from: the

@@ -387,6 +387,7 @@ fn a_share_just_over_a_threshold_is_judged_exactly_and_printed_rounded() {
             budget_from: "period".into(),
             answer_latency: None,
             unanswered: 1,
+            socket_wait: None,
             late_answers: 1,
             late_share: Some(r4(1.0 / 999.0)),
             lost: None,

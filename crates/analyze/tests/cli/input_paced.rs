@@ -642,6 +642,35 @@ fn injected_late_answers_are_found_with_the_robots_success_dip() {
 }
 
 #[test]
+fn states_that_waited_in_the_socket_while_the_loop_was_behind_show_as_socket_wait() {
+    // Every 50th cycle is busy 5 ms before it answers (P = 1 ms): 30 such
+    // stretches in the running phase. The states that reach the host
+    // meanwhile wait in the socket; with the kernel's receive stamp as the
+    // arrival, the next cycles' states waited about 4, 3, 2 and 1 ms when
+    // the loop reads them (its work is µs). So at least 3 × 30 = 90 of the
+    // 1,500 running cycles (6 %) waited 2 ms or more (less a loaded
+    // host's slack): the wait's p99 is over 1.5 ms, its max over 3.5 ms.
+    // Before kernel stamps, arrival was the read and these waits were 0.
+    // Only the queueing the stretches must cause is asserted: a loaded
+    // host adds waits (the peer thread is preempted too), never removes one.
+    let (_tmp, r) = serve_udp("late_answer_every = 50\nlate_answer_us = 5000.0");
+    let p = running(&r);
+    let sw = &p["socket_wait"];
+    assert_eq!(
+        sw["stamped"], p["cycles"],
+        "every state carries the kernel's stamp: {sw}"
+    );
+    let wait = &sw["wait"];
+    assert!(wait["max_ns"].as_i64().unwrap() >= 3_500_000, "{sw}");
+    assert!(wait["p99_ns"].as_i64().unwrap() >= 1_500_000, "{sw}");
+    // Each arrival is converted within a bound far below the waits.
+    assert!(sw["bound_max_ns"].as_i64().unwrap() < 1_000_000, "{sw}");
+    // The answers of the queued states count from their arrival: each
+    // stretch makes its own late answer and the queued ones late too.
+    assert!(p["late_answers"].as_u64().unwrap() >= 60, "{p}");
+}
+
+#[test]
 fn a_loop_slower_than_its_robot_loses_states_after_late_answers_and_is_cut_short() {
     // Six stages of 400 µs: 2.4 ms of work a cycle against a 1 ms state
     // stream. Every answer is late, the states pile up in the socket until

@@ -554,6 +554,17 @@ pub struct CycleRecord {
     /// The releasing input's own counter, when it carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_seq: Option<u64>,
+    /// When the loop read the releasing input (host monotonic ns, right
+    /// after its receive returned), recorded when `arrival_ns` is the
+    /// kernel's receive stamp: `read_ns − arrival_ns` is how long the input
+    /// waited in the socket (added within schema 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ns: Option<u64>,
+    /// The bound (ns) of that stamp's conversion from the realtime clock
+    /// onto the host monotonic one: the spread of the two monotonic reads
+    /// around the realtime read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_bound_ns: Option<u64>,
     /// Spans of this cycle that did not fit its slots and were not stored.
     #[serde(default, deserialize_with = "fields::null_is_default")]
     pub spans_dropped: u32,

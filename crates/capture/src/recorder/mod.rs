@@ -191,6 +191,10 @@ impl Recorder {
         c.arrival = release.arrival_ns.unwrap_or(0);
         c.has_input_seq = release.input_seq.is_some() as u8;
         c.input_seq = release.input_seq.unwrap_or(0);
+        c.has_read = release.read_ns.is_some() as u8;
+        c.read = release.read_ns.unwrap_or(0);
+        c.has_arrival_bound = release.arrival_bound_ns.is_some() as u8;
+        c.arrival_bound = release.arrival_bound_ns.unwrap_or(0);
         c.cpu_end = 0;
         self.cur = slot;
         self.in_cycle = true;

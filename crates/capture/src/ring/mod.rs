@@ -80,8 +80,9 @@ pub(crate) use shm::RingFile;
 /// The first eight bytes of every ring file.
 pub const RING_MAGIC: [u8; 8] = *b"LOOPTRNG";
 /// Version of the ring file layout this build writes and reads (3: the
-/// sample slots of data age).
-pub const RING_LAYOUT_VERSION: u32 = 3;
+/// sample slots of data age; 4: an input's read time and its kernel
+/// arrival's conversion bound in each cycle slot).
+pub const RING_LAYOUT_VERSION: u32 = 4;
 /// Where ring files go unless configured: a tmpfs, so the loop never
 /// causes disk I/O.
 pub const DEFAULT_RING_DIR: &str = "/dev/shm";

@@ -35,6 +35,11 @@ pub(crate) fn input_loop(
     let total = life.warm + cfg.running_cycles();
     let period = cfg.nominal_period_ns();
     let (link, peer, timeout) = start_peer(cfg, total, sh, peer_rec)?;
+    if !link.kernel_stamps() {
+        realtime.warnings.push(
+            "robot: the kernel gives no receive timestamps (SO_TIMESTAMPNS refused); arrivals are when the receive returned, so a state's wait in the socket is invisible".into(),
+        );
+    }
     let max_dt = (period as f64 * cfg.scheduler.max_dt_periods) as u64;
     let mut pacer = InputPacer::new(max_dt.max(1))?;
     let mut work = Work::with_late_answers(cfg);
@@ -168,7 +173,7 @@ struct Step<'s> {
 
 /// What one step of the loop did.
 enum Cycle {
-    /// A state arrived (at this time) and released a cycle.
+    /// A state was read (at this time) and released a cycle.
     Ran(u64),
     /// The robot's end of stream.
     Ended,
@@ -190,23 +195,29 @@ impl<'s> Step<'s> {
         rec.begin_wait();
         let got = loop {
             match self.link.receive() {
-                Ok(Received::Bad(_)) => *bad += 1,
+                Ok((Received::Bad(_), _)) => *bad += 1,
                 other => break other,
             }
         };
         rec.end_wait();
-        let arrival = looptime_capture::clock::monotonic_ns();
-        let got = got.map_err(|source| ServeError::Thread {
+        let (got, stamp) = got.map_err(|source| ServeError::Thread {
             thread: "control (robot link)",
             source,
         })?;
-        let state = match got {
-            Received::State(s) => s,
-            Received::End { .. } => return Ok(Cycle::Ended),
-            Received::Nothing | Received::Bad(_) => return Ok(Cycle::Silent),
+        let (state, stamp) = match (got, stamp) {
+            (Received::State(s), Some(stamp)) => (s, stamp),
+            (Received::End { .. }, _) => return Ok(Cycle::Ended),
+            _ => return Ok(Cycle::Silent),
         };
-        let tick = pacer.arrived(arrival, Some(state.seq), Some(state.robot_ns));
-        rec.begin_cycle(self.phase, tick.release());
+        // The arrival that counts is the kernel's (the state may have
+        // waited in the socket while the loop was behind); dt follows it.
+        let tick = pacer.arrived(stamp.arrival_ns(), Some(state.seq), Some(state.robot_ns));
+        let release = match stamp.arrival {
+            Some(k) => tick.release().with_read(stamp.read_ns, Some(k.bound_ns)),
+            None => tick.release(),
+        };
+        let arrival = stamp.read_ns;
+        rec.begin_cycle(self.phase, release);
         work.udp = Some((self.link, state.seq));
         let paused = self.phase == ids.paused;
         work.stages(rec, ids, self.sh, paused, self.i, tick.dt_measured_ns);

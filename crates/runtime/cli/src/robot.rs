@@ -11,6 +11,7 @@
 //! The loop's side is [`Link`]: a blocking receive with a timeout, and the
 //! command that answers a state. Nothing here knows the control loop.
 
+use looptime_capture::net;
 use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;
@@ -124,6 +125,8 @@ pub struct PeerReport {
 #[derive(Debug)]
 pub struct Link {
     sock: UdpSocket,
+    /// The kernel stamps each datagram on arrival (`SO_TIMESTAMPNS`).
+    stamped: bool,
 }
 
 impl Link {
@@ -132,12 +135,16 @@ impl Link {
     /// came in that time, or the robot's socket is gone (a command sent
     /// after it closed comes back refused).
     ///
+    /// With a datagram, when it arrived: the kernel's stamp on the
+    /// monotonic clock, beside the time the receive returned
+    /// ([`looptime_capture::net`]).
+    ///
     /// # Errors
     /// A socket error other than the timeout.
-    pub fn receive(&self) -> io::Result<Received> {
+    pub fn receive(&self) -> io::Result<(Received, Option<net::Received>)> {
         let mut buf = [0u8; 64];
-        match self.sock.recv(&mut buf) {
-            Ok(n) => Ok(Received::decode(&buf[..n])),
+        match net::recv_stamped(&self.sock, &mut buf) {
+            Ok(got) => Ok((Received::decode(&buf[..got.len]), Some(got))),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -146,10 +153,16 @@ impl Link {
                         | io::ErrorKind::ConnectionRefused
                 ) =>
             {
-                Ok(Received::Nothing)
+                Ok((Received::Nothing, None))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the kernel stamps the states' arrivals; without, an
+    /// arrival is when the receive returned.
+    pub fn kernel_stamps(&self) -> bool {
+        self.stamped
     }
 
     /// Answer state `seq` with a command (its counter, as FCI's
@@ -205,6 +218,8 @@ pub fn start(
     robot.connect(client.local_addr()?)?;
     client.connect(robot.local_addr()?)?;
     client.set_read_timeout(Some(timeout))?;
+    // Where the kernel refuses, arrivals are read times (the loop says so).
+    let stamped = net::enable_rx_timestamps(&client).is_ok();
     robot.set_nonblocking(true)?;
     let finished = Arc::new(AtomicBool::new(false));
     let done = finished.clone();
@@ -215,7 +230,10 @@ pub fn start(
             (report, recorder)
         })?;
     Ok((
-        Link { sock: client },
+        Link {
+            sock: client,
+            stamped,
+        },
         Peer {
             handle: Some(handle),
             finished,
@@ -449,7 +467,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (link, peer) = start(spec, Duration::from_millis(500), stop, None).unwrap();
         let mut seqs = Vec::new();
-        while let Received::State(s) = link.receive().unwrap() {
+        while let (Received::State(s), _) = link.receive().unwrap() {
             link.answer(s.seq);
             seqs.push(s.seq);
             if s.seq == 40 {
@@ -481,7 +499,11 @@ mod link_tests {
         client
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
-        let link = Link { sock: client };
+        net::enable_rx_timestamps(&client).unwrap();
+        let link = Link {
+            sock: client,
+            stamped: true,
+        };
         let state = State {
             seq: 9,
             robot_ns: 8_000_000,
@@ -493,10 +515,25 @@ mod link_tests {
         robot.send(b"garbage!!").unwrap();
         robot.send(&state.encode()).unwrap();
         robot.send(&end).unwrap();
-        assert_eq!(link.receive().unwrap(), Received::Bad(9));
-        assert_eq!(link.receive().unwrap(), Received::State(state));
-        assert_eq!(link.receive().unwrap(), Received::End { last_seq: 9 });
-        assert_eq!(link.receive().unwrap(), Received::Nothing);
+        let kinds = |r: (Received, Option<net::Received>)| {
+            // A datagram comes with its kernel arrival, at or before its
+            // read (within the conversion's bound); silence with none.
+            if let Some(got) = r.1 {
+                let k = got.arrival.expect("a kernel stamp on loopback");
+                assert!(k.arrival_ns <= got.read_ns + k.bound_ns, "{got:?}");
+            }
+            (r.0, r.1.is_some())
+        };
+        assert_eq!(kinds(link.receive().unwrap()), (Received::Bad(9), true));
+        assert_eq!(
+            kinds(link.receive().unwrap()),
+            (Received::State(state), true)
+        );
+        assert_eq!(
+            kinds(link.receive().unwrap()),
+            (Received::End { last_seq: 9 }, true)
+        );
+        assert_eq!(kinds(link.receive().unwrap()), (Received::Nothing, false));
     }
 
     #[test]
@@ -519,8 +556,12 @@ mod link_tests {
         let stop = AtomicBool::new(false);
         let report = serve_client(&peer, spec, Duration::from_secs(1), &stop).unwrap();
         assert_eq!(report.sent, 3);
-        let link = Link { sock: client };
-        let got: Vec<Received> = (0..4).map(|_| link.receive().unwrap()).collect();
+        net::enable_rx_timestamps(&client).unwrap();
+        let link = Link {
+            sock: client,
+            stamped: true,
+        };
+        let got: Vec<Received> = (0..4).map(|_| link.receive().unwrap().0).collect();
         assert!(
             matches!(got[2], Received::State(State { seq: 3, .. })),
             "{got:?}"

@@ -216,6 +216,32 @@ fn watch_counts_a_declared_budget_and_tolerance() {
     assert!(text.contains("tolerance 10000.000 ms: "), "{text}");
 }
 
+/// An input-paced loop's kernel arrivals and read times reach the live
+/// view through the ring (layout 4): each phase of the window gives the
+/// socket wait of every one of its cycles, never negative beyond a
+/// conversion's bound (a few µs at most).
+#[test]
+fn watch_shows_the_socket_wait_of_an_input_paced_loop() {
+    let rings = tempfile::tempdir().unwrap();
+    let _s = serving_with(rings.path(), "[robot]\ntransport = \"udp\"\n");
+    let out = looptime()
+        .args(["watch", "--once", "--json", "--window", "100", "--ring-dir"])
+        .arg(rings.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in v["phases"].as_array().unwrap() {
+        let w = &p["socket_wait"];
+        assert_eq!(w["count"], p["cycles"], "{p}");
+        assert!(w["p50_ns"].as_i64().unwrap() > -10_000, "{p}");
+    }
+}
+
 #[test]
 fn watch_without_a_running_ring_says_how_to_get_one() {
     let rings = tempfile::tempdir().unwrap();

@@ -42,6 +42,8 @@ pub(super) fn cycle_schema() -> Vec<u8> {
             "pace": {"type": "string", "enum": ["deadline", "input"], "description": "what released the cycle"},
             "arrival_ns": {"type": ["integer", "null"], "description": "input-paced: when the releasing input arrived, host monotonic"},
             "input_seq": {"type": ["integer", "null"], "description": "input-paced: the input's own counter"},
+            "read_ns": {"type": ["integer", "null"], "description": "input-paced, with a kernel arrival: when the loop read the input, host monotonic"},
+            "arrival_bound_ns": {"type": ["integer", "null"], "description": "input-paced, with a kernel arrival: the bound of its conversion onto the monotonic clock"},
             "answer_latency_ns": {"type": ["integer", "null"], "description": "input-paced: the first command span's start − arrival"},
             "values": {"type": "object", "additionalProperties": {"type": "number"}},
         }),

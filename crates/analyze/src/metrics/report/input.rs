@@ -44,6 +44,11 @@ pub struct InputPhase {
     pub answer_latency: Option<Dist>,
     /// Input-paced cycles with no command span (no answer to time).
     pub unanswered: u64,
+    /// How long the inputs waited in the socket before the loop read them
+    /// (`read_ns − arrival_ns`, the arrival being the kernel's receive
+    /// stamp); absent when no cycle carries a read time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_wait: Option<SocketWait>,
     /// Answers with a latency over the budget.
     pub late_answers: u64,
     /// `late_answers / answers`, rounded to 10⁻⁴ (absent without answers).
@@ -124,4 +129,21 @@ pub struct SuccessRate {
     pub p50: f64,
     /// Cycles below 1.0 (some command of the robot's window missed).
     pub below_one: u64,
+}
+
+/// The socket wait of an input-paced phase: how long each input waited
+/// between the kernel's receive stamp and the loop's read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SocketWait {
+    /// Input-paced cycles with a read time beside their arrival.
+    pub stamped: u64,
+    /// `read_ns − arrival_ns` over them (ns), the clock steps left out.
+    pub wait: Option<Dist>,
+    /// The largest conversion bound among them (ns): each arrival is
+    /// known within ± half of its own.
+    pub bound_max_ns: Option<i64>,
+    /// Cycles whose read came before their arrival by more than their
+    /// bound: the system clock stepped while the input was in the socket.
+    /// Left out of `wait`.
+    pub clock_steps: u64,
 }

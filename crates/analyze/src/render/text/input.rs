@@ -48,6 +48,9 @@ fn phase(o: &mut String, p: &InputPhase) {
     );
     dist_row(o, "arrival period", &p.arrival_period, ms);
     dist_row(o, "answer latency", &p.answer_latency, ms);
+    if let Some(s) = &p.socket_wait {
+        dist_row(o, "socket wait", &s.wait, ms);
+    }
     let budget = p.budget_ns.map_or("no budget".into(), |b| {
         format!("over {} ms ({})", ms(b as f64), p.budget_from)
     });
@@ -69,6 +72,16 @@ fn phase(o: &mut String, p: &InputPhase) {
         let _ = writeln!(
             o,
             "    lost inputs: no counter recorded (Release::input without a sequence number)"
+        );
+    }
+    if let Some(s) = &p.socket_wait {
+        let _ = writeln!(
+            o,
+            "    socket wait: {} of {} cycles carry the kernel's receive stamp (arrival) beside the loop's read; the wait is read − arrival, each arrival within ± {:.3} µs of the conversion; {} clock step(s) (a read before its arrival) left out",
+            s.stamped,
+            p.cycles,
+            s.bound_max_ns.unwrap_or(0) as f64 / 2e3,
+            s.clock_steps
         );
     }
     let b = &p.bursts;

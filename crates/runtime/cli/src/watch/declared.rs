@@ -1,5 +1,7 @@
-//! What `watch` counts against a compute budget and a deadline tolerance
-//! the ring's header declares (docs/metrics.md, Budget and tolerance).
+//! What `watch` adds below its phase table: the counts against a compute
+//! budget and a deadline tolerance the ring's header declares
+//! (docs/metrics.md, Budget and tolerance), and the socket wait of
+//! input-paced phases with kernel arrivals (docs/input-paced.md).
 
 use looptime_capture::CycleRecord;
 
@@ -47,8 +49,9 @@ impl Declared {
 
 /// What the window counts against a declared budget and tolerance, per
 /// phase: `budget 2.000 ms: running 3 overruns; tolerance 1.000 ms:
-/// running 1 completion misses` (`None` when nothing is declared).
-pub(crate) fn declared_line(s: &Snapshot) -> Option<String> {
+/// running 1 completion misses`, and for input-paced phases with kernel
+/// arrivals their socket wait (`None` when there is none of these).
+pub(crate) fn window_notes(s: &Snapshot) -> Option<String> {
     let per_phase = |get: fn(&PhaseView) -> Option<u64>, what: &str| {
         s.phases
             .iter()
@@ -75,6 +78,23 @@ pub(crate) fn declared_line(s: &Snapshot) -> Option<String> {
                 misses
             }
         ));
+    }
+    let waits: Vec<String> = s
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let w = p.socket_wait?;
+            Some(format!(
+                "{} socket wait p50 {} p99 {} max {} ms",
+                p.phase,
+                ms(w.p50_ns),
+                ms(w.p99_ns),
+                ms(w.max_ns)
+            ))
+        })
+        .collect();
+    if !waits.is_empty() {
+        parts.push(waits.join(", "));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

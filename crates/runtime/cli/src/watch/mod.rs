@@ -79,6 +79,10 @@ pub struct PhaseView {
     /// input-paced).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_misses: Option<u64>,
+    /// Input-paced cycles with a kernel arrival: how long their inputs
+    /// waited in the socket (`read_ns − arrival_ns`; absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_wait: Option<Spread>,
 }
 
 /// One stage over the window.
@@ -294,6 +298,7 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
     let read = reader.read(Some(window))?;
     let comparable = read.header.clocks.schedule_comparable();
     let declared = Declared::of(&read.header, comparable);
+    let mut waits: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut phases: Vec<PhaseView> = Vec::new();
     let mut acc: BTreeMap<String, Samples> = BTreeMap::new();
     let mut recent = Vec::new();
@@ -313,6 +318,7 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
                     skipped: 0,
                     budget_overruns: declared.budget_ns.map(|_| 0),
                     completion_misses: declared.next_release.map(|_| 0),
+                    socket_wait: None,
                 });
                 phases.len() - 1
             }
@@ -322,6 +328,12 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
         p.overruns += c.overdue as u64;
         p.skipped += c.skipped as u64;
         declared.count(p, c);
+        if let (Some(r), Some(a)) = (c.read_ns, c.arrival_ns) {
+            waits
+                .entry(c.phase.clone())
+                .or_default()
+                .push(r as i64 - a as i64);
+        }
         let (period, work, over) = acc.entry(c.phase.clone()).or_default();
         // The analyzer's definitions (looptime_capture::cycle): a period only
         // between adjacent cycles of one segment, an overshoot only for a
@@ -343,6 +355,7 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
             p.work = Spread::of(work);
             p.overshoot = Spread::of(over);
         }
+        p.socket_wait = waits.get_mut(&p.phase).and_then(|w| Spread::of(w));
     }
     let stages = stage_views(&read.header, &read.cycles);
     let keep = recent.len().saturating_sub(400);
@@ -536,7 +549,7 @@ pub fn render_text(s: &Snapshot) -> String {
     };
     out.push_str("times in ms\n");
     out.push_str(&table(&PHASE_HEADER, phase_rows(s)));
-    if let Some(d) = declared_line(s) {
+    if let Some(d) = window_notes(s) {
         out.push_str(&d);
         out.push('\n');
     }
@@ -555,7 +568,7 @@ pub fn render_text(s: &Snapshot) -> String {
 }
 
 mod declared;
-use declared::{declared_line, Declared};
+use declared::{window_notes, Declared};
 
 mod tui;
 

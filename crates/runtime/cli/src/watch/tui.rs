@@ -106,7 +106,7 @@ fn draw(f: &mut Frame, s: &Snapshot) {
         }
     }
     f.render_widget(Paragraph::new(title(s)), top);
-    let phases_title = match declared_line(s) {
+    let phases_title = match window_notes(s) {
         Some(d) => format!("phases (ms, over the window; {d})"),
         None => "phases (ms, over the window)".to_string(),
     };
