@@ -6,7 +6,8 @@
 # and the client answering every 50th state 2 ms late (20 late answers).
 # The analyzer must find what the faults cause: the 20 late answers (at
 # least: a loaded host may add more), bursts after on-time answers, no
-# state lost, both causes in the verdict, the robot's success rate below 1.
+# state lost, both causes in the verdict, the robot's success rate below 1,
+# and every arrival the kernel's stamp with the queued states' socket wait.
 # Needs the looptime wheel installed, cmake and g++.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,12 @@ assert p["lost"]["total"] == 0, p["lost"]
 assert p["verdict"] == "the loop and the link", p["verdict"]
 assert p["success_rate"]["value"] == "control_command_success_rate"
 assert p["success_rate"]["min"] < 1.0, p["success_rate"]
+# Every state carries the kernel's receive stamp, and the states that
+# reached the host during a 2 ms late answer waited in the socket (about
+# 1 ms for the next one): the queueing shows.
+sw = p["socket_wait"]
+assert sw["stamped"] == p["cycles"], sw
+assert sw["wait"]["max_ns"] >= 500_000, sw
 print(f"robot_udp ({sys.argv[2]}): {p['cycles']} cycles, {p['late_answers']} late answers, {b['count']} bursts "
       f"({b['after_late_answer']} after a late answer), verdict {p['verdict']!r}")
 PY

@@ -6,9 +6,10 @@
  *   build/robot_udp_c --port PORT --runs-dir runs/udp-c [--late-every 50]
  *   analyze_control_timing --episode runs/udp-c/latest
  *
- * Each cycle: the receive between looptime_wait_begin and _end, the
- * arrival read right after it returned, looptime_cycle_begin_input with
- * the state's own counter, a `control` span, and the answer inside
+ * Each cycle: the receive between looptime_wait_begin and _end
+ * (looptime_recv_stamped: the kernel's receive stamp is the arrival, the
+ * time the loop read it kept beside it), looptime_cycle_begin_received
+ * with the state's own counter, a `control` span, and the answer inside
  * `robot_send_command`. The loop ends when the states stop for 100 ms. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -32,11 +33,6 @@ struct state {
     double success_rate;
 };
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 #define CHECK(call)                                                                  \
     do {                                                                             \
@@ -104,19 +100,23 @@ int main(int argc, char **argv) {
         perror("robot_udp_c: socket");
         return 1;
     }
+    /* The kernel stamps each state when it reaches the socket. */
+    if (looptime_enable_rx_timestamps(sock) != LOOPTIME_OK) {
+        fprintf(stderr, "robot_udp_c: %s (arrivals are read times)\n", looptime_last_error());
+    }
     (void)send(sock, &hello, sizeof hello, 0); /* the peer answers to this address */
     for (;;) {
         struct state s;
-        uint64_t arrival, answer_span, work_span;
-        ssize_t n;
+        looptime_received got;
+        uint64_t answer_span, work_span;
+        int rc;
         looptime_wait_begin(rec);
-        n = recv(sock, &s, sizeof s, 0);
+        rc = looptime_recv_stamped(sock, &s, sizeof s, &got);
         looptime_wait_end(rec);
-        arrival = monotonic_ns();
-        if (n < 0) break; /* no state for 100 ms, or the robot is gone */
-        if (n == 16 && memcmp(&s, "LTEND\0\0\0", 8) == 0) break; /* end of stream */
-        if (n != (ssize_t)sizeof s) continue; /* neither a state nor the end */
-        looptime_cycle_begin_input(rec, running, arrival, s.seq);
+        if (rc != LOOPTIME_OK) break; /* no state for 100 ms, or the robot is gone */
+        if (got.len == 16 && memcmp(&s, "LTEND\0\0\0", 8) == 0) break; /* end of stream */
+        if (got.len != sizeof s) continue; /* neither a state nor the end */
+        looptime_cycle_begin_received(rec, running, &got, s.seq);
         looptime_span_begin(rec, control, &work_span);
         if (late_every > 0 && cycle % late_every == late_every - 1) {
             struct timespec late = {0, 2000000}; /* an injected late answer */

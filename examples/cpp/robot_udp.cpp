@@ -7,8 +7,8 @@
 //   analyze_control_timing --episode runs/udp-cpp/latest
 //
 // Each cycle: the receive (recorded as the wait), an input-paced release
-// (the arrival, read right after the receive returned, and the state's own
-// counter), a `control` span, and the answer in `robot_send_command`. With
+// (the kernel's receive stamp of the state, from looptime_recv_stamped,
+// with the time the loop read it beside it, and the state's own counter), a `control` span, and the answer in `robot_send_command`. With
 // --late-every N every N-th answer leaves 2 ms late. The loop ends when the
 // states stop for 100 ms.
 #include <arpa/inet.h>
@@ -28,12 +28,6 @@
 #include "looptime.hpp"
 
 namespace {
-
-uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
 
 // The wire format of `looptime robot-peer`: little-endian, as on x86-64
 // and arm64.
@@ -101,19 +95,23 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "robot_udp: socket: %s\n", std::strerror(errno));
             return 1;
         }
+        // The kernel stamps each state when it reaches the socket.
+        if (looptime_enable_rx_timestamps(sock) != LOOPTIME_OK) {
+            std::fprintf(stderr, "robot_udp: %s (arrivals are read times)\n", looptime_last_error());
+        }
         uint64_t hello = 0;  // the peer answers to this address
         (void)::send(sock, &hello, sizeof hello, 0);
         long cycle = 0;
         for (;;) {
             State s{};
             looptime_wait_begin(rec.get());
-            ssize_t n = recv(sock, &s, sizeof s, 0);
+            looptime_received got{};
+            const int rc = looptime_recv_stamped(sock, &s, sizeof s, &got);
             looptime_wait_end(rec.get());
-            const uint64_t arrival = monotonic_ns();
-            if (n < 0) break;  // no state for 100 ms, or the robot is gone
-            if (n == 16 && std::memcmp(&s, "LTEND\0\0\0", 8) == 0) break;  // end of stream
-            if (n != ssize_t(sizeof s)) continue;  // neither a state nor the end
-            looptime::Cycle c(rec, running, looptime::Input{arrival, s.seq});
+            if (rc != LOOPTIME_OK) break;  // no state for 100 ms, or the robot is gone
+            if (got.len == 16 && std::memcmp(&s, "LTEND\0\0\0", 8) == 0) break;  // end of stream
+            if (got.len != sizeof s) continue;  // neither a state nor the end
+            looptime::Cycle c(rec, running, got, s.seq);
             {
                 looptime::Span work(rec, control);
                 if (late_every > 0 && cycle % late_every == late_every - 1) {

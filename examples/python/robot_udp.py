@@ -8,8 +8,9 @@ first, then this client with the port it printed:
     ./target/release/analyze_control_timing --episode runs/udp-py/latest
 
 Each cycle: the receive (recorded as the wait), an input-paced release
-(the arrival, read right after the receive returned, and the state's own
-counter), a `control` span, and the answer in `robot_send_command`. With
+(the arrival: the kernel's receive stamp, `looptime.recv_stamped`, with
+the time the loop read it beside it, and the state's own counter), a
+`control` span, and the answer in `robot_send_command`. With
 ``--late-every N`` every N-th answer leaves 2 ms late, a fault the report
 must find. The loop ends at the robot's end of stream, or when its states
 stop for 100 ms. It writes an episode as every looptime program does:
@@ -58,21 +59,22 @@ def main() -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.connect(("127.0.0.1", args.port))
     sock.settimeout(0.1)
+    # The kernel stamps each state when it reaches the socket: a state that
+    # waited there while the loop was behind shows as socket wait.
+    looptime.enable_rx_timestamps(sock)
     sock.send(ANSWER.pack(0))  # hello: the peer answers to this address
-    buf = bytearray(64)
     cycle = 0
     while True:
         rec.begin_wait()
         try:
-            n = sock.recv_into(buf)
-        except (socket.timeout, ConnectionRefusedError):
+            buf, arrival = looptime.recv_stamped(sock, 64)
+        except (TimeoutError, ConnectionRefusedError):
             break  # the robot stopped: the motion ends
         finally:
             rec.end_wait()
-        arrival = time.monotonic_ns()
-        if n == 16 and bytes(buf[:8]) == END:
+        if len(buf) == 16 and buf[:8] == END:
             break  # the robot's stream ended
-        if n != STATE.size:
+        if len(buf) != STATE.size:
             continue  # neither a state nor the end: skipped
         seq, _robot_ns, rate = STATE.unpack_from(buf)
         rec.begin_cycle(running, input=(arrival, seq))

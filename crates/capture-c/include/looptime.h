@@ -35,6 +35,12 @@
 #define LOOPTIME_WARN_DEGRADED 2
 
 /**
+ * Warning from `looptime_recv_stamped`: no datagram within the socket's
+ * timeout (or none waiting on a non-blocking socket); nothing received.
+ */
+#define LOOPTIME_WARN_TIMEOUT 3
+
+/**
  * A handle or pointer argument is NULL.
  */
 #define LOOPTIME_ERR_NULL -1
@@ -304,6 +310,35 @@ typedef struct {
    */
   uint64_t spin_margin_ns;
 } looptime_tick;
+
+/**
+ * One datagram received by `looptime_recv_stamped`.
+ */
+typedef struct {
+  /**
+   * Its length in bytes (at most the buffer's capacity: a longer
+   * datagram is cut, as `recv` cuts it).
+   */
+  uint64_t len;
+  /**
+   * The arrival that counts: the kernel's receive stamp on
+   * `CLOCK_MONOTONIC` (ns) when `kernel`, else `read_ns`.
+   */
+  uint64_t arrival_ns;
+  /**
+   * When the receive returned (`CLOCK_MONOTONIC` ns).
+   */
+  uint64_t read_ns;
+  /**
+   * The stamp's conversion bound (ns; 0 without a kernel stamp).
+   */
+  uint64_t bound_ns;
+  /**
+   * The kernel stamped it (`looptime_enable_rx_timestamps` was called on
+   * the socket).
+   */
+  bool kernel;
+} looptime_received;
 
 /**
  * What a program declares about its episode.
@@ -734,6 +769,39 @@ int32_t looptime_scheduler_misses(const looptime_scheduler *s,
                                   uint64_t *budget_overruns,
                                   uint64_t *wake_misses,
                                   uint64_t *completion_misses);
+
+/**
+ * Ask the kernel to stamp each datagram socket `fd` receives with its
+ * arrival (`SO_TIMESTAMPNS`).
+ */
+int32_t looptime_enable_rx_timestamps(int32_t fd);
+
+/**
+ * Receive one datagram from socket `fd` into `buf` (`cap` bytes), blocking
+ * as the socket does, and write what came and when to `*out`.
+ * `LOOPTIME_WARN_TIMEOUT` (with `*out` zeroed) when none came within the
+ * socket's timeout (`SO_RCVTIMEO`), or none was waiting on a non-blocking
+ * socket; `LOOPTIME_ERR_IO` on another receive error.
+ *
+ * # Safety
+ * `buf` is NULL or writable for `cap` bytes; `out` is NULL or writable.
+ */
+int32_t looptime_recv_stamped(int32_t fd, void *buf, size_t cap, looptime_received *out);
+
+/**
+ * Begin a cycle in `phase` released by the datagram `got` (from
+ * `looptime_recv_stamped`) carrying the counter `seq` (`LOOPTIME_NO_SEQ`
+ * without one): its arrival, and with a kernel stamp the read time and
+ * the bound beside it. Otherwise as `looptime_cycle_begin_input`;
+ * allocation-free.
+ *
+ * # Safety
+ * `r` is NULL or a live recorder; `got` is NULL or readable.
+ */
+int32_t looptime_cycle_begin_received(looptime_recorder *r,
+                                      uint32_t phase,
+                                      const looptime_received *got,
+                                      uint64_t seq);
 
 /**
  * Mark the start of the wait before the next cycle.

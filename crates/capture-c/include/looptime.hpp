@@ -199,6 +199,12 @@ public:
     Cycle(Recorder &rec, uint32_t phase, const Input &input) noexcept : r_(rec.get()) {
         looptime_cycle_begin_input(r_, phase, input.arrival_ns, input.seq);
     }
+    /// A cycle released by a datagram from `looptime_recv_stamped`: its
+    /// kernel arrival, and the read time and bound beside it.
+    Cycle(Recorder &rec, uint32_t phase, const looptime_received &got, uint64_t seq) noexcept
+        : r_(rec.get()) {
+        looptime_cycle_begin_received(r_, phase, &got, seq);
+    }
     Cycle(Recorder &rec, uint32_t phase, const looptime_tick &tick) noexcept : r_(rec.get()) {
         looptime_cycle_begin_tick(r_, phase, &tick);
     }

@@ -13,6 +13,9 @@ pub const LOOPTIME_WARN_LEFT_OPEN: i32 = 1;
 /// Warning from `looptime_control_thread_setup`: the kernel refused a
 /// setting (see `looptime_last_error`); the loop runs without it.
 pub const LOOPTIME_WARN_DEGRADED: i32 = 2;
+/// Warning from `looptime_recv_stamped`: no datagram within the socket's
+/// timeout (or none waiting on a non-blocking socket); nothing received.
+pub const LOOPTIME_WARN_TIMEOUT: i32 = 3;
 /// A handle or pointer argument is NULL.
 pub const LOOPTIME_ERR_NULL: i32 = -1;
 /// An argument is out of range: a bad name, capacity, kind or setting.

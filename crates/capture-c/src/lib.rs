@@ -66,6 +66,7 @@ mod builder;
 mod recorder;
 mod scheduler;
 
+mod net;
 mod record;
 
 mod bench;
@@ -77,6 +78,7 @@ pub use builder::*;
 pub use consts::*;
 pub use episode::*;
 pub use error::looptime_last_error;
+pub use net::*;
 pub use record::*;
 pub use recorder::*;
 pub use scheduler::*;

@@ -24,7 +24,8 @@
 //! ```
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
 
 use crate::Release;
 
@@ -71,7 +72,52 @@ impl Received {
 /// # Errors
 /// The kernel refused the option (not a socket, or no such option).
 pub fn enable_rx_timestamps(sock: &impl AsRawFd) -> io::Result<()> {
-    crate::sys::enable_rx_timestamps(sock.as_raw_fd())
+    enable_rx_timestamps_fd(sock.as_raw_fd())
+}
+
+/// [`enable_rx_timestamps`] on a raw descriptor (the Python and C
+/// bindings' sockets).
+///
+/// # Errors
+/// As [`enable_rx_timestamps`].
+pub fn enable_rx_timestamps_fd(fd: RawFd) -> io::Result<()> {
+    crate::sys::enable_rx_timestamps(fd)?;
+    wait_until_stamping();
+    Ok(())
+}
+
+/// How long a probe datagram sits in its socket before it is read.
+const PROBE_WAIT: Duration = Duration::from_micros(300);
+
+/// Return once the kernel stamps datagrams on arrival, at most about
+/// 60 ms. Linux turns receive timestamping on for the whole host in a
+/// deferred work item when the first socket asks for it; until that has
+/// run, a datagram is stamped when it is *read*, and its socket wait would
+/// read 0. A loopback probe that waits [`PROBE_WAIT`] in its socket shows
+/// when the stamps are live (its stamp then comes before its read by about
+/// that much). On a host where another socket already asked, the first
+/// probe shows it.
+fn wait_until_stamping() {
+    let probe = || -> io::Result<bool> {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        crate::sys::enable_rx_timestamps(rx.as_raw_fd())?;
+        rx.set_read_timeout(Some(Duration::from_millis(100)))?;
+        for _ in 0..200 {
+            tx.send_to(b"probe", rx.local_addr()?)?;
+            std::thread::sleep(PROBE_WAIT);
+            let got = recv_stamped(&rx, &mut [0u8; 8])?;
+            if got.arrival.is_some_and(|a| {
+                got.read_ns.saturating_sub(a.arrival_ns) >= PROBE_WAIT.as_nanos() as u64 / 2
+            }) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    // A probe that cannot run (no loopback) changes nothing: the stamps
+    // come when the kernel turns them on.
+    let _ = probe();
 }
 
 /// Receive one datagram from `sock` into `buf` (blocking as the socket
@@ -82,7 +128,30 @@ pub fn enable_rx_timestamps(sock: &impl AsRawFd) -> io::Result<()> {
 /// # Errors
 /// The receive's own error.
 pub fn recv_stamped(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Received> {
-    let (len, stamp) = crate::sys::recv_timestamped(sock.as_raw_fd(), buf)?;
+    recv_stamped_fd(sock.as_raw_fd(), buf, None)
+}
+
+/// [`recv_stamped`] on a raw descriptor; with `timeout`, first wait at
+/// most that long for a datagram (`poll`), for a socket in non-blocking
+/// mode (Python's, with a timeout set): none in time is a `TimedOut` error.
+///
+/// # Errors
+/// The wait's or the receive's error; `TimedOut` when none came in time.
+pub fn recv_stamped_fd(
+    fd: RawFd,
+    buf: &mut [u8],
+    timeout: Option<Duration>,
+) -> io::Result<Received> {
+    if let Some(t) = timeout {
+        let ms = t.as_millis().min(i32::MAX as u128) as i32;
+        if !crate::sys::wait_readable(fd, ms)? {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no datagram within the timeout",
+            ));
+        }
+    }
+    let (len, stamp) = crate::sys::recv_timestamped(fd, buf)?;
     let m1 = crate::sys::monotonic_ns();
     let arrival = stamp.map(|rt| {
         let r = crate::sys::realtime_ns();

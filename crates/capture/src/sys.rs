@@ -116,3 +116,19 @@ pub fn recv_timestamped(
     }
     Ok((n as usize, stamp))
 }
+
+/// Wait until `fd` is readable, at most `timeout_ms` (`poll`): false when
+/// the time ran out.
+pub fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) -> std::io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid, writable pollfd for the call.
+    let rc = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(rc > 0)
+}

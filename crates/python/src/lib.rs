@@ -38,6 +38,7 @@
 
 mod error;
 mod names;
+mod net;
 mod tick;
 
 mod recorder;
@@ -71,6 +72,9 @@ fn _looptime(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Recorder>()?;
     m.add_class::<Scheduler>()?;
     m.add_class::<Tick>()?;
+    m.add_class::<net::Arrival>()?;
+    m.add_function(wrap_pyfunction!(net::enable_rx_timestamps, m)?)?;
+    m.add_function(wrap_pyfunction!(net::recv_stamped, m)?)?;
     m.add_class::<FinishReport>()?;
     m.add_class::<Episode>()?;
     m.add_class::<Session>()?;

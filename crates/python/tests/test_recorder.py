@@ -102,6 +102,46 @@ def test_a_cycle_released_by_an_input_carries_its_arrival_and_counter(tmp_path):
     assert "pace" not in third and "arrival_ns" not in third
 
 
+def test_recv_stamped_gives_the_kernels_arrival_and_the_cycle_keeps_both(tmp_path):
+    """A state that waited 20 ms in the socket: recv_stamped's Arrival has
+    the kernel's stamp at least 20 ms (less the conversion's bound) before
+    the read; input=(arrival, seq) records both, and the analyzer's socket
+    wait reads them back. Without timestamps the arrival is the read."""
+    import socket
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    looptime.enable_rx_timestamps(rx)
+    tx.sendto(b"state-7", rx.getsockname())
+    time.sleep(0.02)
+    rx.settimeout(1.0)  # a timeout: the socket is non-blocking underneath
+    data, got = looptime.recv_stamped(rx)
+    assert data == b"state-7" and got.kernel
+    assert got.waited_ns + got.bound_ns >= 20_000_000, got
+    rec = small_recorder()
+    rec.begin_cycle("running", input=(got, 7))
+    rec.end_cycle()
+    _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
+    c = cycles[0]
+    assert (c["arrival_ns"], c["read_ns"], c["arrival_bound_ns"], c["input_seq"]) == (
+        got.arrival_ns, got.read_ns, got.bound_ns, 7)
+    # Nothing in time: TimeoutError, as socket.recv raises.
+    rx.settimeout(0.05)
+    with pytest.raises(TimeoutError):
+        looptime.recv_stamped(rx)
+    # A socket without timestamps: the arrival is the read, no bound.
+    plain = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    plain.bind(("127.0.0.1", 0))
+    tx.sendto(b"s", plain.getsockname())
+    _, p = looptime.recv_stamped(plain.fileno())
+    assert (p.kernel, p.bound_ns, p.arrival_ns) == (False, None, p.read_ns)
+    with pytest.raises(TypeError, match="a socket"):
+        looptime.recv_stamped("not a socket")
+    for s in (rx, tx, plain):
+        s.close()
+
+
 @pytest.mark.parametrize(
     "setting, mode",
     [(None, "cycle"), ("cycle", "cycle"), ("spans", "spans"), ("off", "off"), (True, "spans"), (False, "off")],

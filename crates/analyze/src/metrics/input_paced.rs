@@ -223,6 +223,11 @@ fn phase_figures(
         .iter()
         .filter(|c| c.phase == ph && !c.input_paced)
         .count() as u64;
+    let socket_wait = socket_wait(ev, rows);
+    // Every arrival the kernel's: the socket's queue is in the latencies.
+    let kernel = socket_wait
+        .as_ref()
+        .is_some_and(|s| s.stamped == rows.len() as u64);
     let (verdict, reason) = phase_verdict(
         ev,
         late_answers,
@@ -232,6 +237,7 @@ fn phase_figures(
         gaps,
         &bursts,
         success_rate.as_ref(),
+        kernel,
     );
     InputPhase {
         phase: ev
@@ -251,7 +257,7 @@ fn phase_figures(
         budget_from: budget_from.into(),
         answer_latency: dist_of(&mut latencies),
         unanswered: rows.len() as u64 - answered,
-        socket_wait: socket_wait(ev, rows),
+        socket_wait,
         late_answers,
         late_share: (answered > 0).then(|| r4(late_answers as f64 / answered as f64)),
         lost,
@@ -314,6 +320,7 @@ fn phase_verdict(
     gaps: Gaps,
     bursts: &Bursts,
     success_rate: Option<&SuccessRate>,
+    kernel: bool,
 ) -> (&'static str, String) {
     if answered == 0 {
         // No span of the command stage: no answer to time, so no verdict on
@@ -334,7 +341,7 @@ fn phase_verdict(
             gaps,
             bursts,
         );
-        robot_disagrees(v, late_answers, answered, success_rate)
+        robot_disagrees(v, late_answers, answered, success_rate, kernel)
     }
 }
 
@@ -508,15 +515,31 @@ fn robot_disagrees(
     late: u64,
     answered: u64,
     success: Option<&SuccessRate>,
+    kernel: bool,
 ) -> (&'static str, String) {
     let Some(s) = success.filter(|s| late == 0 && s.below_one > 0) else {
         return v;
     };
+    let robot = format!(
+        "but the robot's {} fell below 1 in {} of {} cycles (min {:.4}): answers were late or missing by the robot's count",
+        s.value, s.below_one, s.count, s.min
+    );
+    if kernel {
+        // The socket's queue is in every latency: what is left is before
+        // the kernel's stamp, or after the answer left.
+        return (
+            "the link or the host's receive path",
+            format!(
+                "0 of {answered} answers late by the loop's count (from each arrival as the kernel stamped it, the socket's wait included), {robot}; the evidence cannot separate a state held before the kernel stamped it (on the wire, in the NIC's or the driver's queue) from an answer lost or late on its way back ({})",
+                v.1
+            ),
+        );
+    }
     (
         "the link or the loop's socket queue",
         format!(
-            "0 of {answered} answers late by the loop's count (from each arrival as its receive returned), but the robot's {} fell below 1 in {} of {} cycles (min {:.4}): answers were late or missing by the robot's count; the evidence cannot separate a state that waited in the socket before the loop read it from an answer lost or late on its way back ({})",
-            s.value, s.below_one, s.count, s.min, v.1
+            "0 of {answered} answers late by the loop's count (from each arrival as its receive returned), {robot}; the evidence cannot separate a state that waited in the socket before the loop read it from an answer lost or late on its way back ({})",
+            v.1
         ),
     )
 }

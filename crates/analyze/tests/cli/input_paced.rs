@@ -847,4 +847,45 @@ fn the_robots_count_of_late_answers_is_not_put_down_to_the_link() {
         "{}",
         p["reason"]
     );
+    // The same cycles with kernel arrivals (each read 40 µs after its
+    // arrival, bound 60 ns; cycle 3 read 1 ms *before* its arrival, as
+    // when the system clock steps back while the state is in the socket:
+    // a clock step, left out of the wait): the socket's wait is in every
+    // latency, so what the robot counted is before the kernel's stamp or
+    // on the way back.
+    let stamped: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["type"] == "cycle" {
+                let a = v["arrival_ns"].as_u64().unwrap();
+                v["read_ns"] = json!(if v["cycle"] == 3 { a - MS } else { a + 40 * US });
+                v["arrival_bound_ns"] = json!(60);
+            }
+            v.to_string()
+        })
+        .collect();
+    write(dir.path(), &stamped);
+    let p = &analyze_json(dir.path(), &[])["input_paced"]["phases"][0];
+    assert_eq!(p["verdict"], "the link or the host's receive path", "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a state held before the kernel stamped it"),
+        "{}",
+        p["reason"]
+    );
+    let sw = &p["socket_wait"];
+    assert_eq!(
+        (
+            &sw["stamped"],
+            &sw["wait"]["count"],
+            &sw["wait"]["max_ns"],
+            &sw["bound_max_ns"],
+            &sw["clock_steps"]
+        ),
+        (&json!(8), &json!(7), &json!(40 * US), &json!(60), &json!(1)),
+        "{sw}"
+    );
 }

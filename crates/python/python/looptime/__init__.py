@@ -33,6 +33,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ._looptime import (  # noqa: F401  (re-exported)
     MAX_SPAN_DEPTH,
+    Arrival,
     Episode,
     FinishReport,
     Recorder,
@@ -40,12 +41,15 @@ from ._looptime import (  # noqa: F401  (re-exported)
     Session,
     Tick,
     __version__,
+    enable_rx_timestamps,
     monotonic_ns,
+    recv_stamped,
     thread_cpu_ns,
 )
 
 __all__ = [
     "MAX_SPAN_DEPTH",
+    "Arrival",
     "Episode",
     "FinishReport",
     "Recorder",
@@ -54,9 +58,11 @@ __all__ = [
     "Tick",
     "__version__",
     "add_arguments",
+    "enable_rx_timestamps",
     "monotonic_ns",
     "open_episode",
     "open_session",
+    "recv_stamped",
     "thread_cpu_ns",
 ]
 

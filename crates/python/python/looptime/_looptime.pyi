@@ -3,7 +3,7 @@
 episode.rs); `python3 -m mypy.stubtest looptime._looptime` checks them."""
 
 from os import PathLike
-from typing import Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
+from typing import Any, Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
 
 __all__ = [
     "Recorder",
@@ -16,6 +16,9 @@ __all__ = [
     "thread_cpu_ns",
     "__version__",
     "MAX_SPAN_DEPTH",
+    "Arrival",
+    "enable_rx_timestamps",
+    "recv_stamped",
 ]
 
 __version__: str
@@ -143,7 +146,7 @@ class Recorder:
     def begin_wait(self) -> None: ...
     def end_wait(self) -> None: ...
     def begin_cycle(
-        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[int, Optional[int]]] = None
+        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None
     ) -> None:
         """Begin a cycle in ``phase``: at ``tick``'s release point, or
         released by an input, ``input=(arrival_ns, seq)`` (the arrival as
@@ -151,7 +154,7 @@ class Recorder:
         input's own counter or None; docs/input-paced.md). Not both."""
     def end_cycle(self) -> None: ...
     def cycle(
-        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[int, Optional[int]]] = None
+        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None
     ) -> "Recorder": ...
     def span(self, stage: _Name, mode: Optional[_Name] = None, attrs: Optional[_Attrs] = None) -> "Recorder":
         """``with rec.span(stage):``. ``mode`` is a value of the attribute
@@ -196,6 +199,26 @@ class Recorder:
     def ring_note(self) -> Optional[str]: ...
     @property
     def finished_into(self) -> Optional[str]: ...
+
+# --- net (net.rs) -----------------------------------------------------------
+
+@final
+class Arrival:
+    # The kernel's receive stamp on CLOCK_MONOTONIC (else the read), when
+    # the receive returned, and the conversion's bound (None: no stamp).
+    @property
+    def arrival_ns(self) -> int: ...
+    @property
+    def read_ns(self) -> int: ...
+    @property
+    def bound_ns(self) -> Optional[int]: ...
+    @property
+    def kernel(self) -> bool: ...
+    @property
+    def waited_ns(self) -> int: ...
+
+def enable_rx_timestamps(sock: Any) -> None: ...
+def recv_stamped(sock: Any, bufsize: int = 65536) -> Tuple[bytes, Arrival]: ...
 
 # --- scheduler (scheduler.rs) ---------------------------------------------
 

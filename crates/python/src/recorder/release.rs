@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyTuple};
 
+use crate::net::Arrival;
 use crate::tick::Tick;
 
 /// The release a cycle begins with: the tick's, the input's, or none.
@@ -29,7 +30,7 @@ pub(super) fn release_of(
 fn input_release(i: &Bound<'_, PyAny>) -> PyResult<Release> {
     let shape = || {
         PyTypeError::new_err(format!(
-            "input must be a tuple (arrival_ns, seq): the arrival as an int of CLOCK_MONOTONIC ns (time.monotonic_ns() right after the receive returned) and the input's counter as an int or None, not {}",
+            "input must be a tuple (arrival_ns, seq): the arrival as an int of CLOCK_MONOTONIC ns (time.monotonic_ns() right after the receive returned) or the Arrival looptime.recv_stamped returned, and the input's counter as an int or None, not {}",
             i.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
         ))
     };
@@ -48,12 +49,17 @@ fn input_release(i: &Bound<'_, PyAny>) -> PyResult<Release> {
             ))
         })
     };
-    let arrival = int(&t.get_item(0)?, "arrival_ns")?;
+    let a = t.get_item(0)?;
     let s = t.get_item(1)?;
     let seq = if s.is_none() {
         None
     } else {
         Some(int(&s, "seq")?)
     };
+    // An Arrival from recv_stamped: the kernel's stamp and the read.
+    if let Ok(arrival) = a.cast::<Arrival>() {
+        return Ok(arrival.get().release(seq));
+    }
+    let arrival = int(&a, "arrival_ns")?;
     Ok(Release::input(arrival, seq))
 }
