@@ -38,6 +38,18 @@
 #
 #   OUT=/tmp/cal-after bash bench/compare_calibration.sh
 #   RECORDED=/tmp/cal-after OUT=/tmp/cal-before PAIRS=4 ANALYZE=/tmp/analyze_before bash bench/compare_calibration.sh   (the same PAIRS and ROLLOUTS)
+#
+# DECLARE='compute_budget_us = 2700' (the [scheduler] keys to add to every
+# config) declares a compute budget and a deadline tolerance on both sides,
+# so the family holds the budget_overrun and completion_miss rate tests too:
+#
+#   DECLARE=$'compute_budget_us = 2700\ndeadline_tolerance_us = 0' PAIRS=3 bash bench/compare_calibration.sh
+#
+# ROBOT=udp runs every session against the robot peer over loopback UDP
+# (input-paced: the family holds answer_latency, late_answers, the lost
+# inputs, bursts and the success shortfall):
+#
+#   ROBOT=udp PAIRS=3 bash bench/compare_calibration.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
@@ -59,6 +71,18 @@ printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.adapter_decode.co
   "$per_session" "$((300 + SHIFT_US))" >"$OUT/configs/shifted.toml"
 printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmode = "background"\n[stages.camera_read.cost]\nmean_us = 20.0\njitter_us = 5.0\n' \
   "$per_session" >"$OUT/configs/camera.toml"
+ROBOT=${ROBOT:-}
+if [ -n "$ROBOT" ]; then
+  for c in default shifted camera; do
+    printf '[robot]\ntransport = "%s"\n' "$ROBOT" >>"$OUT/configs/$c.toml"
+  done
+fi
+DECLARE=${DECLARE:-}
+if [ -n "$DECLARE" ]; then
+  for c in default shifted camera; do
+    printf '[scheduler]\n%s\n' "$DECLARE" >>"$OUT/configs/$c.toml"
+  done
+fi
 
 session() { # name config -> prints the session directory
   if [ -n "$RECORDED" ]; then

@@ -40,11 +40,12 @@ def main() -> int:
     p.add_argument("--late-every", type=int, default=0, help="answer every N-th state 2 ms late (0: never)")
     args = p.parse_args()
 
-    # The episode declares the robot's nominal period; the robot paces the
-    # loop, so no scheduler waits (the one given states the period only).
+    # The robot paces the loop: no scheduler; the episode declares the
+    # robot's nominal period, and the pacer gives each cycle its dt.
     timing = argparse.Namespace(control_timing=True, timing_max_cycles=looptime.DEFAULT_TIMING_MAX_CYCLES)
     settings = {"rate_hz": args.rate, "late_every": args.late_every}
-    episode = looptime.open_episode(args.runs_dir, timing, looptime.Scheduler(1.0 / args.rate), settings=settings)
+    episode = looptime.open_episode(args.runs_dir, timing, period_s=1.0 / args.rate, settings=settings)
+    pacer = looptime.InputPacer(max_dt_s=3.0 / args.rate)
     rec = looptime.Recorder(
         episode_dir=episode.dir,
         stages=["control", "robot_send_command"],
@@ -76,7 +77,8 @@ def main() -> int:
             break  # the robot's stream ended
         if len(buf) != STATE.size:
             continue  # neither a state nor the end: skipped
-        seq, _robot_ns, rate = STATE.unpack_from(buf)
+        seq, robot_ns, rate = STATE.unpack_from(buf)
+        tick = pacer.arrived(arrival, seq, input_clock_ns=robot_ns)  # tick.dt_measured: the controller's dt
         rec.begin_cycle(running, input=(arrival, seq))
         with rec.span(control):
             if args.late_every and cycle % args.late_every == args.late_every - 1:
@@ -87,7 +89,7 @@ def main() -> int:
         rec.end_cycle()
         cycle += 1
     report = rec.finish(episode.dir)
-    episode.finish(rec, complete=True)
+    episode.finish(rec, complete=True)  # counts the recorder's cycles
     print(f"robot_udp.py: {report.retained_cycles} cycles into {episode.dir}")
     return 0
 

@@ -41,7 +41,10 @@ struct Declared<'a, 'py> {
     sources: Vec<PathBuf>,
     control_timing: bool,
     timing_max_cycles: u64,
-    scheduler: PyRef<'a, Scheduler>,
+    /// The loop's scheduler; `None` for a loop its inputs pace, whose
+    /// nominal period is then `period_s`.
+    scheduler: Option<PyRef<'a, Scheduler>>,
+    period_s: Option<f64>,
     settings: Option<&'a Bound<'py, PyDict>>,
     label: Option<String>,
 }
@@ -55,18 +58,49 @@ impl Declared<'_, '_> {
                 )));
             }
         }
-        let cfg = self.scheduler.s.config();
+        // (nominal period, spin margin, auto margin, policy, rtf)
+        let schedule = match (&self.scheduler, self.period_s) {
+            (Some(s), None) => {
+                let cfg = s.s.config();
+                (
+                    s.nominal_period_ns,
+                    cfg.spin_margin_ns,
+                    cfg.auto_margin,
+                    cfg.policy.as_str(),
+                    s.rtf,
+                )
+            }
+            (None, Some(p)) if p.is_finite() && p > 0.0 && p <= 3600.0 => {
+                // Paced by its inputs: no wait of its own, no policy.
+                ((p * 1e9).round() as u64, 0, false, "none", 1.0)
+            }
+            (None, Some(p)) => {
+                return Err(PyValueError::new_err(format!(
+                    "period_s must be a positive number of seconds (at most 3600), not {p}"
+                )))
+            }
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "give scheduler or period_s, not both: the scheduler's period is the loop's",
+                ))
+            }
+            (None, None) => {
+                return Err(PyValueError::new_err(
+                    "give a scheduler, or for a loop its inputs pace period_s: the inputs' nominal period (the robot's state period), which the manifest and the analyzer judge against",
+                ))
+            }
+        };
         Ok(ProgramFacts {
             producer: format!("looptime-python {}", env!("CARGO_PKG_VERSION")),
             program: self.program,
             sources: self.sources,
             control_timing: self.control_timing,
             timing_max_cycles: self.timing_max_cycles,
-            nominal_period_ns: self.scheduler.nominal_period_ns,
-            spin_margin_ns: cfg.spin_margin_ns,
-            spin_margin_auto: cfg.auto_margin,
-            overrun_policy: cfg.policy.as_str(),
-            rtf: self.scheduler.rtf,
+            nominal_period_ns: schedule.0,
+            spin_margin_ns: schedule.1,
+            spin_margin_auto: schedule.2,
+            overrun_policy: schedule.3,
+            rtf: schedule.4,
             label: self.label,
             settings: json_settings(py, self.settings)?,
         })
@@ -89,14 +123,15 @@ fn print_notes(notes: Vec<String>) {
 pub struct Session {
     s: HostSession,
     /// The scheduler the session was opened with: each rollout restarts
-    /// its timeline, and takes its counts from where they stood.
-    scheduler: Py<Scheduler>,
+    /// its timeline, and takes its counts from where they stood (none for
+    /// a loop its inputs pace).
+    scheduler: Option<Py<Scheduler>>,
 }
 
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None, label = None, rollouts = 0))]
+    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler = None, settings = None, label = None, rollouts = 0, period_s = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -105,17 +140,19 @@ impl Session {
         sources: Vec<PathBuf>,
         control_timing: bool,
         timing_max_cycles: u64,
-        scheduler: Bound<'_, Scheduler>,
+        scheduler: Option<Bound<'_, Scheduler>>,
         settings: Option<&Bound<'_, PyDict>>,
         label: Option<String>,
         rollouts: u32,
+        period_s: Option<f64>,
     ) -> PyResult<Self> {
         let facts = Declared {
             program,
             sources,
             control_timing,
             timing_max_cycles,
-            scheduler: scheduler.borrow(),
+            scheduler: scheduler.as_ref().map(|s| s.borrow()),
+            period_s,
             settings,
             label,
         }
@@ -124,7 +161,7 @@ impl Session {
         print_notes(notes);
         Ok(Session {
             s,
-            scheduler: scheduler.unbind(),
+            scheduler: scheduler.map(Bound::unbind),
         })
     }
 
@@ -151,13 +188,15 @@ impl Session {
     fn rollout(&self, py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<Episode> {
         let extra = json_settings(py, settings)?;
         let ep = self.s.rollout(extra).map_err(runtime_err)?;
-        let mut sched = self.scheduler.bind(py).borrow_mut();
-        sched.s.restart();
-        let baseline = [sched.s.cycles(), sched.s.overruns(), sched.s.skipped()];
+        let baseline = self.scheduler.as_ref().map(|s| {
+            let mut sched = s.bind(py).borrow_mut();
+            sched.s.restart();
+            [sched.s.cycles(), sched.s.overruns(), sched.s.skipped()]
+        });
         Ok(Episode {
             ep,
             realtime: None,
-            baseline: Some(baseline),
+            baseline,
         })
     }
 
@@ -210,7 +249,7 @@ pub struct Episode {
 #[pymethods]
 impl Episode {
     #[new]
-    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler, settings = None, label = None))]
+    #[pyo3(signature = (runs_dir, program, sources, control_timing, timing_max_cycles, scheduler = None, settings = None, label = None, period_s = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -219,9 +258,10 @@ impl Episode {
         sources: Vec<PathBuf>,
         control_timing: bool,
         timing_max_cycles: u64,
-        scheduler: PyRef<'_, Scheduler>,
+        scheduler: Option<PyRef<'_, Scheduler>>,
         settings: Option<&Bound<'_, PyDict>>,
         label: Option<String>,
+        period_s: Option<f64>,
     ) -> PyResult<Self> {
         let facts = Declared {
             program,
@@ -229,6 +269,7 @@ impl Episode {
             control_timing,
             timing_max_cycles,
             scheduler,
+            period_s,
             settings,
             label,
         }
@@ -265,7 +306,12 @@ impl Episode {
     }
 
     /// Rewrite the manifest with how the loop ended and mark the session.
-    /// Call it after `Recorder.finish`.
+    /// Call it after `Recorder.finish`. The cycles are the scheduler's
+    /// waits when it waited in this rollout, else the recorder's cycles
+    /// (a loop its inputs pace). `planned_cycles` is what the program
+    /// planned: for a loop its inputs pace, the inputs it expected (the
+    /// robot's states in the motion), so that a shortfall counts the
+    /// states that released no cycle.
     #[pyo3(signature = (recorder = None, scheduler = None, complete = true, planned_cycles = 0))]
     fn finish(
         &mut self,
@@ -289,15 +335,16 @@ impl Episode {
         if let Some(r) = &recorder {
             end.recorder(&r.rec, r.finished.as_deref().map(Path::new), self.ep.dir());
         }
-        if let Some(s) = &scheduler {
+        // A session's scheduler counts across rollouts: this rollout's own
+        // counts are what came after its start. A scheduler that never
+        // waited in it (a loop its inputs pace, handed one anyway) counts
+        // nothing: the recorder's cycles stand.
+        let [c0, o0, k0] = self.baseline.unwrap_or_default();
+        if let Some(s) = scheduler.filter(|s| s.s.cycles() > c0) {
             end.scheduler(&s.s);
-            // A session's scheduler counts across rollouts: this rollout's
-            // own counts are what came after its start.
-            if let Some([c, o, k]) = self.baseline {
-                end.cycles = end.cycles.saturating_sub(c);
-                end.overruns = end.overruns.saturating_sub(o);
-                end.skipped = end.skipped.saturating_sub(k);
-            }
+            end.cycles -= c0;
+            end.overruns = end.overruns.saturating_sub(o0);
+            end.skipped = end.skipped.saturating_sub(k0);
         }
         self.ep.finish(&end).map_err(runtime_err)
     }

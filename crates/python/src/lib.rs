@@ -39,6 +39,7 @@
 mod error;
 mod names;
 mod net;
+mod pacer;
 mod tick;
 
 mod recorder;
@@ -73,6 +74,8 @@ fn _looptime(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scheduler>()?;
     m.add_class::<Tick>()?;
     m.add_class::<net::Arrival>()?;
+    m.add_class::<pacer::InputPacer>()?;
+    m.add_class::<pacer::InputTick>()?;
     m.add_function(wrap_pyfunction!(net::enable_rx_timestamps, m)?)?;
     m.add_function(wrap_pyfunction!(net::recv_stamped, m)?)?;
     m.add_class::<FinishReport>()?;

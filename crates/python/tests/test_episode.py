@@ -222,3 +222,65 @@ def test_a_scheduler_reused_across_rollouts_starts_each_afresh_and_counts_its_ow
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert not any("run.seed" in w for w in json.loads(out.stdout)["warnings"]), out.stdout
+
+
+def test_an_input_paced_session_needs_no_scheduler_and_counts_the_recorders_cycles(tmp_path):
+    """A loop its inputs pace: a session opened with period_s and no
+    scheduler; each rollout's manifest counts the recorder's cycles (5 and
+    7 here) and states the robot's period; a scheduler handed to finish
+    that never waited (as the docs once showed) no longer zeroes them; the
+    pacer gives the dt from the robot's clock, bounded."""
+    args = looptime.add_arguments(argparse.ArgumentParser()).parse_args(["--control-timing"])
+    with looptime.open_session(tmp_path / "runs", args, period_s=0.001, rollouts=2, sources=[__file__]) as s:
+        dirs = []
+        for n, sched in ((5, None), (7, looptime.Scheduler(0.001))):
+            ep = s.rollout()
+            rec = small_recorder(episode_dir=ep.dir)
+            pacer = looptime.InputPacer(max_dt_s=0.003)
+            pacer.start(origin_ns=0)
+            t0 = time.monotonic_ns()
+            for i in range(n):
+                # The robot's clock steps 1 ms; the 4th state comes 5 ms
+                # after the 3rd by its clock: clamped to 3 ms.
+                robot_ns = 1_000_000 * (i + 1) + (4_000_000 if i >= 3 else 0)
+                tick = pacer.arrived(t0 + i * 1_000_000, i + 1, input_clock_ns=robot_ns)
+                if i == 1:
+                    assert (tick.dt_measured_ns, tick.dt_source) == (1_000_000, "input_clock")
+                if i == 3:
+                    assert (tick.dt_measured_ns, tick.dt_clamped) == (3_000_000, True)
+                rec.begin_cycle("running", input=(tick.arrival_ns, tick.seq))
+                rec.end_cycle()
+            rec.finish(ep.dir)
+            ep.finish(rec, sched, complete=True, planned_cycles=n)
+            dirs.append(pathlib.Path(ep.dir))
+    for d, n in zip(dirs, (5, 7)):
+        m = json.loads((d / "manifest.json").read_text())
+        assert m["counts"]["cycles"] == n and m["counts"]["planned_cycles"] == n, m["counts"]
+        assert m["schedule"]["nominal_period_ns"] == 1_000_000 and m["schedule"]["overrun_policy"] == "none"
+        assert m["config"]["run"]["rate_hz"] == 1000.0
+    # The pacer's first dt is from its start; arrivals without a clock
+    # give the gap between them.
+    p = looptime.InputPacer(0.01)
+    p.start(origin_ns=100)
+    assert (p.arrived(600).dt_measured_ns, p.arrived(2_100).dt_source) == (500, "arrivals")
+    with pytest.raises(ValueError, match="give a scheduler, or for a loop its inputs pace period_s"):
+        looptime.open_episode(tmp_path / "x", args)
+    with pytest.raises(ValueError, match="not both"):
+        looptime.open_episode(tmp_path / "x", args, looptime.Scheduler(0.01), period_s=0.01)
+    with pytest.raises(ValueError, match="max_dt_s must be a positive"):
+        looptime.InputPacer(0)
+    with pytest.raises(TypeError, match="arrival must be an int"):
+        p.arrived(1.5)
+
+
+def test_metadata_takes_numbers_and_bools_as_their_json_text(tmp_path):
+    rec = small_recorder(metadata={"gain": 0.5, "steps": 3, "sim": True, "name": "arm"})
+    rec.begin_cycle("running")
+    rec.end_cycle()
+    header, _ = read_jsonl(rec.finish(tmp_path).cycles_path)
+    assert {k: header["metadata"][k] for k in ("gain", "steps", "sim", "name")} == {
+        "gain": "0.5", "steps": "3", "sim": "true", "name": "arm"}
+    with pytest.raises(TypeError, match=r'metadata\["bad"\] is a list: metadata values are str, int, float or bool'):
+        small_recorder(metadata={"bad": [1]})
+    with pytest.raises(ValueError, match="give a finite number"):
+        small_recorder(metadata={"x": float("nan")})

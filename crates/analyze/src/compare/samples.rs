@@ -60,7 +60,53 @@ pub(super) fn samples(a: &Analysis) -> Samples {
     // the same stage under both modes.
     stage_samples(ev, &|p| phase_name(p), &mut out);
     thread_and_age_samples(ev, &cc.phase, &phase_name, &mut out);
+    // Input-paced phases: each answer's latency (docs/metrics.md).
+    for s in input_series(a) {
+        out.entry((phase_name(s.phase), "answer_latency".into(), None))
+            .or_insert_with(|| ("value".to_string(), Vec::new()))
+            .1
+            .extend(s.latency);
+    }
     out
+}
+
+/// The per-cycle series of `a`'s input-paced phases.
+fn input_series(a: &Analysis) -> Vec<crate::metrics::input_paced::PhaseSeries> {
+    let ev = &a.evidence;
+    crate::metrics::input_paced::phase_series(
+        ev,
+        &a.columns().segment,
+        crate::metrics::diagnosis::pace(ev),
+    )
+}
+
+/// The rates of input-paced phases, each an indicator series in file
+/// order: `late_answers` (per 1,000 answers, the budget its threshold),
+/// the inputs lost per 1,000 compared arrivals by cause (`lost_before_arrival`,
+/// `lost_after_late_answer`, `lost_discarded`), `bursts` per 1,000
+/// arrivals, and `success_shortfall`, the robot's (1 − success rate) per
+/// 1,000 cycles (its mean; the rate's own minimum is its largest value).
+fn input_rates(a: &Analysis, out: &mut RateSamples) {
+    let h = &a.evidence.header;
+    for s in input_series(a) {
+        let p = h.phases.get(s.phase as usize).cloned().unwrap_or_default();
+        let [before, after, discarded] = s.lost;
+        for (metric, threshold, v) in [
+            ("late_answers", s.budget_ns.map(|b| b as i64), s.late),
+            ("lost_before_arrival", None, before),
+            ("lost_after_late_answer", None, after),
+            ("lost_discarded", None, discarded),
+            ("bursts", None, s.bursts),
+            ("success_shortfall", None, s.shortfall),
+        ] {
+            if !v.is_empty() {
+                out.entry((p.clone(), metric.into()))
+                    .or_insert_with(|| (threshold, Vec::new()))
+                    .1
+                    .extend(v);
+            }
+        }
+    }
 }
 
 /// Background threads' stages under `<thread>/<phase>`, per control span
@@ -169,6 +215,7 @@ pub(super) fn rate_samples(a: &Analysis) -> RateSamples {
     };
     let mut out: RateSamples = BTreeMap::new();
     declared_rates(a, &mut out);
+    input_rates(a, &mut out);
     for (i, c) in ev.cycles.iter().enumerate() {
         let p = phase_name(cc.phase[i]);
         out.entry((p.clone(), "deadline_miss".into()))

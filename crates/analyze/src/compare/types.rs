@@ -311,6 +311,26 @@ impl RateComparison {
         let word = match self.metric.as_str() {
             "deadline_miss" => "overruns",
             "late_start" => "late starts",
+            "late_answers" => {
+                return match self.threshold_ns {
+                    Some(t) => format!(
+                        "late answers, per 1,000 answers (latency > {:.3} ms)",
+                        t as f64 / 1e6
+                    ),
+                    None => "late answers, per 1,000 answers".into(),
+                }
+            }
+            "lost_before_arrival" => {
+                return "inputs lost before arrival, per 1,000 arrivals".into()
+            }
+            "lost_after_late_answer" => {
+                return "inputs lost after a late answer, per 1,000 arrivals".into()
+            }
+            "lost_discarded" => return "inputs discarded in bursts, per 1,000 arrivals".into(),
+            "bursts" => return "bursts, per 1,000 arrivals".into(),
+            "success_shortfall" => {
+                return "the robot's success shortfall (1 − rate), per 1,000".into()
+            }
             "budget_overrun" => {
                 return match self.threshold_ns {
                     Some(t) => format!("over the compute budget ({:.3} ms)", t as f64 / 1e6),
@@ -328,6 +348,18 @@ impl RateComparison {
         match self.threshold_ns {
             Some(t) => format!("{word} (lag > {:.3} ms)", t as f64 / 1e6),
             None => word.to_string(),
+        }
+    }
+}
+
+impl RateComparison {
+    /// The gate name's suffix: `share` for the late answers (a share of
+    /// the answers), `rate` for every other.
+    pub fn gate_kind(&self) -> &'static str {
+        if self.metric == "late_answers" {
+            "share"
+        } else {
+            "rate"
         }
     }
 }
@@ -373,7 +405,7 @@ impl Comparison {
         }
         for r in &self.rates {
             out.push(TestCase {
-                name: format!("{}/{}:rate", r.phase, r.metric),
+                name: format!("{}/{}:{}", r.phase, r.metric, r.gate_kind()),
                 phase: r.phase.clone(),
                 label: r.display_name(),
                 verdict: r.verdict,

@@ -439,27 +439,75 @@ fn lost(w: &Walk, in_burst: &[bool]) -> Option<LostInputs> {
         repeated: 0,
         resets: 0,
     };
-    for (i, &burst) in in_burst.iter().enumerate().skip(1) {
-        let Some(step) = w.step(i) else { continue };
-        l.compared += 1;
+    for step in lost_rows(w, in_burst) {
         match step {
-            s if s < 0 => l.resets += 1,
-            0 => l.repeated += 1,
-            1 => {}
-            s => {
-                let gap = (s - 1) as u64;
-                l.total += gap;
-                if w.late[i - 1] {
-                    l.after_late_answer += gap;
-                } else if burst {
-                    l.discarded_in_bursts += gap;
-                } else {
-                    l.before_arrival += gap;
-                }
+            Step::Unknown => continue,
+            Step::Reset => l.resets += 1,
+            Step::Repeated => l.repeated += 1,
+            Step::Lost([before, after, discarded]) => {
+                l.total += before + after + discarded;
+                l.before_arrival += before;
+                l.after_late_answer += after;
+                l.discarded_in_bursts += discarded;
             }
         }
+        l.compared += 1;
     }
     Some(l)
+}
+
+/// What one row's counter step says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// No successive counted row before it: not compared.
+    Unknown,
+    /// The counter went back.
+    Reset,
+    /// The counter repeated.
+    Repeated,
+    /// The inputs lost before this row, by cause: before arrival, after a
+    /// late answer, discarded in a burst (all 0 for a step of one).
+    Lost([u64; 3]),
+}
+
+/// Each row's counter step, its lost inputs put down to one cause: after
+/// a late answer when the row before answered late, else discarded when
+/// the row is in a burst, else before arrival.
+fn lost_rows(w: &Walk, in_burst: &[bool]) -> Vec<Step> {
+    (0..w.rows.len())
+        .map(|i| match (i, w.step(i)) {
+            (0, _) | (_, None) => Step::Unknown,
+            (_, Some(s)) if s < 0 => Step::Reset,
+            (_, Some(0)) => Step::Repeated,
+            (_, Some(s)) => {
+                let gap = (s - 1) as u64;
+                Step::Lost(if w.late[i - 1] {
+                    [0, gap, 0]
+                } else if in_burst[i] {
+                    [0, 0, gap]
+                } else {
+                    [gap, 0, 0]
+                })
+            }
+        })
+        .collect()
+}
+
+/// The success rates the phase's `rows` set, in file order, the first row
+/// left out (the robot has rated no command of ours before it).
+fn success_values(ev: &Evidence, rows: &[usize]) -> Vec<f64> {
+    let Some(col) = success_value(ev) else {
+        return Vec::new();
+    };
+    let nv = ev.header.values.len();
+    rows[1..]
+        .iter()
+        .filter_map(|&r| match ev.values[r * nv + col] {
+            Cell::Int(i) => Some(i as f64),
+            Cell::Float(f) => Some(f),
+            Cell::Unset => None,
+        })
+        .collect()
 }
 
 /// The value the robot's success rate is recorded as: `success_rate`, or
@@ -477,15 +525,7 @@ fn success_value(ev: &Evidence) -> Option<usize> {
 /// first left out (the robot has rated no command of ours before it).
 fn success_rate(ev: &Evidence, rows: &[usize]) -> Option<SuccessRate> {
     let col = success_value(ev)?;
-    let nv = ev.header.values.len();
-    let mut v: Vec<f64> = rows[1..]
-        .iter()
-        .filter_map(|&r| match ev.values[r * nv + col] {
-            Cell::Int(i) => Some(i as f64),
-            Cell::Float(f) => Some(f),
-            Cell::Unset => None,
-        })
-        .collect();
+    let mut v = success_values(ev, rows);
     if v.is_empty() {
         return None;
     }
@@ -587,3 +627,6 @@ fn verdict(
         (true, true) => ("the loop and the link", format!("{loop_part}; {link_part}")),
     }
 }
+
+mod series;
+pub use series::{phase_series, PhaseSeries};

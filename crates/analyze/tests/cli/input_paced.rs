@@ -889,3 +889,112 @@ fn the_robots_count_of_late_answers_is_not_put_down_to_the_link() {
         "{sw}"
     );
 }
+
+/// An input-paced episode of `n` running cycles 10 ms apart (P, the
+/// fixture header's), counters without a gap, every answer 0.5 ms after
+/// its arrival except every `every`-th (0: none), answered 12 ms after
+/// (over P: late); the robot's rate 1.0.
+fn paced_episode(dir: &Path, n: u64, every: u64) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut lines = vec![header()];
+    for i in 0..n {
+        let answer = if every > 0 && i % every == every - 1 {
+            12 * MS
+        } else {
+            500 * US
+        };
+        lines.push(input_cycle(
+            i,
+            "running",
+            T0 + i * 10 * MS,
+            i + 1,
+            Some(answer),
+            Some(1.0),
+        ));
+    }
+    write(dir, &lines);
+}
+
+#[test]
+fn compare_tests_the_input_paced_figures_and_the_gate_trips_on_late_answers() {
+    // A: 1,200 cycles, every answer on time; B: every 50th answered 12 ms
+    // after its arrival (over P = 10 ms): 24 late answers, 20 per 1,000
+    // answers, far above the floor (max(1, 25 % of A's 0)). B's answer
+    // latency p99 is 12 ms (24 of 1,200 = 2 % lie at 12 ms, so the 99th
+    // percentile's rank falls among them) against A's 0.5 ms. Nothing was
+    // lost and no burst happened on either side: those rates do not move.
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    paced_episode(&a, 1200, 0);
+    paced_episode(&b, 1200, 50);
+    let r = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c: Value = serde_json::from_str(&r.stdout).unwrap();
+    let rate = |m: &str| {
+        c["rates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["phase"] == "running" && x["metric"] == m)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {m} rate in {}", c["rates"]))
+    };
+    let late = rate("late_answers");
+    assert_eq!(
+        (&late["a_per_1000"], &late["b_per_1000"]),
+        (&json!(0.0), &json!(20.0)),
+        "{late}"
+    );
+    assert_eq!(late["verdict"], "worse", "{late}");
+    for m in [
+        "lost_before_arrival",
+        "lost_after_late_answer",
+        "lost_discarded",
+        "bursts",
+        "success_shortfall",
+    ] {
+        let x = rate(m);
+        assert_eq!(
+            (&x["b_per_1000"], &x["verdict"]),
+            (&json!(0.0), &json!("no_clear_change")),
+            "{x}"
+        );
+    }
+    let latency = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["phase"] == "running" && m["metric"] == "answer_latency")
+        .expect("an answer-latency test");
+    assert_eq!(latency["diff_p99_ns"], json!(11_500 * US), "{latency}");
+    assert_eq!(latency["verdict_p99"], "worse", "{latency}");
+    // The gate names them, and trips on the late answers' share.
+    let g = analyze(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--fail-on",
+        "worse",
+        "--gate",
+        "running/late_answers:share,running/answer_latency:p99",
+        "--markdown",
+        tmp.path().join("summary.md").to_str().unwrap(),
+    ]);
+    assert_eq!(g.code, 5, "{}{}", g.stdout, g.stderr);
+    let md = std::fs::read_to_string(tmp.path().join("summary.md")).unwrap();
+    assert!(md.contains("late answers, per 1,000 answers"), "{md}");
+    // A compared with itself: nothing moved.
+    let same = analyze(&[
+        "compare",
+        b.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--fail-on",
+        "worse",
+    ]);
+    assert_eq!(same.code, 0, "{}", same.stdout);
+}

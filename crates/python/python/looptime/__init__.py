@@ -36,6 +36,8 @@ from ._looptime import (  # noqa: F401  (re-exported)
     Arrival,
     Episode,
     FinishReport,
+    InputPacer,
+    InputTick,
     Recorder,
     Scheduler,
     Session,
@@ -52,6 +54,8 @@ __all__ = [
     "Arrival",
     "Episode",
     "FinishReport",
+    "InputPacer",
+    "InputTick",
     "Recorder",
     "Scheduler",
     "Session",
@@ -117,17 +121,19 @@ def _program_and_sources(sources: Optional[Sequence[str]]) -> tuple[str, list[st
 def open_session(
     runs_dir: "os.PathLike[str] | str",
     args: argparse.Namespace,
-    scheduler: Scheduler,
+    scheduler: Optional[Scheduler] = None,
     rollouts: int = 0,
     settings: Optional[Mapping[str, Any]] = None,
     sources: Optional[Sequence[str]] = None,
+    period_s: Optional[float] = None,
 ) -> Session:
     """Create a session for a program started with the flags of
     ``add_arguments``: ``<runs_dir>/session-<UTC>`` with ``session.json``
     (``rollouts`` planned, or 0 for as many as the program starts) and
     ``<runs_dir>/latest-session``. Each ``session.rollout()`` then gives an
     ``Episode`` (``rollout-000``, ``rollout-001``, ...). Use it in a ``with``
-    block, which closes it."""
+    block, which closes it. A loop its inputs pace has no scheduler: give
+    ``period_s``, the inputs' nominal period, instead."""
     program, srcs = _program_and_sources(sources)
     return Session(
         os.fspath(runs_dir),
@@ -139,22 +145,25 @@ def open_session(
         dict(settings or {}),
         label=getattr(args, "label", None),
         rollouts=int(rollouts),
+        period_s=period_s,
     )
 
 
 def open_episode(
     runs_dir: "os.PathLike[str] | str",
     args: argparse.Namespace,
-    scheduler: Scheduler,
+    scheduler: Optional[Scheduler] = None,
     settings: Optional[Mapping[str, Any]] = None,
     sources: Optional[Sequence[str]] = None,
+    period_s: Optional[float] = None,
 ) -> Episode:
     """Create the episode directory for a program started with the flags of
     ``add_arguments``: ``<runs_dir>/session-<UTC>/rollout-000`` with
     ``session.json``, a ``running`` manifest (the resolved
     ``run.control_timing`` and ``run.timing_max_cycles``, host facts, the
     scheduler, and the SHA-256 of each source file) and ``<runs_dir>/latest``.
-    ``sources`` defaults to the main script."""
+    ``sources`` defaults to the main script. A loop its inputs pace has no
+    scheduler: give ``period_s``, the inputs' nominal period, instead."""
     program, srcs = _program_and_sources(sources)
     return Episode(
         os.fspath(runs_dir),
@@ -165,4 +174,5 @@ def open_episode(
         scheduler,
         dict(settings or {}),
         label=getattr(args, "label", None),
+        period_s=period_s,
     )

@@ -17,6 +17,8 @@ __all__ = [
     "__version__",
     "MAX_SPAN_DEPTH",
     "Arrival",
+    "InputPacer",
+    "InputTick",
     "enable_rx_timestamps",
     "recv_stamped",
 ]
@@ -106,7 +108,8 @@ class Recorder:
         nominal_period_ns: Optional[int] = None,
         ring: Literal["auto", "heap"] = "auto",
         episode_dir: Optional[Union[str, PathLike[str]]] = None,
-        metadata: Optional[Mapping[str, str]] = None,
+        # Numbers and bools are written as their JSON text.
+        metadata: Optional[Mapping[str, Union[str, int, float, bool]]] = None,
         threads: Optional[Mapping[str, Mapping[str, object]]] = None,
         # The clock of the release points (`Scheduler.clock`): "simulation"
         # for a scheduler with rtf=0.
@@ -220,6 +223,31 @@ class Arrival:
 def enable_rx_timestamps(sock: Any) -> None: ...
 def recv_stamped(sock: Any, bufsize: int = 65536) -> Tuple[bytes, Arrival]: ...
 
+# --- pacer (pacer.rs) -------------------------------------------------------
+
+@final
+class InputTick:
+    @property
+    def arrival_ns(self) -> int: ...
+    @property
+    def seq(self) -> Optional[int]: ...
+    @property
+    def dt_measured_ns(self) -> int: ...
+    @property
+    def dt_measured(self) -> float: ...
+    @property
+    def dt_clamped(self) -> bool: ...
+    @property
+    def dt_source(self) -> Literal["input_clock", "arrivals"]: ...
+
+@final
+class InputPacer:
+    def __new__(cls, max_dt_s: float) -> "InputPacer": ...
+    def start(self, origin_ns: Optional[int] = None) -> None: ...
+    def arrived(
+        self, arrival: Union[int, Arrival], seq: Optional[int] = None, input_clock_ns: Optional[int] = None
+    ) -> InputTick: ...
+
 # --- scheduler (scheduler.rs) ---------------------------------------------
 
 @final
@@ -287,9 +315,12 @@ class Episode:
         sources: Sequence[Union[str, PathLike[str]]],
         control_timing: bool,
         timing_max_cycles: int,
-        scheduler: Scheduler,
+        # None for a loop its inputs pace: then period_s, the inputs'
+        # nominal period.
+        scheduler: Optional[Scheduler] = None,
         settings: Optional[Mapping[str, object]] = None,
         label: Optional[str] = None,
+        period_s: Optional[float] = None,
     ) -> "Episode": ...
     @property
     def dir(self) -> str: ...
@@ -313,10 +344,11 @@ class Session:
         sources: Sequence[Union[str, PathLike[str]]],
         control_timing: bool,
         timing_max_cycles: int,
-        scheduler: Scheduler,
+        scheduler: Optional[Scheduler] = None,
         settings: Optional[Mapping[str, object]] = None,
         label: Optional[str] = None,
         rollouts: int = 0,
+        period_s: Optional[float] = None,
     ) -> "Session": ...
     @property
     def dir(self) -> str: ...

@@ -446,3 +446,46 @@ impl Recorder {
         }
     }
 }
+
+/// `metadata` as the header's string map: strings as they are; numbers and
+/// bools as their JSON text (`3`, `0.5`, `true`), so a program can pass its
+/// settings as they are; anything else refused, naming the key.
+pub(super) fn metadata_text(
+    d: &Bound<'_, PyDict>,
+) -> PyResult<std::collections::BTreeMap<String, String>> {
+    use pyo3::types::PyFloat;
+    let mut out = std::collections::BTreeMap::new();
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| PyTypeError::new_err("metadata keys must be str"))?;
+        let text = if v.is_instance_of::<PyString>() {
+            v.extract::<String>()?
+        } else if v.is_instance_of::<PyBool>() {
+            if v.extract::<bool>()? {
+                "true"
+            } else {
+                "false"
+            }
+            .to_string()
+        } else if v.is_instance_of::<PyInt>() {
+            v.str()?.to_string()
+        } else if v.is_instance_of::<PyFloat>() {
+            let f: f64 = v.extract()?;
+            serde_json::Number::from_f64(f)
+                .map(|n| n.to_string())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "metadata[{key:?}] = {f} has no JSON text: give a finite number"
+                    ))
+                })?
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "metadata[{key:?}] is a {}: metadata values are str, int, float or bool (numbers and bools are written as their JSON text; the header's metadata maps strings to strings)",
+                v.get_type().name().map_or_else(|_| "?".to_string(), |n| n.to_string())
+            )));
+        };
+        out.insert(key, text);
+    }
+    Ok(out)
+}

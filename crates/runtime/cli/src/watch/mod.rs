@@ -293,6 +293,34 @@ fn chart_title(s: &Snapshot) -> String {
 /// Period, work and overshoot samples of one phase.
 type Samples = (Vec<i64>, Vec<i64>, Vec<i64>);
 
+/// The view of `phase` in `phases`, added (empty) at its first cycle.
+fn phase_of<'p>(
+    phases: &'p mut Vec<PhaseView>,
+    phase: &str,
+    declared: &Declared,
+) -> &'p mut PhaseView {
+    let i = match phases.iter().position(|p| p.phase == phase) {
+        Some(i) => i,
+        None => {
+            phases.push(PhaseView {
+                phase: phase.to_string(),
+                cycles: 0,
+                loop_hz: None,
+                period: None,
+                work: None,
+                overshoot: None,
+                overruns: 0,
+                skipped: 0,
+                budget_overruns: declared.budget_ns.map(|_| 0),
+                completion_misses: declared.next_release.map(|_| 0),
+                socket_wait: None,
+            });
+            phases.len() - 1
+        }
+    };
+    &mut phases[i]
+}
+
 /// The snapshot of the newest `window` cycles of `reader`'s ring.
 pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
     let read = reader.read(Some(window))?;
@@ -304,26 +332,7 @@ pub fn snapshot(reader: &RingReader, window: u64) -> Result<Snapshot> {
     let mut recent = Vec::new();
     let mut prev: Option<&CycleRecord> = None;
     for c in &read.cycles {
-        let i = match phases.iter().position(|p| p.phase == c.phase) {
-            Some(i) => i,
-            None => {
-                phases.push(PhaseView {
-                    phase: c.phase.clone(),
-                    cycles: 0,
-                    loop_hz: None,
-                    period: None,
-                    work: None,
-                    overshoot: None,
-                    overruns: 0,
-                    skipped: 0,
-                    budget_overruns: declared.budget_ns.map(|_| 0),
-                    completion_misses: declared.next_release.map(|_| 0),
-                    socket_wait: None,
-                });
-                phases.len() - 1
-            }
-        };
-        let p = &mut phases[i];
+        let p = phase_of(&mut phases, &c.phase, &declared);
         p.cycles += 1;
         p.overruns += c.overdue as u64;
         p.skipped += c.skipped as u64;
