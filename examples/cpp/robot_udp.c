@@ -53,7 +53,6 @@ int main(int argc, char **argv) {
     struct timeval timeout = {0, 100000};
     int sock;
     uint64_t hello = 0;
-    looptime_scheduler_config sched_cfg;
     looptime_program info;
     looptime_episode *episode = NULL;
     const char *source = __FILE__;
@@ -68,16 +67,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* An episode as every looptime program writes one (session,
-     * rollout-000, manifest, <runs>/latest); the robot paces the loop, so
-     * the scheduler settings only state its nominal period. */
-    sched_cfg = looptime_scheduler_config_default(1000000);
+     * rollout-000, manifest, <runs>/latest); the robot paces the loop: no
+     * scheduler, its nominal period stated as the inputs'. */
     memset(&info, 0, sizeof info);
     info.program = argv[0];
     info.sources = &source;
     info.n_sources = 1;
     info.control_timing = true;
     info.timing_max_cycles = 20000;
-    info.scheduler = &sched_cfg;
+    info.input_period_ns = 1000000;
     CHECK(looptime_episode_create(out, &info, &episode));
     b = looptime_builder_new();
     CHECK(looptime_builder_nominal_period_ns(b, 1000000));

@@ -63,10 +63,9 @@ int main(int argc, char **argv) {
     }
     try {
         // An episode as every looptime program writes one (session,
-        // rollout-000, manifest, <runs>/latest); the robot paces the loop,
-        // so the scheduler settings only state its nominal period.
+        // rollout-000, manifest, <runs>/latest); the robot paces the loop:
+        // no scheduler, its nominal period stated as the inputs'.
         const uint64_t period_ns = uint64_t(1e9 / rate + 0.5);
-        looptime_scheduler_config sched_cfg = looptime_scheduler_config_default(period_ns);
         const char *source = __FILE__;
         looptime_program info{};
         info.program = argv[0];
@@ -74,7 +73,7 @@ int main(int argc, char **argv) {
         info.n_sources = 1;
         info.control_timing = true;
         info.timing_max_cycles = 20000;
-        info.scheduler = &sched_cfg;
+        info.input_period_ns = period_ns;
         looptime::Episode episode(out.c_str(), info);
         looptime::Builder b;
         b.nominal_period_ns(period_ns).ring(LOOPTIME_RING_HEAP).episode_dir(episode.dir());

@@ -366,7 +366,8 @@ typedef struct {
    */
   uint64_t timing_max_cycles;
   /**
-   * The scheduler the loop runs (NULL: the defaults for 100 Hz).
+   * The scheduler the loop runs (NULL: the defaults for 100 Hz, unless
+   * `input_period_ns` says the loop's inputs pace it).
    */
   const looptime_scheduler_config *scheduler;
   /**
@@ -388,6 +389,14 @@ typedef struct {
    * it), or NULL.
    */
   const char *label;
+  /**
+   * For a loop its inputs pace (docs/input-paced.md), which runs no
+   * scheduler: the inputs' nominal period in ns (the robot's state
+   * period), with `scheduler` NULL. The manifest's schedule then states
+   * it, with no spin margin and the policy `none`. 0 (the default): the
+   * loop runs `scheduler`.
+   */
+  uint64_t input_period_ns;
 } looptime_program;
 
 #ifdef __cplusplus
@@ -997,7 +1006,9 @@ int32_t looptime_control_thread_setup(looptime_episode *e, uint64_t *timer_slack
  * Rewrite the manifest with how the loop ended and mark the rollout and the
  * session in `session.json`. `rec` (may be NULL) supplies the ring file and
  * whether the evidence was written; `sched` (may be NULL) the cycle,
- * overrun and skip counts (else the recorder's cycle count is used).
+ * overrun and skip counts when it waited at all (else the recorder's cycle
+ * count is used: a loop its inputs pace). `planned_cycles` is what the
+ * program planned: for a loop its inputs pace, the inputs it expected.
  * Call it after `looptime_recorder_finish`. A second call is refused.
  *
  * # Safety

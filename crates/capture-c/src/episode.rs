@@ -29,7 +29,8 @@ pub struct ProgramInfo {
     pub control_timing: bool,
     /// The recorder's cycle capacity.
     pub timing_max_cycles: u64,
-    /// The scheduler the loop runs (NULL: the defaults for 100 Hz).
+    /// The scheduler the loop runs (NULL: the defaults for 100 Hz, unless
+    /// `input_period_ns` says the loop's inputs pace it).
     pub scheduler: *const SchedulerSettings,
     /// Setting names recorded under the manifest's `config.program` (may be
     /// NULL when `n_settings` is 0).
@@ -42,11 +43,18 @@ pub struct ProgramInfo {
     /// `serve --label`; reports show it and `compare` names the side by
     /// it), or NULL.
     pub label: *const c_char,
+    /// For a loop its inputs pace (docs/input-paced.md), which runs no
+    /// scheduler: the inputs' nominal period in ns (the robot's state
+    /// period), with `scheduler` NULL. The manifest's schedule then states
+    /// it, with no spin margin and the policy `none`. 0 (the default): the
+    /// loop runs `scheduler`.
+    pub input_period_ns: u64,
 }
 
-abi_layout!(ProgramInfo, size 80,
+abi_layout!(ProgramInfo, size 88,
     program @ 0, sources @ 8, n_sources @ 16, control_timing @ 24, timing_max_cycles @ 32,
-    scheduler @ 40, setting_keys @ 48, setting_values @ 56, n_settings @ 64, label @ 72);
+    scheduler @ 40, setting_keys @ 48, setting_values @ 56, n_settings @ 64, label @ 72,
+    input_period_ns @ 80);
 
 /// A program's episode directory (`<runs>/session-<UTC>/rollout-000`).
 #[derive(Debug)]
@@ -160,9 +168,28 @@ pub(crate) unsafe fn program_facts(info: &ProgramInfo) -> Result<ProgramFacts, F
         Some(l.to_string())
     };
     // SAFETY: the caller's contract.
-    let sched = unsafe { info.scheduler.as_ref() }
-        .copied()
-        .unwrap_or_else(|| looptime_scheduler_config_default(10_000_000));
+    let given = unsafe { info.scheduler.as_ref() }.copied();
+    let (sched, policy) = match (given, info.input_period_ns) {
+        (Some(_), p) if p > 0 => return Err(fail(
+            LOOPTIME_ERR_INVALID,
+            "give a scheduler or input_period_ns, not both: the scheduler's period is the loop's",
+        )),
+        (Some(s), _) => (s, None),
+        (None, 0) => (looptime_scheduler_config_default(10_000_000), None),
+        (None, p) if p > looptime_runtime::scheduler::MAX_PERIOD_NS => {
+            return Err(fail(
+                LOOPTIME_ERR_INVALID,
+                format!("input_period_ns {p} is longer than one hour"),
+            ))
+        }
+        (None, p) => {
+            // Paced by its inputs: no wait of its own, no margin, no policy.
+            let mut s = looptime_scheduler_config_default(p);
+            s.spin_margin_ns = 0;
+            s.auto_margin = false;
+            (s, Some("none"))
+        }
+    };
     Ok(ProgramFacts {
         producer: format!("looptime-c {}", env!("CARGO_PKG_VERSION")),
         program: program.to_string(),
@@ -172,11 +199,11 @@ pub(crate) unsafe fn program_facts(info: &ProgramInfo) -> Result<ProgramFacts, F
         nominal_period_ns: sched.period_ns,
         spin_margin_ns: sched.spin_margin_ns,
         spin_margin_auto: sched.auto_margin,
-        overrun_policy: if sched.policy == LOOPTIME_POLICY_KEEP_PHASE {
+        overrun_policy: policy.unwrap_or(if sched.policy == LOOPTIME_POLICY_KEEP_PHASE {
             "keep-phase"
         } else {
             "rebase"
-        },
+        }),
         rtf: sched.rtf,
         label,
         settings: keys
@@ -241,7 +268,9 @@ pub unsafe extern "C" fn looptime_control_thread_setup(
 /// Rewrite the manifest with how the loop ended and mark the rollout and the
 /// session in `session.json`. `rec` (may be NULL) supplies the ring file and
 /// whether the evidence was written; `sched` (may be NULL) the cycle,
-/// overrun and skip counts (else the recorder's cycle count is used).
+/// overrun and skip counts when it waited at all (else the recorder's cycle
+/// count is used: a loop its inputs pace). `planned_cycles` is what the
+/// program planned: for a loop its inputs pace, the inputs it expected.
 /// Call it after `looptime_recorder_finish`. A second call is refused.
 ///
 /// # Safety
@@ -274,7 +303,9 @@ pub unsafe extern "C" fn looptime_episode_finish(
         if let Some(r) = rec {
             end.recorder(&r.rec, r.finished.as_deref(), h.ep.dir());
         }
-        if let Some(s) = sched {
+        // A scheduler that never waited counts nothing: the recorder's
+        // cycles stand.
+        if let Some(s) = sched.filter(|s| s.s.cycles() > 0) {
             end.scheduler(&s.s);
         }
         h.ep.finish(&end)

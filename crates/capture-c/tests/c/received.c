@@ -76,5 +76,47 @@ int main(void) {
     close(rx);
     close(tx);
     close(plain);
+
+    /* An episode of a loop its inputs pace: no scheduler, the robot's 1 ms
+     * period; finish counts the recorder's 5 cycles even when handed a
+     * scheduler that never waited; a scheduler and a period together are
+     * refused. */
+    {
+        char runs[] = "/tmp/looptime-recv-runs-XXXXXX";
+        looptime_program info;
+        looptime_episode *ep = NULL;
+        looptime_scheduler *idle = NULL;
+        looptime_scheduler_config cfg = looptime_scheduler_config_default(1000000);
+        uint64_t i;
+        CHECK(mkdtemp(runs) != NULL);
+        memset(&info, 0, sizeof info);
+        info.program = "received_test";
+        info.control_timing = true;
+        info.timing_max_cycles = 100;
+        info.scheduler = &cfg;
+        info.input_period_ns = 1000000;
+        CHECK_ERR(looptime_episode_create(runs, &info, &ep), LOOPTIME_ERR_INVALID, "not both");
+        info.scheduler = NULL;
+        CHECK(looptime_episode_create(runs, &info, &ep) == LOOPTIME_OK);
+        b = looptime_builder_new();
+        CHECK(looptime_builder_phase(b, "running", &running) == LOOPTIME_OK);
+        CHECK(looptime_builder_ring(b, LOOPTIME_RING_HEAP) == LOOPTIME_OK);
+        CHECK(looptime_recorder_new(b, &r) == LOOPTIME_OK);
+        looptime_builder_free(b);
+        for (i = 0; i < 5; i++) {
+            CHECK(looptime_cycle_begin_input(r, running, 1000000 * (i + 1), i + 1) == LOOPTIME_OK);
+            CHECK(looptime_cycle_end(r) == LOOPTIME_OK);
+        }
+        CHECK(looptime_recorder_finish(r, looptime_episode_dir(ep), true) == LOOPTIME_OK);
+        CHECK(looptime_scheduler_new(&cfg, &idle) == LOOPTIME_OK);
+        CHECK(looptime_episode_finish(ep, r, idle, true, 5) == LOOPTIME_OK);
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"cycles\": 5"));
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"planned_cycles\": 5"));
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"overrun_policy\": \"none\""));
+        CHECK(file_contains(looptime_episode_dir(ep), "manifest.json", "\"nominal_period_ns\": 1000000"));
+        looptime_scheduler_free(idle);
+        looptime_recorder_free(r);
+        looptime_episode_free(ep);
+    }
     return finish_tests("received");
 }

@@ -39,7 +39,7 @@ static_assert(offsetof(looptime_tick, overdue) == 60, "");
 static_assert(offsetof(looptime_tick, dt_clamped) == 61, "");
 static_assert(offsetof(looptime_tick, spin_margin_ns) == 64, "");
 
-static_assert(sizeof(looptime_program) == 80, "looptime_program size");
+static_assert(sizeof(looptime_program) == 88, "looptime_program size");
 static_assert(offsetof(looptime_program, program) == 0, "");
 static_assert(offsetof(looptime_program, sources) == 8, "");
 static_assert(offsetof(looptime_program, n_sources) == 16, "");
@@ -50,6 +50,7 @@ static_assert(offsetof(looptime_program, setting_keys) == 48, "");
 static_assert(offsetof(looptime_program, setting_values) == 56, "");
 static_assert(offsetof(looptime_program, n_settings) == 64, "");
 static_assert(offsetof(looptime_program, label) == 72, "");
+static_assert(offsetof(looptime_program, input_period_ns) == 80, "");
 #endif
 
 uint32_t second_unit_stage_count();
