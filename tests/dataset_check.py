@@ -47,9 +47,10 @@ def record(looptime, runs, config, episodes):
 
 def duckdb_rows(dataset, query):
     con = duckdb.connect()
-    for table in ("cycles", "spans", "episodes", "samples"):
+    for view, table in (("cycles", "cycles"), ("spans", "spans"), ("episodes", "episodes"),
+                        ("samples", "samples"), ("value_rows", "values"), ("phases", "phases")):
         con.execute(
-            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{dataset}/{table}/**/*.parquet', "
+            f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{dataset}/{table}/**/*.parquet', "
             "hive_partitioning = true, hive_types_autocast = false)")
     con.execute((SQL / "periods.sql").read_text())
     cur = con.execute((SQL / query).read_text())
@@ -63,8 +64,9 @@ def spark_rows(dataset, query):
              .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    for table in ("cycles", "spans", "episodes", "samples"):
-        spark.read.parquet(f"{dataset}/{table}").createOrReplaceTempView(table)
+    for view, table in (("cycles", "cycles"), ("spans", "spans"), ("episodes", "episodes"),
+                        ("samples", "samples"), ("value_rows", "values")):
+        spark.read.parquet(f"{dataset}/{table}").createOrReplaceTempView(view)
     spark.sql((SQL / "periods.sql").read_text())
     return [r.asDict() for r in spark.sql((SQL / query).read_text()).collect()]
 
@@ -95,6 +97,36 @@ def same_rows(query, duck, spark):
                     f"{query} {dict(k)} {field}: DuckDB {x}, Spark {y}"
 
 
+INPUT_COLUMNS = ("arrival_hz", "answer_latency_p50_ns", "answer_latency_p99_ns", "late_answers", "late_share",
+                 "lost_before_arrival", "lost_after_late_answer", "lost_discarded", "bursts",
+                 "success_rate_mean", "success_rate_min")
+STAGES = ("camera_read", "viewer_control", "adapter_decode", "executor", "robot_send_command", "recording")
+
+
+def check_input_paced(dataset, fleet_out):
+    """docs/sql/input_paced.sql over the dataset equals fleet's input-paced
+    columns, row for row, and the dataset's `phases` table holds the same;
+    the faults of the UDP session show (late answers, bursts)."""
+    import pyarrow.parquet as pq
+    sql = duckdb_rows(dataset, "input_paced.sql")
+    fleet = {(r["robot"], r["session"], r["rollout"], r["phase"]): r
+             for r in pq.read_table(fleet_out / "fleet.parquet").to_pylist()}
+    stored = {(r["robot"], r["session"], r["rollout"], r["phase"]): r
+              for r in duckdb_rows(dataset, "phases_table.sql")}
+    assert len(sql) >= 4, f"only {len(sql)} input-paced phases"
+    assert len(sql) == sum(1 for r in fleet.values() if r["late_answers"] is not None), "the same phases"
+    figures = 0
+    for r in sql:
+        key = (r["robot"], r["session"], r["rollout"], r["phase"])
+        for c in INPUT_COLUMNS:
+            assert fleet[key][c] == r[c], (key, c, fleet[key][c], r[c])
+            assert stored[key][c] == r[c], (key, c, "phases table", stored[key][c], r[c])
+            figures += 1
+    assert sum(r["late_answers"] for r in sql) >= 20 and sum(r["bursts"] for r in sql) >= 4, sql
+    print(f"input-paced: {len(sql)} phases, {figures} figures of docs/sql/input_paced.sql equal to fleet's "
+          f"and to the dataset's phases table")
+
+
 def check_fleet(analyzer, tmp, eps, phases, dirs, ages=None):
     """`fleet` over the recorded runs and the fixtures: the table's types
     (pyarrow), its rows against the SQL's per-phase figures, and the
@@ -102,7 +134,7 @@ def check_fleet(analyzer, tmp, eps, phases, dirs, ages=None):
     import pyarrow as pa
     import pyarrow.parquet as pq
     out = tmp / "fleet"
-    roots = [tmp / "paced", tmp / "uncapped", tmp / "spiky", ROOT / "fixtures/v1/serve-episode",
+    roots = [tmp / "paced", tmp / "uncapped", tmp / "spiky", tmp / "udp", ROOT / "fixtures/v1/serve-episode",
              ROOT / "fixtures/v2/serve-episode", tmp / "odd"]
     res = run(analyzer, "fleet", *roots, "--out", out, "--jobs", "2")
     table = pq.read_table(out / "fleet.parquet")
@@ -177,6 +209,12 @@ def main():
         eps += record(looptime, tmp / "uncapped", base + "rtf = 0.0\n", 10)
         eps += record(looptime, tmp / "spiky", base.replace("duration_s = 0.3", "duration_s = 0.5") +
                       "[stages.adapter_decode.cost]\nspike_probability = 0.2\nspike_us = 12000.0\n", 2)
+        # Input-paced: the robot peer over loopback UDP at 1 kHz, stages of
+        # a few µs, its link stalling and every 40th answer 3 ms late.
+        eps += record(looptime, tmp / "udp", base.replace("duration_s = 0.3", "duration_s = 0.6") +
+                      "rate_hz = 1000.0\n" + "".join(f"[stages.{s}.cost]\nmean_us = 3.0\n" for s in STAGES) +
+                      "[robot]\ntransport = \"udp\"\nstall_every_ms = 150.0\nstall_ms = 5.0\n"
+                      "late_answer_every = 40\nlate_answer_us = 3000.0\n", 2)
         eps += [ROOT / "fixtures/v1/serve-episode", ROOT / "fixtures/v2/serve-episode"]
         eps += odd_robots(tmp / "odd")
         assert len(eps) >= 20, len(eps)
@@ -252,8 +290,9 @@ def main():
         print(f"duckdb: {len(eps)} episodes, {len(phases)} phase rows, {len(stages)} stage rows, "
               f"{checked} figures equal to the analyzer's")
         check_fleet(analyzer, tmp, eps, phases, dirs, all_ages)
+        check_input_paced(dataset, tmp / "fleet")
         if spark:
-            for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql", "data_age.sql"):
+            for q in ("phase_figures.sql", "stage_p99.sql", "cpu_share.sql", "data_age.sql", "input_paced.sql"):
                 a = duckdb_rows(dataset, q)
                 b = spark_rows(dataset, q)
                 same_rows(q, a, b)

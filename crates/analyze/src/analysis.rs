@@ -204,7 +204,8 @@ mod tests {
         crate::export::chrome::write(&a, &mut trace, "t.json".as_ref()).unwrap();
         crate::export::hdr_log(&a).unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        crate::export::parquet::write_episode(tmp.path(), &a).unwrap();
+        let phases = crate::fleet::table::table(&crate::fleet::rows(&a)).unwrap();
+        crate::export::parquet::write_episode(tmp.path(), &a, phases).unwrap();
         let mut mcap = std::io::Cursor::new(Vec::new());
         let zstd = crate::export::mcap::Compression::Zstd;
         crate::export::mcap::write(&a, &mut mcap, "t.mcap".as_ref(), zstd).unwrap();

@@ -290,13 +290,14 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
             looptime_capture::format::CYCLES_FILE
         );
     }
-    let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 5], 0usize, None);
+    let (mut bytes, mut rows, mut written, mut first_error) = (0u64, [0u64; 6], 0usize, None);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = found.episodes.len();
     for (i, dir) in found.episodes.iter().enumerate() {
         let done = (|| -> Result<crate::export::parquet::Written> {
             let a = analyze(load_episode(dir, load.clone())?)?;
-            crate::export::parquet::write_episode(&req.out, &a)
+            let phases = crate::fleet::table::table(&crate::fleet::rows(&a))?;
+            crate::export::parquet::write_episode(&req.out, &a, phases)
         })();
         match done {
             Ok(w) => {
@@ -320,12 +321,13 @@ pub fn run_dataset_export(req: &ExportRequest) -> Result<()> {
         eprintln!();
     }
     eprintln!(
-        "wrote {} ({} cycles, {} spans, {} values, {} samples, {written} episodes; {:.1} MB)",
+        "wrote {} ({} cycles, {} spans, {} values, {} samples, {} phase rows, {written} episodes; {:.1} MB)",
         req.out.display(),
         rows[0],
         rows[1],
         rows[2],
         rows[4],
+        rows[5],
         bytes as f64 / 1e6
     );
     let left_out = total - written + found.without_evidence.len();

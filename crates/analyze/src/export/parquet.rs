@@ -20,7 +20,7 @@ use crate::evidence::{Cell, Evidence};
 use crate::metrics::{CycleColumns, Report};
 
 /// The dataset's tables.
-pub const TABLES: &[&str] = &["cycles", "spans", "values", "episodes", "samples"];
+pub const TABLES: &[&str] = &["cycles", "spans", "values", "episodes", "samples", "phases"];
 
 /// Where one episode goes: its partition keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -499,17 +499,21 @@ pub struct Written {
     /// Its partition.
     pub partition: Partition,
     /// Rows per table, in [`TABLES`] order.
-    pub rows: [u64; 5],
+    pub rows: [u64; 6],
     /// Bytes written.
     pub bytes: u64,
 }
 
 /// Write one episode (with its background threads) into the dataset at
-/// `root`, replacing its earlier export.
+/// `root`, replacing its earlier export; `phases` is its rows of the
+/// `phases` table (the fleet table's rows of the episode:
+/// `crate::fleet::table::table(&crate::fleet::rows(a))`, made by the
+/// caller so that this module does not depend on `fleet`, which depends
+/// on it).
 ///
 /// # Errors
 /// [`AnalyzeError::Write`] or a polars error when a file cannot be written.
-pub fn write_episode(root: &Path, a: &Analysis) -> Result<Written> {
+pub fn write_episode(root: &Path, a: &Analysis, phases: DataFrame) -> Result<Written> {
     let (ev, report) = (&a.evidence, &a.report);
     let partition = Partition::of(ev);
     let part = partition.path();
@@ -540,6 +544,7 @@ pub fn write_episode(root: &Path, a: &Analysis) -> Result<Written> {
         v.height() as u64,
         1,
         x.height() as u64,
+        phases.height() as u64,
     ];
     let mut bytes = 0;
     for (name, df) in [
@@ -548,6 +553,8 @@ pub fn write_episode(root: &Path, a: &Analysis) -> Result<Written> {
         ("values", v),
         ("episodes", episode_row(ev, report)?),
         ("samples", x),
+        // The partition keys come from the path, as in every table.
+        ("phases", phases.drop_many(["robot", "session", "rollout"])),
     ] {
         bytes += write_table(&root.join(name).join(&part), df)?;
     }

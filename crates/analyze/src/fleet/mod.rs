@@ -110,6 +110,69 @@ pub struct FleetRow {
     /// `1000 · completion misses / judged cycles`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_misses_per_1000: Option<f64>,
+    /// The phase's input-paced figures (absent for a phase without
+    /// input-paced cycles): docs/metrics.md, Input-paced phases.
+    #[serde(flatten)]
+    pub input: InputColumns,
+}
+
+/// An input-paced phase's columns of the fleet table and the dataset's
+/// `phases` table (all absent for a deadline-paced phase).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct InputColumns {
+    /// Arrivals per second (`arrival_hz`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_hz: Option<f64>,
+    /// Answer latency p50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_latency_p50_ns: Option<i64>,
+    /// Answer latency p99.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_latency_p99_ns: Option<i64>,
+    /// Answers later than the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_answers: Option<u64>,
+    /// `late_answers / answers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_share: Option<f64>,
+    /// Inputs the counter says were lost, by cause (absent without a
+    /// counter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_before_arrival: Option<u64>,
+    /// Lost right after a late answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_after_late_answer: Option<u64>,
+    /// Discarded in a burst.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_discarded: Option<u64>,
+    /// Bursts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<u64>,
+    /// The robot's success rate: mean.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_rate_mean: Option<f64>,
+    /// The robot's success rate: minimum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_rate_min: Option<f64>,
+}
+
+impl InputColumns {
+    /// The columns of `p`, an input-paced phase's figures.
+    fn of(p: &crate::metrics::InputPhase) -> Self {
+        InputColumns {
+            arrival_hz: p.arrival_hz,
+            answer_latency_p50_ns: p.answer_latency.as_ref().map(|d| d.p50_ns),
+            answer_latency_p99_ns: p.answer_latency.as_ref().map(|d| d.p99_ns),
+            late_answers: Some(p.late_answers),
+            late_share: p.late_share,
+            lost_before_arrival: p.lost.as_ref().map(|l| l.before_arrival),
+            lost_after_late_answer: p.lost.as_ref().map(|l| l.after_late_answer),
+            lost_discarded: p.lost.as_ref().map(|l| l.discarded_in_bursts),
+            bursts: Some(p.bursts.count),
+            success_rate_mean: p.success_rate.as_ref().map(|s| s.mean),
+            success_rate_min: p.success_rate.as_ref().map(|s| s.min),
+        }
+    }
 }
 
 impl FleetRow {
@@ -405,6 +468,12 @@ pub fn rows(a: &Analysis) -> Vec<FleetRow> {
                 budget_overruns_per_1000: over.and_then(per_1000),
                 completion_misses: completion.map(|m| m.count),
                 completion_misses_per_1000: completion.and_then(per_1000),
+                input: report
+                    .input_paced
+                    .as_ref()
+                    .and_then(|ip| ip.phases.iter().find(|x| x.phase == p.phase))
+                    .map(InputColumns::of)
+                    .unwrap_or_default(),
             }
         })
         .collect()

@@ -17,14 +17,18 @@ pub enum OutlierMetric {
     OverrunsPer1000,
     /// Work p99 in nominal periods.
     WorkP99,
+    /// Input-paced phases: late answers per 1,000 answers.
+    #[serde(rename = "late_answers_per_1000")]
+    LateAnswersPer1000,
 }
 
 impl OutlierMetric {
     /// Every metric, in report order.
-    pub const ALL: [OutlierMetric; 3] = [
+    pub const ALL: [OutlierMetric; 4] = [
         OutlierMetric::PeriodP99,
         OutlierMetric::OverrunsPer1000,
         OutlierMetric::WorkP99,
+        OutlierMetric::LateAnswersPer1000,
     ];
 
     /// Its name in the summary.
@@ -33,6 +37,7 @@ impl OutlierMetric {
             OutlierMetric::PeriodP99 => "period p99 / nominal",
             OutlierMetric::OverrunsPer1000 => "overruns per 1000",
             OutlierMetric::WorkP99 => "work p99 / nominal",
+            OutlierMetric::LateAnswersPer1000 => "late answers per 1000",
         }
     }
 
@@ -41,16 +46,17 @@ impl OutlierMetric {
             OutlierMetric::PeriodP99 => r.period_p99_rel(),
             OutlierMetric::OverrunsPer1000 => r.overruns_per_1000,
             OutlierMetric::WorkP99 => r.work_p99_rel(),
+            OutlierMetric::LateAnswersPer1000 => r.input.late_share.map(|s| s * 1000.0),
         }
     }
 
     /// The smallest spread the rule divides by, so that a fleet of nearly
     /// equal rows does not call a tiny difference an outlier: 1 % of the
-    /// nominal period (0.01) for the two ratios, one overrun per 1,000
-    /// cycles for overruns.
+    /// nominal period (0.01) for the two ratios, one overrun (or late
+    /// answer) per 1,000 for the rates.
     fn spread_floor(self) -> f64 {
         match self {
-            OutlierMetric::OverrunsPer1000 => 1.0,
+            OutlierMetric::OverrunsPer1000 | OutlierMetric::LateAnswersPer1000 => 1.0,
             _ => 0.01,
         }
     }
@@ -188,6 +194,25 @@ impl Fleet {
         idx.into_iter().take(n).map(|(i, _, _)| i).collect()
     }
 
+    /// The `n` input-paced rows of `phase` with the largest late-answer
+    /// share (above 0), ties broken by the larger answer latency p99.
+    pub fn worst_by_late_share(&self, phase: &str, n: usize) -> Vec<usize> {
+        let mut idx: Vec<(usize, f64, f64)> = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.phase == phase)
+            .filter_map(|(i, r)| {
+                r.input
+                    .late_share
+                    .filter(|s| *s > 0.0)
+                    .map(|s| (i, s, r.input.answer_latency_p99_ns.unwrap_or(0) as f64))
+            })
+            .collect();
+        idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+        idx.into_iter().take(n).map(|(i, _, _)| i).collect()
+    }
+
     /// The `n` rows of `phase` with the most overruns per 1,000 cycles
     /// (at least one overrun), ties broken by the higher period p99 in
     /// nominal periods.
@@ -226,6 +251,10 @@ pub struct WorstList<'a> {
     /// rows with a stale use), most first; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub by_stale_share: Vec<&'a FleetRow>,
+    /// Input-paced: the rows with the largest late-answer share (only rows
+    /// with a late answer), most first; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_late_share: Vec<&'a FleetRow>,
 }
 
 /// An outlier with the row it names.
@@ -311,6 +340,11 @@ impl Fleet {
                         .into_iter()
                         .map(|i| &self.rows[i])
                         .collect(),
+                    by_late_share: self
+                        .worst_by_late_share(phase, worst)
+                        .into_iter()
+                        .map(|i| &self.rows[i])
+                        .collect(),
                 })
                 .collect(),
             outliers: self
@@ -363,6 +397,7 @@ mod tests {
             budget_overruns_per_1000: None,
             completion_misses: None,
             completion_misses_per_1000: None,
+            input: Default::default(),
         }
     }
 
@@ -422,5 +457,33 @@ mod tests {
                 .push(row("warmup", 10_000_000 + k * 10_000_000, 0));
         }
         assert!(small.outliers().is_empty());
+    }
+
+    #[test]
+    fn late_answers_are_ranked_and_judged_per_thousand_with_a_floor_of_one() {
+        // Nine input-paced rows at 2 late answers per 1,000 (median 2, MAD
+        // 0: spread = the floor 1.0) and one at 8 per 1,000: z = 6 > 3.5.
+        // The worst list ranks by the share, ties by the latency p99: the
+        // 8-per-1,000 row, then row 4 (p99 3 ms against the others' 2 ms).
+        let mut f = Fleet::default();
+        for k in 0..10 {
+            let mut r = row("running", 10_000_000, 0);
+            r.input.late_share = Some(if k == 9 { 0.008 } else { 0.002 });
+            r.input.answer_latency_p99_ns = Some(if k == 4 { 3_000_000 } else { 2_000_000 });
+            f.rows.push(r);
+        }
+        let o = f.outliers();
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!(
+            (o[0].row, o[0].metric),
+            (9, OutlierMetric::LateAnswersPer1000)
+        );
+        assert!((o[0].z - 6.0).abs() < 1e-9, "{}", o[0].z);
+        assert_eq!(f.worst_by_late_share("running", 2), vec![9, 4]);
+        // Rows without late answers are not listed.
+        f.rows
+            .iter_mut()
+            .for_each(|r| r.input.late_share = Some(0.0));
+        assert!(f.worst_by_late_share("running", 5).is_empty());
     }
 }

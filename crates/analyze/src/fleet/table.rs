@@ -48,6 +48,17 @@ pub const COLUMNS: &[&str] = &[
     "budget_overruns_per_1000",
     "completion_misses",
     "completion_misses_per_1000",
+    "arrival_hz",
+    "answer_latency_p50_ns",
+    "answer_latency_p99_ns",
+    "late_answers",
+    "late_share",
+    "lost_before_arrival",
+    "lost_after_late_answer",
+    "lost_discarded",
+    "bursts",
+    "success_rate_mean",
+    "success_rate_min",
 ];
 
 /// The table as a DataFrame (integers as UInt64/Int64, caveats as a list
@@ -94,6 +105,17 @@ pub fn table(rows: &[FleetRow]) -> Result<polars::prelude::DataFrame> {
         col(rows, COLUMNS[28], |r| r.budget_overruns_per_1000),
         col(rows, COLUMNS[29], |r| r.completion_misses),
         col(rows, COLUMNS[30], |r| r.completion_misses_per_1000),
+        col(rows, COLUMNS[31], |r| r.input.arrival_hz),
+        col(rows, COLUMNS[32], |r| r.input.answer_latency_p50_ns),
+        col(rows, COLUMNS[33], |r| r.input.answer_latency_p99_ns),
+        col(rows, COLUMNS[34], |r| r.input.late_answers),
+        col(rows, COLUMNS[35], |r| r.input.late_share),
+        col(rows, COLUMNS[36], |r| r.input.lost_before_arrival),
+        col(rows, COLUMNS[37], |r| r.input.lost_after_late_answer),
+        col(rows, COLUMNS[38], |r| r.input.lost_discarded),
+        col(rows, COLUMNS[39], |r| r.input.bursts),
+        col(rows, COLUMNS[40], |r| r.input.success_rate_mean),
+        col(rows, COLUMNS[41], |r| r.input.success_rate_min),
     ];
     Ok(DataFrame::new(rows.len(), columns)?)
 }
@@ -143,6 +165,17 @@ pub fn csv(rows: &[FleetRow]) -> String {
             opt(&r.budget_overruns_per_1000),
             opt(&r.completion_misses),
             opt(&r.completion_misses_per_1000),
+            opt(&r.input.arrival_hz),
+            opt(&r.input.answer_latency_p50_ns),
+            opt(&r.input.answer_latency_p99_ns),
+            opt(&r.input.late_answers),
+            opt(&r.input.late_share),
+            opt(&r.input.lost_before_arrival),
+            opt(&r.input.lost_after_late_answer),
+            opt(&r.input.lost_discarded),
+            opt(&r.input.bursts),
+            opt(&r.input.success_rate_mean),
+            opt(&r.input.success_rate_min),
         ];
         let line: Vec<_> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));

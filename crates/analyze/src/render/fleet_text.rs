@@ -96,8 +96,8 @@ pub fn render(fleet: &Summary<'_>, elapsed_s: f64, jobs: usize) -> String {
     s
 }
 
-/// One phase's worst lists: by period p99, by overruns, and by stale
-/// data-age uses when there are any.
+/// One phase's worst lists: by period p99, by overruns, by stale data-age
+/// uses and by late answers when there are any.
 fn worst(s: &mut String, list: &crate::fleet::outliers::WorstList<'_>) {
     let (phase, rows) = (list.phase, list.rows_in_phase);
     let _ = writeln!(
@@ -135,6 +135,30 @@ fn worst(s: &mut String, list: &crate::fleet::outliers::WorstList<'_>) {
                 super::text::terminal_safe(&r.rollout),
                 r.max_stale_share.unwrap_or(0.0) * 100.0,
                 r.max_age_p99_ms.map_or("-".into(), |m| format!("{m:.3}"))
+            );
+        }
+    }
+    if !list.by_late_share.is_empty() {
+        let _ = writeln!(
+            s,
+            "worst {} of {rows} in phase `{phase}` by late answers (input-paced):",
+            list.by_late_share.len()
+        );
+        for r in &list.by_late_share {
+            let i = &r.input;
+            let _ = writeln!(
+                s,
+                "  {}/{}/{}  late {:.2} % ({} answers), answer latency p99 {} ms, lost {} before arrival + {} after a late answer + {} discarded, success min {}",
+                super::text::terminal_safe(&r.robot),
+                super::text::terminal_safe(&r.session),
+                super::text::terminal_safe(&r.rollout),
+                i.late_share.unwrap_or(0.0) * 100.0,
+                i.late_answers.unwrap_or(0),
+                i.answer_latency_p99_ns.map_or("-".into(), |n| format!("{:.3}", n as f64 / 1e6)),
+                i.lost_before_arrival.unwrap_or(0),
+                i.lost_after_late_answer.unwrap_or(0),
+                i.lost_discarded.unwrap_or(0),
+                i.success_rate_min.map_or("-".into(), |m| format!("{m:.4}"))
             );
         }
     }
