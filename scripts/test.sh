@@ -13,6 +13,9 @@
 #    checked against the module (mypy.stubtest), pytest crates/python/tests
 #    run, then the wheel is installed into a clean venv with no Rust on
 #    PATH and runs examples/python (tests/python_wheel.sh);
+# 3b. ROS 2: looptime.ros against a real rclpy, Jazzy and Kilted, each in
+#    its own venv from the ros-python-wheels PyPI wheels, DDS on loopback
+#    (tests/ros2.sh);
 # 4. the evidence JSONL loads in stock pandas and polars (tests/interop.py);
 # 5. the HTML report renders in headless Chromium (tests/html_render.sh);
 # 6. the HdrHistogram export decodes in the Python hdrhistogram package
@@ -137,6 +140,7 @@ python_tests() {
         bash tests/python_wheel.sh "$wheels"
 }
 suite "Python: the wheel (maturin build), the .pyi against the module (stubtest), pytest, and the wheel in a clean venv without Rust" python_tests
+suite "ROS 2: looptime.ros against rclpy in a Jazzy and a Kilted venv (DDS on loopback)" bash tests/ros2.sh "$TARGET_DIR/wheels-test"
 cargo build -q -p looptime-cli --bin looptime
 suite "a loop paced by the robot: the Python, C++ and C robot_udp examples against looptime robot-peer (stalls and late answers found)" bash tests/robot_udp_example.sh
 suite "MuJoCo arm examples, Python and C++: paced, uncapped bit-identical, sessions, SIGINT, a reduced A/B" bash tests/mujoco_examples.sh

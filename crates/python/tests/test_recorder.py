@@ -363,3 +363,26 @@ def test_an_open_cycle_and_span_are_closed_at_finish(tmp_path):
     report = rec.finish(tmp_path, status="aborted")
     _, cycles = read_jsonl(report.cycles_path)
     assert cycles[0]["spans"][0]["closed_by_cycle_end"] is True
+
+
+def test_a_cycle_at_another_schedulers_release_point_and_looptime_ros_without_rclpy(tmp_path):
+    """target_ns= (a ROS timer's expected call time, as looptime.ros gives
+    it) with the release points skipped before it; misuse raises. Without
+    rclpy, `import looptime.ros` says what to install."""
+    rec = small_recorder()
+    rec.begin_cycle("running", target_ns=5_000_000, skipped=3, overdue=True)
+    rec.end_cycle()
+    with rec.cycle("running", target_ns=15_000_000):
+        pass
+    with pytest.raises(ValueError, match="one of them"):
+        rec.begin_cycle("running", input=(1, 1), target_ns=5)
+    with pytest.raises(ValueError, match="go with target_ns"):
+        rec.begin_cycle("running", skipped=2)
+    _, cycles = read_jsonl(rec.finish(tmp_path).cycles_path)
+    assert [(c["target_ns"], c.get("skipped", 0), c.get("overdue", False)) for c in cycles] == [
+        (5_000_000, 3, True), (15_000_000, 0, False)]
+    try:
+        import rclpy  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install ros-kilted-rclpy==9.1.2"):
+            import looptime.ros  # noqa: F401

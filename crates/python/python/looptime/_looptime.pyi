@@ -149,7 +149,8 @@ class Recorder:
     def begin_wait(self) -> None: ...
     def end_wait(self) -> None: ...
     def begin_cycle(
-        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None
+        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None,
+        target_ns: Optional[int] = None, skipped: int = 0, overdue: bool = False,
     ) -> None:
         """Begin a cycle in ``phase``: at ``tick``'s release point, or
         released by an input, ``input=(arrival_ns, seq)`` (the arrival as
@@ -157,7 +158,8 @@ class Recorder:
         input's own counter or None; docs/input-paced.md). Not both."""
     def end_cycle(self) -> None: ...
     def cycle(
-        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None
+        self, phase: _Name, tick: Optional[Tick] = None, input: Optional[Tuple[Union[int, "Arrival"], Optional[int]]] = None,
+        target_ns: Optional[int] = None, skipped: int = 0, overdue: bool = False,
     ) -> "Recorder": ...
     def span(self, stage: _Name, mode: Optional[_Name] = None, attrs: Optional[_Attrs] = None) -> "Recorder":
         """``with rec.span(stage):``. ``mode`` is a value of the attribute

@@ -306,17 +306,24 @@ impl Recorder {
 
     /// Begin a cycle in `phase` (name or id), for the release point in
     /// `tick` when given, or released by an input, `input=(arrival_ns,
-    /// seq)` (docs/input-paced.md). A cycle still open is ended first.
-    #[pyo3(signature = (phase, tick = None, input = None))]
+    /// seq)` (docs/input-paced.md), or at a release point of another
+    /// scheduler's (`target_ns`, on the recorder's target clock, with the
+    /// release points it `skipped` before this one and whether it was
+    /// `overdue`: a ROS timer's expected call time). A cycle still open is
+    /// ended first.
+    #[pyo3(signature = (phase, tick = None, input = None, target_ns = None, skipped = 0, overdue = false))]
     fn begin_cycle(
         &mut self,
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
         input: Option<&Bound<'_, PyAny>>,
+        target_ns: Option<u64>,
+        skipped: u32,
+        overdue: bool,
     ) -> PyResult<()> {
         self.live()?;
         let p = resolve(&self.phases, phase, "phase")?;
-        let release = release_of(tick, input)?;
+        let release = release::with_target(release_of(tick, input)?, target_ns, skipped, overdue)?;
         self.rec.begin_cycle(p, release);
         self.n_open = 0;
         Ok(())
@@ -333,16 +340,19 @@ impl Recorder {
 
     /// `with rec.cycle(phase, tick):` (or `input=(arrival_ns, seq)`) — the
     /// cycle begins on entry and ends on exit.
-    #[pyo3(signature = (phase, tick = None, input = None))]
+    #[pyo3(signature = (phase, tick = None, input = None, target_ns = None, skipped = 0, overdue = false))]
     fn cycle<'py>(
         mut slf: PyRefMut<'py, Self>,
         phase: &Bound<'_, PyAny>,
         tick: Option<PyRef<'_, Tick>>,
         input: Option<&Bound<'_, PyAny>>,
+        target_ns: Option<u64>,
+        skipped: u32,
+        overdue: bool,
     ) -> PyResult<PyRefMut<'py, Self>> {
         slf.live()?;
         let p = resolve(&slf.phases, phase, "phase")?;
-        let release = release_of(tick, input)?;
+        let release = release::with_target(release_of(tick, input)?, target_ns, skipped, overdue)?;
         slf.pending = Pending::Cycle(p, release);
         Ok(slf)
     }

@@ -63,3 +63,25 @@ fn input_release(i: &Bound<'_, PyAny>) -> PyResult<Release> {
     let arrival = int(&a, "arrival_ns")?;
     Ok(Release::input(arrival, seq))
 }
+
+/// `release` at `target_ns` of another scheduler (a ROS timer's expected
+/// call time), with the release points skipped before it and whether it
+/// was overdue; refused beside a tick or an input, and `skipped` or
+/// `overdue` without a target.
+pub(super) fn with_target(
+    release: Release,
+    target_ns: Option<u64>,
+    skipped: u32,
+    overdue: bool,
+) -> PyResult<Release> {
+    match target_ns {
+        Some(_) if release != Release::NONE => Err(PyValueError::new_err(
+            "give target_ns, a tick or an input, one of them: a cycle has one release",
+        )),
+        Some(t) => Ok(Release::at(t).with_skipped(skipped).with_overdue(overdue)),
+        None if skipped > 0 || overdue => Err(PyValueError::new_err(
+            "skipped and overdue go with target_ns (a tick carries its own)",
+        )),
+        None => Ok(release),
+    }
+}

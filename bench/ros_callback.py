@@ -1,0 +1,97 @@
+"""What looptime.ros costs per callback, and a 1 kHz node's loop as the
+report sees it (docs/ros2.md). Run it in a venv with rclpy and the looptime
+wheel (tests/ros2.sh makes two):
+
+    ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST python bench/ros_callback.py [CALLS] [SECONDS]
+
+1. The wrapper's cost: CALLS calls of a subscription callback wrapped by
+   `instrument` (a span on the executor thread's recorder) against CALLS
+   calls of the same callback unwrapped, interleaved in blocks of 1,000,
+   medians of the per-call times of the blocks.
+2. A node with a STEADY_TIME 1 kHz loop timer, spun by a
+   SingleThreadedExecutor for SECONDS: loop Hz, deadline lag p50/p99 (the
+   executor's delay from the expected call time to the Python callback),
+   skipped periods, from the analyzer's report of the episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import rclpy
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from std_msgs.msg import Int64
+
+import looptime.ros
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "lib"))
+from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
+
+CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
+ANALYZER = os.environ.get("LOOPTIME_ANALYZER", str(target_dir() / "debug" / "analyze_control_timing"))
+
+
+def wrapper_cost(tmp):
+    node = Node("looptime_bench_cost")
+    sub = node.create_subscription(Int64, "bench_topic", lambda m: None, 10)
+    plain = sub.callback
+    timer = node.create_timer(1.0, lambda: None, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    timing = looptime.ros.instrument(node, runs_dir=tmp, loop=timer, max_cycles=1000)
+    wrapped = sub.callback
+    msg = Int64(data=1)
+    per = {"unwrapped": [], "wrapped": []}
+    for _ in range(CALLS // 1000):
+        for name, cb in (("unwrapped", plain), ("wrapped", wrapped)):
+            t0 = time.perf_counter_ns()
+            for _ in range(1000):
+                cb(msg)
+            per[name].append((time.perf_counter_ns() - t0) / 1000)
+    timing.finish()
+    node.destroy_node()
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def loop_figures(tmp):
+    node = Node("looptime_bench_loop")
+    timer = node.create_timer(0.001, lambda: None, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    timing = looptime.ros.instrument(node, runs_dir=tmp, loop=timer)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    end = time.monotonic() + SECONDS
+    while time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.01)
+    ep = timing.finish()
+    r = json.loads(subprocess.run([ANALYZER, "report", ep, "--json"], check=True,
+                                  capture_output=True, text=True).stdout)
+    (p,) = [p for p in r["phases"] if p["phase"] == "running"]
+    skipped = sum(json.loads(line).get("skipped", 0)
+                  for line in open(os.path.join(ep, "control_timing.jsonl")).read().splitlines()[1:])
+    return p, skipped
+
+
+def main():
+    rclpy.init()
+    with tempfile.TemporaryDirectory() as tmp:
+        cost = wrapper_cost(tmp)
+        print(f"per call, median of {CALLS // 1000} blocks of 1,000: unwrapped {cost['unwrapped']:.0f} ns, "
+              f"wrapped {cost['wrapped']:.0f} ns ({cost['wrapped'] / cost['unwrapped']:.1f}x; "
+              f"+{cost['wrapped'] - cost['unwrapped']:.0f} ns a callback)")
+        p, skipped = loop_figures(tmp)
+        lag = p.get("deadline_lag") or {}
+        print(f"1 kHz STEADY_TIME loop timer, {SECONDS:g} s: {p['cycles']} cycles, loop {p['loop_hz']} Hz, "
+              f"deadline lag p50 {lag.get('p50_ns', 0) / 1e3:.0f} us, p99 {lag.get('p99_ns', 0) / 1e3:.0f} us, "
+              f"{skipped} periods skipped")
+    rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
