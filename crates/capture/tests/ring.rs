@@ -783,3 +783,47 @@ fn a_ring_whose_header_names_an_unknown_schema_is_refused_not_recovered() {
     assert!(err.contains("schema_version 3"), "{err}");
     assert!(!out.path().join("control_timing.jsonl").exists());
 }
+
+#[test]
+fn recover_through_a_foreign_link_refuses_and_keeps_the_ring() {
+    // A killed writer's ring names an episode under `runs`, a symbolic link
+    // that (as root can arrange) another user owns: recover refuses it,
+    // naming the link, writes nothing where it points and keeps the ring;
+    // the same link owned by the caller is followed. Without root no link
+    // can be made foreign, and only the followed case runs.
+    let shm = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir(base.join("target")).unwrap();
+    std::os::unix::fs::symlink(base.join("target"), base.join("runs")).unwrap();
+    let episode = base.join("runs/session-x/rollout-000");
+    let ring_path = killed_writer(shm.path(), &episode, 5, 100, false);
+    if std::os::unix::fs::lchown(base.join("runs"), Some(12345), None).is_ok() {
+        let e = looptime_capture::error_chain(&ring::recover(&ring_path).unwrap_err());
+        assert!(
+            e.contains("runs is a symbolic link owned by uid 12345"),
+            "{e}"
+        );
+        assert!(
+            ring_path.exists(),
+            "the ring is kept for a recover that may write"
+        );
+        assert!(!base.join("target/session-x").exists());
+        std::os::unix::fs::lchown(
+            base.join("runs"),
+            Some(looptime_capture::ring::owner::euid()),
+            None,
+        )
+        .unwrap();
+    }
+    let Recovered::Written { dir, report, .. } = ring::recover(&ring_path).unwrap() else {
+        panic!("expected the evidence to be written");
+    };
+    // The report names the directory as the ring does, and the files are
+    // where the caller's own link leads.
+    assert_eq!(dir, episode);
+    assert_eq!(report.cycles_path, episode.join("control_timing.jsonl"));
+    assert!(base
+        .join("target/session-x/rollout-000/control_timing.jsonl")
+        .is_file());
+}

@@ -13,7 +13,11 @@
 //!    it, or, when it does not exist yet, when the caller owns its nearest
 //!    existing ancestor (recover then creates it); and never through a
 //!    symbolic link owned by anyone but the caller or root
-//!    ([`check_episode_dir`]).
+//!    ([`check_episode_dir`]). [`open_episode_dir`] walks to it by
+//!    directory handles (`openat` with `O_NOFOLLOW`, a trusted link
+//!    followed on purpose), creating what is missing, and the evidence is
+//!    then written through the final handle, so a directory on the way
+//!    swapped for a link after the check cannot redirect the write.
 //!
 //! Ring files are created `0600` by their writer, so the reading side is
 //! what these rules add.
@@ -238,6 +242,162 @@ pub fn check_episode_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// An episode directory opened by [`open_episode_dir`]: its handle, kept
+/// open while the evidence is written through [`EpisodeDir::path`].
+#[derive(Debug)]
+pub struct EpisodeDir {
+    fd: std::os::fd::OwnedFd,
+    dir: PathBuf,
+}
+
+impl EpisodeDir {
+    /// A path that resolves through the open handle (`/proc/self/fd/N`),
+    /// whatever happens to the directories above it; the directory's own
+    /// path where `/proc` is not mounted.
+    pub fn path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        let via = PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()));
+        if via.is_dir() {
+            via
+        } else {
+            self.dir.clone()
+        }
+    }
+
+    /// The directory as named.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// `openat(at, name, flags)` as an owned handle.
+fn open_at(
+    at: std::os::fd::RawFd,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `name` is a NUL-terminated string; openat returns a new
+    // descriptor that nothing else owns, or -1.
+    let fd = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor from openat, owned by no one else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstatat(at, name)` (`AT_SYMLINK_NOFOLLOW` when `nofollow`), or the
+/// handle's own with an empty name.
+fn stat_at(
+    at: std::os::fd::RawFd,
+    name: &std::ffi::CStr,
+    nofollow: bool,
+) -> std::io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid one to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut flags = if nofollow {
+        libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        0
+    };
+    if name.is_empty() {
+        flags |= libc::AT_EMPTY_PATH;
+    }
+    // SAFETY: `name` is NUL-terminated and `st` writable for the call.
+    if unsafe { libc::fstatat(at, name.as_ptr(), &mut st, flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// Open `dir` for writing evidence into it, by rule 2 above, creating what
+/// is missing: from `/`, each component opened relative to the handle of
+/// the one above with `O_NOFOLLOW`; a component that is a symbolic link is
+/// followed only when the caller or root owns it; a missing one is made
+/// (`mkdirat`, 0755) only inside a directory the caller owns; the final
+/// directory must be the caller's. The checks and the write use the same
+/// handles, so nothing can be swapped in between.
+///
+/// # Errors
+/// [`CaptureError::NotYourDirectory`] naming the directory and why, or
+/// [`CaptureError::Write`] when a directory cannot be made or opened.
+pub fn open_episode_dir(dir: &Path) -> Result<EpisodeDir> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let me = euid();
+    let refuse = |why: String| CaptureError::NotYourDirectory {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let io = |source: std::io::Error| CaptureError::Write {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if !dir.is_absolute() || dir.components().any(|c| c == Component::ParentDir) {
+        return Err(refuse("it is not an absolute path without `..`".into()));
+    }
+    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let mut cur = open_at(libc::AT_FDCWD, c"/", dir_flags).map_err(io)?;
+    let mut walked = PathBuf::from("/");
+    for c in dir.components().skip(1) {
+        let Component::Normal(name) = c else { continue };
+        let cname = std::ffi::CString::new(name.as_bytes())
+            .map_err(|_| refuse("it holds a NUL byte".into()))?;
+        walked.push(name);
+        let next = match open_at(cur.as_raw_fd(), &cname, dir_flags | libc::O_NOFOLLOW) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let st = stat_at(cur.as_raw_fd(), c"", false).map_err(io)?;
+                if st.st_uid != me {
+                    return Err(refuse(format!(
+                        "it does not exist, and {} (where it would be made) is owned by uid {}, not by you (uid {me})",
+                        walked.parent().unwrap_or(Path::new("/")).display(),
+                        st.st_uid
+                    )));
+                }
+                // SAFETY: `cname` is NUL-terminated; mkdirat touches no memory of ours.
+                let rc = unsafe { libc::mkdirat(cur.as_raw_fd(), cname.as_ptr(), 0o755) };
+                if rc != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(io(e));
+                    }
+                }
+                open_at(cur.as_raw_fd(), &cname, dir_flags | libc::O_NOFOLLOW).map_err(io)?
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+                let st = stat_at(cur.as_raw_fd(), &cname, true).map_err(io)?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+                    return Err(refuse(format!("{} is not a directory", walked.display())));
+                }
+                if st.st_uid != me && st.st_uid != 0 {
+                    return Err(refuse(format!(
+                        "{} is a symbolic link owned by uid {}, not by you (uid {me}) or root",
+                        walked.display(),
+                        st.st_uid
+                    )));
+                }
+                // A trusted link: followed, on purpose.
+                open_at(cur.as_raw_fd(), &cname, dir_flags).map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        cur = next;
+    }
+    let st = stat_at(cur.as_raw_fd(), c"", false).map_err(io)?;
+    if st.st_uid != me {
+        return Err(refuse(format!(
+            "it is owned by uid {}, not by you (uid {me})",
+            st.st_uid
+        )));
+    }
+    Ok(EpisodeDir {
+        fd: cur,
+        dir: dir.to_path_buf(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +451,59 @@ mod tests {
         );
         let l = list(tmp.path());
         assert!(l.mine.is_empty() && !l.others[0].regular);
+    }
+
+    #[test]
+    fn the_episode_directory_is_walked_by_handles_and_a_foreign_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        // Missing directories are made, and the final one is ours.
+        let ep = base.join("runs/session-x/rollout-000");
+        let h = open_episode_dir(&ep).unwrap();
+        assert!(ep.is_dir());
+        std::fs::write(h.path().join("probe"), b"1").unwrap();
+        assert_eq!(std::fs::read(ep.join("probe")).unwrap(), b"1");
+
+        // An ancestor swapped for a link after the open cannot redirect the
+        // write: the handle still names the directory that was checked.
+        std::fs::rename(base.join("runs"), base.join("runs-moved")).unwrap();
+        std::fs::create_dir(base.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("runs")).unwrap();
+        std::fs::write(h.path().join("after"), b"2").unwrap();
+        assert!(base
+            .join("runs-moved/session-x/rollout-000/after")
+            .is_file());
+        assert!(!base.join("elsewhere/session-x").exists());
+        drop(h);
+
+        // A link of the caller's own (or root's) on the way is followed.
+        let via = base.join("runs/session-y");
+        let h = open_episode_dir(&via).unwrap();
+        drop(h);
+        assert!(base.join("elsewhere/session-y").is_dir());
+
+        // A link owned by another user is refused, naming it and its owner
+        // (root can give a link away; another user cannot make one foreign).
+        let link = base.join("foreign");
+        std::os::unix::fs::symlink(base.join("elsewhere"), &link).unwrap();
+        if std::os::unix::fs::lchown(&link, Some(12345), None).is_ok() {
+            let e = open_episode_dir(&link.join("rollout-000"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("foreign is a symbolic link owned by uid 12345"),
+                "{e}"
+            );
+            assert!(!base.join("elsewhere/rollout-000").exists());
+        } else {
+            assert_ne!(euid(), 0, "root can always lchown");
+        }
+        // A file in a directory's place, and relative paths, are refused.
+        std::fs::write(base.join("plain"), b"").unwrap();
+        let e = open_episode_dir(&base.join("plain/x"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        assert!(open_episode_dir(Path::new("runs/x")).is_err());
     }
 }

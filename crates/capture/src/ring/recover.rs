@@ -75,12 +75,17 @@ pub fn recover(path: &Path) -> Result<Recovered> {
         path: dir.clone(),
         source,
     })?;
-    owner::check_episode_dir(&dir)?;
-    fs::create_dir_all(&dir).map_err(|source| CaptureError::Write {
-        path: dir.clone(),
-        source,
-    })?;
-    let report = write_recovered(&reader, path, &dir)?;
+    // Walked to and opened by handles; the evidence is written through the
+    // final one, and the report names the directory as the ring does.
+    let handle = owner::open_episode_dir(&dir)?;
+    let via = handle.path();
+    let mut report = write_recovered(&reader, path, &via)?;
+    for p in [&mut report.cycles_path, &mut report.summary_path] {
+        if let Ok(rest) = p.strip_prefix(&via) {
+            *p = dir.join(rest);
+        }
+    }
+    drop(handle);
     drop(reader);
     fs::remove_file(path).map_err(ring_err(path, "remove"))?;
     Ok(Recovered::Written {
