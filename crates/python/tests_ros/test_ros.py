@@ -61,6 +61,12 @@ def build(counts):
     def on_msg(msg):
         counts["msg"] += 1
 
+    def on_msg_info(msg, info):
+        # rclpy hands the MessageInfo to a two-argument callback; the
+        # wrapper passes it on.
+        assert "source_timestamp" in info, info
+        counts["msg"] += 1
+
     def on_call(request, response):
         counts["call"] += 1
         response.success = True
@@ -69,6 +75,7 @@ def build(counts):
     loop = node.create_timer(PERIOD_NS / 1e9, loop_cb, clock=steady)
     node.create_timer(0.05, house, clock=steady)
     node.create_subscription(Int64, "looptime_test_topic", on_msg, 10)
+    node.create_subscription(Int64, "looptime_test_topic", on_msg_info, 10)
     node.create_service(Trigger, "looptime_test_service", on_call)
     pub = feeder.create_publisher(Int64, "looptime_test_topic", 10)
     client = feeder.create_client(Trigger, "looptime_test_service")
@@ -162,3 +169,25 @@ def test_the_programs_own_loop_records_the_callbacks_beside_it(ros, tmp_path):
     assert kinds == {"timer", "subscription", "service"}, kinds
     names = [c["spans"][0]["attrs"]["name"] for c in calls]
     assert names.count("timer0:10ms") == counts["loop"], (names.count("timer0:10ms"), counts)
+
+
+def test_instrumented_rollouts_make_one_session(ros, tmp_path):
+    """instrument(session=...): each rollout of a session opened without a
+    scheduler (period_s) holds one instrumented run of the node."""
+    counts = {"loop": 0, "house": 0, "msg": 0, "call": 0}
+    node, feeder, loop = build(counts)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    ex.add_node(feeder)
+    args = looptime.add_arguments(__import__("argparse").ArgumentParser()).parse_args(["--control-timing"])
+    with looptime.open_session(tmp_path / "runs", args, period_s=PERIOD_NS / 1e9, rollouts=2) as s:
+        dirs = []
+        for _ in range(2):
+            timing = looptime.ros.instrument(node, loop=loop, session=s)
+            spin(ex, 0.2)
+            dirs.append(pathlib.Path(timing.finish()))
+    session = json.loads((dirs[0].parent / "session.json").read_text())
+    assert session["status"] == "complete" and [r["state"] for r in session["rollouts"]] == ["complete"] * 2
+    for d in dirs:
+        _, cycles = read_jsonl(d / "control_timing.jsonl")
+        assert len(cycles) > 0

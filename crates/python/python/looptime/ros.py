@@ -159,7 +159,11 @@ class Timing:
                 with rec.span(CALLBACK_STAGE, attrs={"kind": kind, "name": name}):
                     return cb(*args, **kw)
 
-        return _with_timer_info(run) if kind == "timer" else run
+        if kind == "timer":
+            return _with_timer_info(run)
+        if kind == "subscription":
+            return _with_message_info(run, cb)
+        return run
 
     # -- the loop timer ------------------------------------------------------
     def _wrap_loop(self, timer: Any) -> Callable:
@@ -216,6 +220,28 @@ class Timing:
         return self.episode.dir
 
 
+def _takes_message_only(cb: Callable) -> bool:
+    """rclpy's rule: a subscription callback callable with one argument
+    gets the message only, else (two) the message and its MessageInfo."""
+    try:
+        inspect.signature(cb).bind(object())
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _with_message_info(run: Callable, cb: Callable) -> Callable:
+    """`run` behind a two-argument signature, so that rclpy hands the
+    MessageInfo too (its rule reads the signature when the callback is
+    set); the user's callback gets what its own signature asks for."""
+    only = _takes_message_only(cb)
+
+    def sub_cb(msg: Any, info: Any) -> Any:
+        return run(msg) if only else run(msg, info)
+
+    return sub_cb
+
+
 def _with_timer_info(run: Callable) -> Callable:
     """`run` behind a signature that asks rclpy for the TimerInfo (Kilted;
     Jazzy hands none), which `run` gets as `_looptime_info`."""
@@ -250,7 +276,12 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
             raise ValueError("loop must be one of the node's timers (node.create_timer(...))")
         period = loop.timer_period_ns
         ctype = loop.clock.clock_type
-        if ctype != ClockType.STEADY_TIME:
+        sim = ctype == ClockType.ROS_TIME and bool(node.get_parameter("use_sim_time").value)
+        if sim:
+            # Simulated time: the targets stay on the simulation's clock,
+            # and the evidence says so (no lag against the host's).
+            pass
+        elif ctype != ClockType.STEADY_TIME:
             # ROS or system time: onto the host monotonic clock with the
             # offset between the two read now (written to the manifest).
             offset = loop.clock.now().nanoseconds - looptime.monotonic_ns()
@@ -261,6 +292,7 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
                    looptime.open_episode(runs_dir, args, period_s=period / 1e9, settings=settings))
         rec = looptime.Recorder(stages=[LOOP_STAGE], phases=["running"], max_cycles=max_cycles,
                                 nominal_period_ns=period, episode_dir=episode.dir,
+                                target_clock="simulation" if sim else "host_monotonic",
                                 metadata={"ros_node": node.get_fully_qualified_name(),
                                           "ros_loop_clock": ctype.name},
                                 **spec(node, executor_threads, loop))
