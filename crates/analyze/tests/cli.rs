@@ -93,6 +93,8 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
 /// A declared compute budget and deadline tolerance.
 #[path = "cli/budget.rs"]
 mod budget;
+#[path = "cli/callbacks.rs"]
+mod callbacks;
 #[path = "cli/cpu.rs"]
 mod cpu;
 /// Data age on a hand-built episode with known ages.

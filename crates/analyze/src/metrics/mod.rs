@@ -25,6 +25,7 @@
 //! up, compares them.
 
 pub mod budget;
+pub mod callbacks;
 pub mod capture;
 pub mod columns;
 pub mod data_age;
@@ -169,7 +170,10 @@ pub fn compute(
             (state, &capture, absent.as_deref()),
             input.as_ref(),
             age.as_ref(),
-        ),
+        )
+        .into_iter()
+        .chain(callbacks::caveats(&threads))
+        .collect(),
         capture,
         schedule_metrics_absent: absent,
         diagnosis: match input_paced::diagnosis(

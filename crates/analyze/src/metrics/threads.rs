@@ -25,6 +25,7 @@ pub fn thread_reports(
         .map(|(t, cc)| {
             let r = compute_one(t, cc)?;
             let name = t.header.thread_name().to_string();
+            let callbacks = super::callbacks::callbacks(ev, t)?;
             Ok(ThreadReport {
                 file: looptime_capture::thread_files(&name).0,
                 thread: name,
@@ -34,6 +35,7 @@ pub fn thread_reports(
                 capture: r.capture,
                 phases: r.phases,
                 stages: r.stages,
+                callbacks,
             })
         })
         .collect()

@@ -105,6 +105,40 @@ pub fn render(r: &Report) -> String {
     o
 }
 
+/// A thread's callbacks by name: calls, the period between calls (p50,
+/// p99, max, ms) and, with a declared period, the periods skipped.
+fn callback_table(o: &mut String, cbs: &[crate::metrics::CallbackReport]) {
+    if cbs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "    callbacks by name (period between calls, ms; skipped: against the declared period)"
+    );
+    for c in cbs {
+        let p = c.period.as_ref().map_or("-".into(), |d| {
+            format!(
+                "p50 {} p99 {} max {}",
+                ms(d.p50_ns as f64),
+                ms(d.p99_ns as f64),
+                ms(d.max_ns as f64)
+            )
+        });
+        let declared = match (c.period_ns, c.skipped) {
+            (Some(n), Some(k)) => format!(", period {} ms, {k} skipped", ms(n as f64)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "    {:<10} {:<14} {:<40} {:>7} calls  {p}{declared}",
+            terminal_safe(&c.phase),
+            terminal_safe(c.kind.as_deref().unwrap_or("-")),
+            terminal_safe(&c.name),
+            c.calls
+        );
+    }
+}
+
 /// Background threads (schema 2): each one's rate and stages, then the
 /// overlap of the control stages with their work.
 fn threads(o: &mut String, r: &Report) {
@@ -135,6 +169,7 @@ fn threads(o: &mut String, r: &Report) {
             rates.join("; ")
         );
         stage_table(o, &t.stages);
+        callback_table(o, &t.callbacks);
     }
     if !r.overlap.is_empty() {
         let _ = writeln!(

@@ -87,14 +87,19 @@ def spec(node: Any, executor_threads: int = 1, loop: Any = None) -> Dict[str, An
     the node's callbacks into it: its executor threads (one recorder each,
     bound to a thread at its first callback), merged into the recorder's
     settings: ``looptime.Recorder(stages=[...], **looptime.ros.spec(node))``.
-    Take it after the node's timers, subscriptions and services exist."""
-    names = sorted({n for _, n, _ in _callbacks(node, loop)} | {OTHER})
+    Take it after the node's timers, subscriptions and services exist. Its
+    ``metadata`` declares each timer's period (``period_ns.NAME``), against
+    which the report counts the periods each timer skipped; add your own
+    keys to it rather than passing ``metadata=`` beside it."""
+    cbs = _callbacks(node, loop)
+    names = sorted({n for _, n, _ in cbs} | {OTHER})
     thread = {
         "stages": [CALLBACK_STAGE],
         "phases": ["running"],
         "attributes": {"kind": list(KINDS), "name": names},
     }
-    return {"threads": {t: dict(thread) for t in _executor_names(executor_threads)}}
+    periods = {f"period_ns.{n}": str(e.timer_period_ns) for k, n, e in cbs if k == "timer"}
+    return {"threads": {t: dict(thread) for t in _executor_names(executor_threads)}, "metadata": periods}
 
 
 def _asks_for(cb: Callable, annotation: Any) -> Optional[str]:
@@ -290,12 +295,12 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         args = argparse.Namespace(control_timing=True, timing_max_cycles=max_cycles, label=label)
         episode = (session.rollout(settings) if session is not None else
                    looptime.open_episode(runs_dir, args, period_s=period / 1e9, settings=settings))
+        declared = spec(node, executor_threads, loop)
+        declared["metadata"].update(ros_node=node.get_fully_qualified_name(), ros_loop_clock=ctype.name)
         rec = looptime.Recorder(stages=[LOOP_STAGE], phases=["running"], max_cycles=max_cycles,
                                 nominal_period_ns=period, episode_dir=episode.dir,
                                 target_clock="simulation" if sim else "host_monotonic",
-                                metadata={"ros_node": node.get_fully_qualified_name(),
-                                          "ros_loop_clock": ctype.name},
-                                **spec(node, executor_threads, loop))
+                                **declared)
         owns = True
     else:
         rec, episode, owns = recorder, _NoEpisode(), False

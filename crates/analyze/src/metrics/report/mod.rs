@@ -101,6 +101,30 @@ pub struct ThreadReport {
     pub phases: Vec<PhaseReport>,
     /// Its stages.
     pub stages: Vec<StageReport>,
+    /// Its callbacks by name, when its spans carry a `name` attribute
+    /// (`looptime.ros`'s executor threads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callbacks: Vec<CallbackReport>,
+}
+
+/// One named callback of a background thread in one phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallbackReport {
+    /// The phase.
+    pub phase: String,
+    /// The callback's `name` attribute.
+    pub name: String,
+    /// Its `kind` attribute (`timer`, `subscription`, `service`).
+    pub kind: Option<String>,
+    /// Its calls (top-level spans).
+    pub calls: u64,
+    /// Start-to-start intervals of its successive calls (ns).
+    pub period: Option<Dist>,
+    /// Its declared period (ns; a timer's), from the control header's
+    /// `period_ns.NAME`.
+    pub period_ns: Option<u64>,
+    /// With a declared period: Σ max(0, round(interval / period) − 1).
+    pub skipped: Option<u64>,
 }
 
 /// How much of one control-loop stage's wall time a background thread was
