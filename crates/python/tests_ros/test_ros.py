@@ -197,3 +197,30 @@ def test_instrumented_rollouts_make_one_session(ros, tmp_path):
     for d in dirs:
         _, cycles = read_jsonl(d / "control_timing.jsonl")
         assert len(cycles) > 0
+
+
+def test_a_multithreaded_executors_callbacks_land_on_its_threads_recorders(ros, tmp_path):
+    """executor_threads=2 with a MultiThreadedExecutor of two threads: each
+    callback is recorded on the recorder of the thread that ran it (bound
+    at its first callback), and the two files together hold one span per
+    callback the test counted."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    counts = {"loop": 0, "house": 0, "msg": 0, "call": 0}
+    node, feeder, loop = build(counts)
+    timing = looptime.ros.instrument(node, runs_dir=tmp_path / "runs", loop=loop, executor_threads=2)
+    ex = MultiThreadedExecutor(num_threads=2)
+    ex.add_node(node)
+    ex.add_node(feeder)
+    spin(ex, 0.6)
+    ex.shutdown()
+    ep = pathlib.Path(timing.finish())
+    spans = 0
+    for name in ("executor-0", "executor-1"):
+        path = ep / f"control_timing.{name}.jsonl"
+        if path.exists():
+            _, calls = read_jsonl(path)
+            spans += len(calls)
+    assert spans == timing.callbacks == counts["house"] + counts["msg"] + counts["call"], (spans, counts)
+    _, cycles = read_jsonl(ep / "control_timing.jsonl")
+    assert len(cycles) == counts["loop"]
