@@ -12,6 +12,9 @@ wheel (tests/ros2.sh makes two):
    SingleThreadedExecutor for SECONDS: loop Hz, deadline lag p50/p99 (the
    executor's delay from the expected call time to the Python callback),
    skipped periods, from the analyzer's report of the episode.
+3. The executors' throughput: a 1 kHz publisher and a subscription, both
+   spun by a SingleThreadedExecutor, then by a MultiThreadedExecutor of
+   two threads, for SECONDS each: messages handled per second.
 """
 
 from __future__ import annotations
@@ -47,13 +50,15 @@ def wrapper_cost(tmp):
     timer = node.create_timer(1.0, lambda: None, clock=Clock(clock_type=ClockType.STEADY_TIME))
     timing = looptime.ros.instrument(node, runs_dir=tmp, loop=timer, max_cycles=1000)
     wrapped = sub.callback
-    msg = Int64(data=1)
+    msg, info = Int64(data=1), {}
     per = {"unwrapped": [], "wrapped": []}
+    # As rclpy calls each: the wrapper asks for the MessageInfo too.
+    calls = (("unwrapped", lambda: plain(msg)), ("wrapped", lambda: wrapped(msg, info)))
     for _ in range(CALLS // 1000):
-        for name, cb in (("unwrapped", plain), ("wrapped", wrapped)):
+        for name, call in calls:
             t0 = time.perf_counter_ns()
             for _ in range(1000):
-                cb(msg)
+                call()
             per[name].append((time.perf_counter_ns() - t0) / 1000)
     timing.finish()
     node.destroy_node()
@@ -78,6 +83,28 @@ def loop_figures(tmp):
     return p, skipped
 
 
+def throughput(executor_cls, **kw):
+    pub_node, sub_node = Node("looptime_bench_pub"), Node("looptime_bench_sub")
+    got = [0]
+    sub_node.create_subscription(Int64, "bench_rate", lambda m: got.__setitem__(0, got[0] + 1), 100)
+    pub = pub_node.create_publisher(Int64, "bench_rate", 100)
+    pub_node.create_timer(0.001, lambda: pub.publish(Int64(data=1)),
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+    ex = executor_cls(**kw)
+    ex.add_node(pub_node)
+    ex.add_node(sub_node)
+    # As a node runs it: spin() in its own thread, stopped after SECONDS.
+    import threading
+    t = threading.Thread(target=ex.spin, daemon=True)
+    t.start()
+    time.sleep(SECONDS)
+    ex.shutdown()
+    t.join(timeout=5)
+    pub_node.destroy_node()
+    sub_node.destroy_node()
+    return got[0] / SECONDS
+
+
 def main():
     rclpy.init()
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,6 +117,11 @@ def main():
         print(f"1 kHz STEADY_TIME loop timer, {SECONDS:g} s: {p['cycles']} cycles, loop {p['loop_hz']} Hz, "
               f"deadline lag p50 {lag.get('p50_ns', 0) / 1e3:.0f} us, p99 {lag.get('p99_ns', 0) / 1e3:.0f} us, "
               f"{skipped} periods skipped")
+        from rclpy.executors import MultiThreadedExecutor
+        single = throughput(SingleThreadedExecutor)
+        multi = throughput(MultiThreadedExecutor, num_threads=2)
+        print(f"1 kHz publisher: SingleThreadedExecutor handled {single:.0f} messages/s, "
+              f"MultiThreadedExecutor (2 threads) {multi:.0f} messages/s")
     rclpy.shutdown()
 
 
