@@ -84,8 +84,10 @@ fn input_series(a: &Analysis) -> Vec<crate::metrics::input_paced::PhaseSeries> {
 /// order: `late_answers` (per 1,000 answers, the budget its threshold),
 /// the inputs lost per 1,000 compared arrivals by cause (`lost_before_arrival`,
 /// `lost_after_late_answer`, `lost_discarded`), `bursts` per 1,000
-/// arrivals, and `success_shortfall`, the robot's (1 − success rate) per
-/// 1,000 cycles (its mean; the rate's own minimum is its largest value).
+/// arrivals, `success_shortfall`, the robot's (1 − success rate) per
+/// 1,000 cycles (its mean), and `success_below_one`, the cycles whose rate
+/// fell below 1 per 1,000 (the dips a minimum marks: a minimum itself, one
+/// cycle, has no bootstrap distribution).
 fn input_rates(a: &Analysis, out: &mut RateSamples) {
     let h = &a.evidence.header;
     for s in input_series(a) {
@@ -97,6 +99,14 @@ fn input_rates(a: &Analysis, out: &mut RateSamples) {
             ("lost_after_late_answer", None, after),
             ("lost_discarded", None, discarded),
             ("bursts", None, s.bursts),
+            (
+                "success_below_one",
+                None,
+                s.shortfall
+                    .iter()
+                    .map(|&x| if x > 0 { 1000 } else { 0 })
+                    .collect(),
+            ),
             ("success_shortfall", None, s.shortfall),
         ] {
             if !v.is_empty() {

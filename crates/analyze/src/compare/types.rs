@@ -331,6 +331,9 @@ impl RateComparison {
             "success_shortfall" => {
                 return "the robot's success shortfall (1 − rate), per 1,000".into()
             }
+            "success_below_one" => {
+                return "cycles with the robot's success rate below 1, per 1,000".into()
+            }
             "budget_overrun" => {
                 return match self.threshold_ns {
                     Some(t) => format!("over the compute budget ({:.3} ms)", t as f64 / 1e6),

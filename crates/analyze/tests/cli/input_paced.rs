@@ -957,6 +957,7 @@ fn compare_tests_the_input_paced_figures_and_the_gate_trips_on_late_answers() {
         "lost_discarded",
         "bursts",
         "success_shortfall",
+        "success_below_one",
     ] {
         let x = rate(m);
         assert_eq!(
