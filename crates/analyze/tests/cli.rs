@@ -688,6 +688,17 @@ fn looptime_bin() -> PathBuf {
 
 /// Run `looptime serve --control-timing ARGS --runs-dir RUNS` to the end (it
 /// must succeed) and return the episode directory it wrote.
+/// The `running` phase's rate test `metric` of a `compare --json` output.
+fn running_rate(c: &Value, metric: &str) -> Value {
+    c["rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["phase"] == "running" && x["metric"] == metric)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {metric} rate in {}", c["rates"]))
+}
+
 fn serve(args: &[&str], runs: &Path) -> PathBuf {
     let out = Command::new(looptime_bin())
         .args(["serve", "--control-timing"])

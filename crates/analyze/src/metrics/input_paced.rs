@@ -26,13 +26,9 @@ pub fn input_paced(ev: &Evidence, segment: &[u32], pace: Pace) -> Option<InputPa
         return None;
     }
     let answers = answer_starts(ev);
-    let phases = (0..ev.header.phases.len() as u32)
-        .filter_map(|ph| {
-            let rows: Vec<usize> = (0..ev.cycles.len())
-                .filter(|&r| ev.cycles[r].phase == ph && ev.cycles[r].input_paced)
-                .collect();
-            (!rows.is_empty()).then(|| phase_figures(ev, segment, pace, ph, &rows, &answers))
-        })
+    let phases = phase_rows(ev)
+        .into_iter()
+        .map(|(ph, rows)| phase_figures(ev, segment, pace, ph, &rows, &answers))
         .collect();
     Some(InputPacedReport { phases })
 }
@@ -192,6 +188,41 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Each phase with input-paced cycles and its input-paced rows, in file
+/// order.
+fn phase_rows(ev: &Evidence) -> Vec<(u32, Vec<usize>)> {
+    (0..ev.header.phases.len() as u32)
+        .filter_map(|ph| {
+            let rows: Vec<usize> = (0..ev.cycles.len())
+                .filter(|&r| ev.cycles[r].phase == ph && ev.cycles[r].input_paced)
+                .collect();
+            (!rows.is_empty()).then_some((ph, rows))
+        })
+        .collect()
+}
+
+/// What a phase's figures and its series both start from: the walk, the
+/// arrival-period distribution, the period P and where it came from, and
+/// the answer budget and where it came from.
+type Start<'a> = (
+    Walk<'a>,
+    Option<Dist>,
+    (Option<u64>, &'static str),
+    (Option<u64>, &'static str),
+);
+
+fn start<'a>(ev: &'a Evidence, rows: &'a [usize], segment: &[u32], pace: Pace) -> Start<'a> {
+    let w = Walk::new(ev, rows, segment);
+    let mut intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
+    let arrival_period = dist_of(&mut intervals);
+    let (period_ns, period_from) = period(pace, arrival_period.as_ref());
+    let budget = match ev.answer_budget_ns {
+        Some(b) => (Some(b), "flag"),
+        None => (period_ns, "period"),
+    };
+    (w, arrival_period, (period_ns, period_from), budget)
+}
+
 fn phase_figures(
     ev: &Evidence,
     segment: &[u32],
@@ -200,14 +231,8 @@ fn phase_figures(
     rows: &[usize],
     answers: &[Option<i64>],
 ) -> InputPhase {
-    let mut w = Walk::new(ev, rows, segment);
-    let mut intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
-    let arrival_period = dist_of(&mut intervals);
-    let (period_ns, period_from) = period(pace, arrival_period.as_ref());
-    let (budget_ns, budget_from) = match ev.answer_budget_ns {
-        Some(b) => (Some(b), "flag"),
-        None => (period_ns, "period"),
-    };
+    let (mut w, arrival_period, (period_ns, period_from), (budget_ns, budget_from)) =
+        start(ev, rows, segment, pace);
     let mut latencies = w.answer(answers, budget_ns);
     let answered = latencies.len() as u64;
     let late_answers = w.late.iter().filter(|&&l| l).count() as u64;

@@ -213,15 +213,7 @@ fn compare_tests_the_declared_budget_and_its_gate_trips_on_it() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let c: Value = serde_json::from_str(&r.stdout).unwrap();
-    let rate = |m: &str| {
-        c["rates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["phase"] == "running" && x["metric"] == m)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {m} rate in {}", c["rates"]))
-    };
+    let rate = |m: &str| running_rate(&c, m);
     let over = rate("budget_overrun");
     assert_eq!(
         (&over["a_per_1000"], &over["b_per_1000"]),

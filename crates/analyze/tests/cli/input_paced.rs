@@ -935,15 +935,7 @@ fn compare_tests_the_input_paced_figures_and_the_gate_trips_on_late_answers() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let c: Value = serde_json::from_str(&r.stdout).unwrap();
-    let rate = |m: &str| {
-        c["rates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["phase"] == "running" && x["metric"] == m)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {m} rate in {}", c["rates"]))
-    };
+    let rate = |m: &str| running_rate(&c, m);
     let late = rate("late_answers");
     assert_eq!(
         (&late["a_per_1000"], &late["b_per_1000"]),

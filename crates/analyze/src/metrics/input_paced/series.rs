@@ -37,13 +37,9 @@ pub fn phase_series(ev: &Evidence, segment: &[u32], pace: Pace) -> Vec<PhaseSeri
         return Vec::new();
     }
     let answers = answer_starts(ev);
-    (0..ev.header.phases.len() as u32)
-        .filter_map(|ph| {
-            let rows: Vec<usize> = (0..ev.cycles.len())
-                .filter(|&r| ev.cycles[r].phase == ph && ev.cycles[r].input_paced)
-                .collect();
-            (!rows.is_empty()).then(|| series_of(ev, segment, pace, ph, &rows, &answers))
-        })
+    phase_rows(ev)
+        .into_iter()
+        .map(|(ph, rows)| series_of(ev, segment, pace, ph, &rows, &answers))
         .collect()
 }
 
@@ -55,10 +51,7 @@ fn series_of(
     rows: &[usize],
     answers: &[Option<i64>],
 ) -> PhaseSeries {
-    let mut w = Walk::new(ev, rows, segment);
-    let mut intervals: Vec<i64> = (1..rows.len()).filter_map(|i| w.interval(i)).collect();
-    let (period_ns, _) = period(pace, dist_of(&mut intervals).as_ref());
-    let budget_ns = ev.answer_budget_ns.or(period_ns);
+    let (mut w, _, (period_ns, _), (budget_ns, _)) = start(ev, rows, segment, pace);
     let latency = w.answer(answers, budget_ns);
     let late = (0..rows.len())
         .filter(|&i| answers[rows[i]].is_some())
