@@ -282,7 +282,9 @@ impl Window {
         if cfg.compute_budget_ns.is_some() {
             declared += &format!("{} budget overruns, ", self.budget_overruns);
         }
-        if cfg.deadline_tolerance_ns.is_some() {
+        // An input-paced loop (no period of its own) has no release point
+        // to miss: its line counts budget overruns only.
+        if cfg.deadline_tolerance_ns.is_some() && cfg.period_ns > 0 {
             declared += &format!(
                 "{} wake misses, {} completion misses, ",
                 self.wake_misses, self.completion_misses

@@ -101,3 +101,19 @@ fn undeclared_the_line_is_unchanged_and_an_overdue_start_is_works() {
     let w = late.warning(&c);
     assert!(w.starts_with("[warn] 1 cycle(s) started more than 1000 µs after their release point (max 4.000 ms); first verdict: work (1 of 1 came with work over the period"), "{w}");
 }
+
+/// An input-paced loop (period 0: released by its inputs) declares a
+/// tolerance in vain: it has no release point, so its line counts budget
+/// overruns only.
+#[test]
+fn an_input_paced_line_counts_budget_overruns_only() {
+    let mut c = cfg(Some(2 * MS), Some(MS));
+    c.period_ns = 0;
+    let mut win = Window::default();
+    win.add(&stat(3.0, 0.0, None, false), &c, 2 * MS);
+    let line = win.line(&c);
+    assert!(
+        line.ends_with("work max 3.000 ms, 1 budget overruns, 0 overruns"),
+        "{line}"
+    );
+}
