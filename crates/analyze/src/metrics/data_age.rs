@@ -229,6 +229,10 @@ fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Producti
             None => {}
         }
     }
+    let seq_gaps = published
+        .windows(2)
+        .map(|w| w[1].0.saturating_sub(w[0].0).saturating_sub(1))
+        .sum();
     let n = published.len();
     let span = published[n - 1].1 - published[0].1;
     Some(Production {
@@ -237,6 +241,7 @@ fn production(ev: &Evidence, name: &str, uses: &[&SampleRow]) -> Option<Producti
         rate_hz: (n >= 2 && span > 0).then(|| r4((n - 1) as f64 * 1e9 / span as f64)),
         wait_to_first_use: dist_of(&mut waits),
         never_used,
+        seq_gaps,
         used_before_published,
     })
 }

@@ -36,6 +36,7 @@ pub fn thread_reports(
                 phases: r.phases,
                 stages: r.stages,
                 callbacks,
+                values: r.values,
             })
         })
         .collect()

@@ -170,6 +170,10 @@ fn threads(o: &mut String, r: &Report) {
         );
         stage_table(o, &t.stages);
         callback_table(o, &t.callbacks);
+        if !t.values.is_empty() {
+            let _ = writeln!(o, "    values");
+            value_table(o, &t.values, "    ");
+        }
     }
     if !r.overlap.is_empty() {
         let _ = writeln!(
@@ -490,31 +494,35 @@ pub(crate) fn unit_word(unit: &str) -> &str {
 fn values(o: &mut String, r: &Report) {
     if !r.values.is_empty() {
         let _ = writeln!(o, "\nrobot-side and caller values");
-        let labels: Vec<String> = r
-            .values
-            .iter()
-            .map(|v| format!("{} ({})", v.name, unit_word(&v.unit)))
-            .collect();
-        let width = labels.iter().map(String::len).max().unwrap_or(0);
-        for (v, label) in r.values.iter().zip(&labels) {
-            let f = |x: Option<Number>| x.map_or("-".into(), value_number);
-            let line = format!(
-                "  {label:<width$}  n={:<7} min {:<12} mean {:<12} max {:<12}{}",
-                v.count,
-                f(v.min),
-                // A counter (one with a lost-states figure) has no
-                // meaningful mean.
-                if v.lost.is_some() {
-                    "-".to_string()
-                } else {
-                    f(v.mean.map(Number::Float))
-                },
-                f(v.max),
-                v.lost
-                    .map_or(String::new(), |l| format!(" lost states {l}"))
-            );
-            let _ = writeln!(o, "{}", line.trim_end());
-        }
+        value_table(o, &r.values, "");
+    }
+}
+
+/// One line per value (count, min, mean, max, lost states), indented.
+fn value_table(o: &mut String, values: &[crate::metrics::ValueReport], indent: &str) {
+    let labels: Vec<String> = values
+        .iter()
+        .map(|v| format!("{} ({})", terminal_safe(&v.name), unit_word(&v.unit)))
+        .collect();
+    let width = labels.iter().map(String::len).max().unwrap_or(0);
+    for (v, label) in values.iter().zip(&labels) {
+        let f = |x: Option<Number>| x.map_or("-".into(), value_number);
+        let line = format!(
+            "{indent}  {label:<width$}  n={:<7} min {:<12} mean {:<12} max {:<12}{}",
+            v.count,
+            f(v.min),
+            // A counter (one with a lost-states figure) has no
+            // meaningful mean.
+            if v.lost.is_some() {
+                "-".to_string()
+            } else {
+                f(v.mean.map(Number::Float))
+            },
+            f(v.max),
+            v.lost
+                .map_or(String::new(), |l| format!(" lost states {l}"))
+        );
+        let _ = writeln!(o, "{}", line.trim_end());
     }
 }
 

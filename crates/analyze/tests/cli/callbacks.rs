@@ -18,6 +18,9 @@ fn a_threads_callbacks_are_grouped_by_name_with_their_periods_and_skips() {
     //   /joint_states at 5, 6 ms -> 2 calls, one period of 1 ms, no
     //      declared period (a subscription): no skipped figure;
     //   other at 20 ms           -> 1 call, no period; the caveat counts it.
+    // The two /joint_states calls set the worker's value
+    // `dds_leg_ns./joint_states` to 60 and 90 µs: n=2, min 60 000, max
+    // 90 000, mean 75 000 ns (a thread's values, reported as the control's).
     let tmp = tempfile::tempdir().unwrap();
     copy_episode(&fixture("v2/synthetic-threads"), tmp.path());
     let control = tmp.path().join("control_timing.jsonl");
@@ -32,6 +35,7 @@ fn a_threads_callbacks_are_grouped_by_name_with_their_periods_and_skips() {
     let mut wh: Value = serde_json::from_str(wtext.lines().next().unwrap()).unwrap();
     wh["attributes"] = json!([{"key": "kind", "values": ["timer", "subscription"]},
                               {"key": "name", "values": ["t1", "/joint_states", "other"]}]);
+    wh["value_defs"] = json!([{"name": "dds_leg_ns./joint_states", "kind": "int", "unit": "ns"}]);
     let t0 = 1_000_000_000u64;
     let calls = [
         (0, "timer", "t1"),
@@ -45,8 +49,13 @@ fn a_threads_callbacks_are_grouped_by_name_with_their_periods_and_skips() {
     let mut out = vec![wh.to_string()];
     for (i, (at_ms, kind, name)) in calls.iter().enumerate() {
         let s = t0 + at_ms * MS;
+        let values = match (i, *name) {
+            (1, "/joint_states") => json!({"dds_leg_ns./joint_states": 60 * US}),
+            (2, "/joint_states") => json!({"dds_leg_ns./joint_states": 90 * US}),
+            _ => json!({}),
+        };
         out.push(json!({"type": "cycle", "cycle": i, "phase": "spans", "start_ns": s, "end_ns": s + 100 * US,
-            "overdue": false, "skipped": 0, "spans_dropped": 0, "values": {},
+            "overdue": false, "skipped": 0, "spans_dropped": 0, "values": values,
             "spans": [{"stage": "job", "parent": null, "depth": 0, "start_ns": s, "wall_ns": 100 * US,
                        "attrs": {"kind": kind, "name": name}}]}).to_string());
     }
@@ -82,6 +91,23 @@ fn a_threads_callbacks_are_grouped_by_name_with_their_periods_and_skips() {
         ),
         "{caveats}"
     );
+    let v = &r["threads"][0]["values"][0];
+    assert_eq!(
+        (&v["name"], &v["count"], &v["min"], &v["max"], &v["mean"]),
+        (
+            &json!("dds_leg_ns./joint_states"),
+            &json!(2),
+            &json!(60 * US),
+            &json!(90 * US),
+            &json!(75_000.0)
+        ),
+        "{v}"
+    );
     let t = analyze(&["--episode", tmp.path().to_str().unwrap()]);
     assert!(t.stdout.contains("callbacks by name"), "{}", t.stdout);
+    assert!(
+        t.stdout.contains("dds_leg_ns./joint_states (ns)  n=2"),
+        "{}",
+        t.stdout
+    );
 }

@@ -72,7 +72,8 @@ fn every_data_age_figure_matches_the_hand_derived_answer() {
     // Publication of camera in cycles 0, 1, 2, 5 at 0.5 ms in, seqs 1, 2, 3, 6:
     // 4 in 50 ms: 3 / 0.05 s = 60 Hz. Waits to first use: seq 1 0.5 ms,
     // seq 2 used in cycle 4: 30.5 ms, seq 3 0.5 ms; seq 6 is published
-    // before the last use (cycle 5 at 1 ms) and never used.
+    // before the last use (cycle 5 at 1 ms) and never used. Published seqs
+    // in time order 1, 2, 3, 6: seqs 4 and 5 never recorded, 2 gaps.
     let cam = [
         (1, T0 - 5 * MS),
         (1, T0 - 5 * MS),
@@ -147,8 +148,13 @@ fn every_data_age_figure_matches_the_hand_derived_answer() {
     );
     let pr = &cam["production"];
     assert_eq!(
-        (&pr["produced"], &pr["never_used"], &pr["rate_hz"]),
-        (&json!(4), &json!(1), &json!(60.0))
+        (
+            &pr["produced"],
+            &pr["never_used"],
+            &pr["rate_hz"],
+            &pr["seq_gaps"]
+        ),
+        (&json!(4), &json!(1), &json!(60.0), &json!(2))
     );
     let w = &pr["wait_to_first_use"];
     assert_eq!(

@@ -77,6 +77,12 @@ pub struct Production {
     pub wait_to_first_use: Option<Dist>,
     /// Samples published before the source's last use and never used.
     pub never_used: u64,
+    /// Σ (`seq − prev − 1`) over publications, in time order, whose `seq`
+    /// exceeds the previous one's: sequence numbers the producer never
+    /// recorded (for a ROS subscription, messages published that it never
+    /// received). A `seq` below the previous one's counts as none.
+    #[serde(default)]
+    pub seq_gaps: u64,
     /// Published samples whose first use came before their publication (the
     /// producer recorded `produced()` after the sample was visible to the
     /// loop): left out of `wait_to_first_use`, and named in a caveat.

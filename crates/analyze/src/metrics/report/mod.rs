@@ -105,6 +105,10 @@ pub struct ThreadReport {
     /// (`looptime.ros`'s executor threads).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callbacks: Vec<CallbackReport>,
+    /// Its caller values, as the control thread's (`looptime.ros`'s
+    /// executor threads record each message's DDS leg).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<ValueReport>,
 }
 
 /// One named callback of a background thread in one phase.

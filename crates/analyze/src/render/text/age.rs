@@ -89,11 +89,12 @@ fn source_age(o: &mut String, s: &crate::metrics::SourceAge) {
         });
         let _ = writeln!(
             o,
-            "    published by {}: {} samples at {} Hz; wait to first use {wait}; {} never used",
+            "    published by {}: {} samples at {} Hz; wait to first use {wait}; {} never used; {} sequence numbers never recorded",
             terminal_safe(&pr.threads.join(", ")),
             pr.produced,
             pr.rate_hz.map_or("-".into(), |h| format!("{h:.2}")),
-            pr.never_used
+            pr.never_used,
+            pr.seq_gaps
         );
     }
 }
