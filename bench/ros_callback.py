@@ -5,9 +5,10 @@ wheel (tests/ros2.sh makes two):
     ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST python bench/ros_callback.py [CALLS] [SECONDS]
 
 1. The wrapper's cost: CALLS calls of a subscription callback wrapped by
-   `instrument` (a span on the executor thread's recorder) against CALLS
-   calls of the same callback unwrapped, interleaved in blocks of 1,000,
-   medians of the per-call times of the blocks.
+   `instrument` (a span on the executor thread's recorder), and of one
+   whose topic is a data-age source (its sample and DDS leg recorded too),
+   against CALLS calls of the same callback unwrapped, interleaved in
+   blocks of 1,000, medians of the per-call times of the blocks.
 2. A node with a STEADY_TIME 1 kHz loop timer, spun by a
    SingleThreadedExecutor for SECONDS: loop Hz, deadline lag p50/p99 (the
    executor's delay from the expected call time to the Python callback),
@@ -31,6 +32,7 @@ import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Int64
 
 import looptime.ros
@@ -46,14 +48,19 @@ ANALYZER = os.environ.get("LOOPTIME_ANALYZER", str(target_dir() / "debug" / "ana
 def wrapper_cost(tmp):
     node = Node("looptime_bench_cost")
     sub = node.create_subscription(Int64, "bench_topic", lambda m: None, 10)
+    src = node.create_subscription(JointState, "bench_joints", lambda m: None, 10)
     plain = sub.callback
     timer = node.create_timer(1.0, lambda: None, clock=Clock(clock_type=ClockType.STEADY_TIME))
-    timing = looptime.ros.instrument(node, runs_dir=tmp, loop=timer, max_cycles=1000)
-    wrapped = sub.callback
+    timing = looptime.ros.instrument(node, runs_dir=tmp, loop=timer, max_cycles=1000, sources=["bench_joints"])
+    wrapped, as_source = sub.callback, src.callback
     msg, info = Int64(data=1), {}
-    per = {"unwrapped": [], "wrapped": []}
+    joints = JointState()
+    joints.header.stamp = node.get_clock().now().to_msg()
+    jinfo = {"publication_sequence_number": 1, "source_timestamp": 1, "received_timestamp": 2}
+    per = {"unwrapped": [], "wrapped": [], "source": []}
     # As rclpy calls each: the wrapper asks for the MessageInfo too.
-    calls = (("unwrapped", lambda: plain(msg)), ("wrapped", lambda: wrapped(msg, info)))
+    calls = (("unwrapped", lambda: plain(msg)), ("wrapped", lambda: wrapped(msg, info)),
+             ("source", lambda: as_source(joints, jinfo)))
     for _ in range(CALLS // 1000):
         for name, call in calls:
             t0 = time.perf_counter_ns()
@@ -111,7 +118,8 @@ def main():
         cost = wrapper_cost(tmp)
         print(f"per call, median of {CALLS // 1000} blocks of 1,000: unwrapped {cost['unwrapped']:.0f} ns, "
               f"wrapped {cost['wrapped']:.0f} ns ({cost['wrapped'] / cost['unwrapped']:.1f}x; "
-              f"+{cost['wrapped'] - cost['unwrapped']:.0f} ns a callback)")
+              f"+{cost['wrapped'] - cost['unwrapped']:.0f} ns a callback); as a data-age source "
+              f"{cost['source']:.0f} ns (+{cost['source'] - cost['wrapped']:.0f} ns over wrapped)")
         p, skipped = loop_figures(tmp)
         lag = p.get("deadline_lag") or {}
         print(f"1 kHz STEADY_TIME loop timer, {SECONDS:g} s: {p['cycles']} cycles, loop {p['loop_hz']} Hz, "

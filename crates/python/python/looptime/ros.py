@@ -15,6 +15,16 @@ program records its own loop on a ``looptime.Recorder`` built with
 ``**looptime.ros.spec(node)`` merged into its settings, and ``instrument``
 records the node's callbacks into the same episode.
 
+With ``sources=[topic, ...]`` (or ``True``: every subscription whose
+message has a ``std_msgs/Header``) each received message of those topics
+is a data-age sample: its ``header.stamp`` moved onto the host's
+monotonic clock, its DDS publication sequence number as its ``seq`` and
+its DDS leg (received − source timestamp) as the value
+``dds_leg_ns.TOPIC``; each loop cycle uses the newest sample of each
+source at its start (or where the program calls ``timing.use(topic)``),
+and ``command=publisher`` makes that publisher's ``publish`` calls inside
+the loop its command spans (docs/ros2.md, Message age).
+
 Call ``instrument`` after the node's timers, subscriptions and services
 exist: a callback created later is recorded under the name ``other``.
 This module needs rclpy, which the looptime wheel does not install.
@@ -25,7 +35,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import threading
-from typing import Any, Callable, Dict, List, Optional
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 try:
     import rclpy  # noqa: F401
@@ -44,13 +55,110 @@ except ImportError:  # Jazzy (rclpy 7): derived from the timer's grid.
 
 import looptime
 
-__all__ = ["OTHER", "Timing", "instrument", "spec"]
+__all__ = ["COMMAND_STAGE", "OTHER", "Timing", "instrument", "spec"]
 
 #: The name a callback created after ``instrument`` is recorded under.
 OTHER = "other"
 #: The stages and kinds this module records.
 LOOP_STAGE, CALLBACK_STAGE = "loop", "callback"
+#: The stage of the ``command=`` publisher's publish calls inside the loop.
+COMMAND_STAGE = "command"
 KINDS = ["timer", "subscription", "service"]
+#: The clock a source's stamps are declared on when the node runs on
+#: simulated time (``use_sim_time``): not comparable with the host's.
+SIM_STAMP_CLOCK = "ros_sim_time"
+
+Sources = Union[None, bool, Sequence[str], Mapping[str, Mapping[str, Any]]]
+
+
+class _Source:
+    """A topic declared as a data-age source: its settings and its newest
+    received sample ``(seq, stamp_ns)``, replaced whole (one store) by the
+    subscription callback and read by the loop."""
+
+    def __init__(self, name: str, max_age_s: Optional[float], use: str) -> None:
+        if use not in ("start", "call"):
+            raise ValueError(f"source {name}: use must be 'start' or 'call', not {use!r}")
+        self.name, self.max_age_s, self.use = name, max_age_s, use
+        self.value = f"dds_leg_ns.{name}"
+        self.latest: Optional[tuple] = None
+        self.loop_id = -1
+        self.received = 0
+        self.unstamped = 0
+        self.no_seq = False
+
+
+def _stamped(msg_type: Any) -> bool:
+    """Whether `msg_type` has a ``std_msgs/Header`` or is one."""
+    if getattr(msg_type, "__module__", "").startswith("std_msgs.msg") and msg_type.__name__ == "Header":
+        return True
+    fields = getattr(msg_type, "get_fields_and_field_types", lambda: {})()
+    return fields.get("header") == "std_msgs/Header"
+
+
+def _stamp_ns(msg: Any) -> int:
+    h = getattr(msg, "header", msg)
+    return h.stamp.sec * 1_000_000_000 + h.stamp.nanosec
+
+
+def _declared_sources(node: Any, sources: Sources) -> Dict[str, _Source]:
+    """`sources` as absolute topic names with their settings, each checked
+    against the node's subscriptions."""
+    subs = {_absolute(node, s.topic_name): s for s in node.subscriptions}
+    if sources is None or sources is False:
+        return {}
+    if sources is True:
+        return {n: _Source(n, None, "start") for n, s in subs.items() if _stamped(s.msg_type)}
+    items = sources.items() if isinstance(sources, Mapping) else ((n, {}) for n in sources)
+    out = {}
+    for given, settings in items:
+        name = _absolute(node, given)
+        sub = subs.get(name)
+        if sub is None:
+            raise ValueError(f"source {given}: the node has no subscription to {name}; "
+                             f"its subscriptions: {', '.join(sorted(subs)) or 'none'} "
+                             "(call instrument after creating them)")
+        if not _stamped(sub.msg_type):
+            raise ValueError(f"source {name}: its message type {sub.msg_type.__name__} has no "
+                             "std_msgs/Header, so its messages carry no stamp to age")
+        unknown = set(settings) - {"max_age_s", "use"}
+        if unknown:
+            raise ValueError(f"source {name}: unknown settings {sorted(unknown)} (max_age_s, use)")
+        out[name] = _Source(name, settings.get("max_age_s"), settings.get("use", "start"))
+    return out
+
+
+def _clock_offset(clock: Any) -> int:
+    """`clock` − the host's monotonic clock, ns: the tightest of five
+    bracketed reads, the monotonic time taken at the bracket's middle."""
+    best = None
+    for _ in range(5):
+        m0 = looptime.monotonic_ns()
+        c = clock.now().nanoseconds
+        m1 = looptime.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, c - (m0 + m1) // 2)
+    return best[1]
+
+
+#: The stamp offset ``spec`` read for a node, for ``instrument`` to use
+#: the same figure as the header's metadata says.
+_STAMP_OFFSETS: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def _sim_time(node: Any) -> bool:
+    return bool(node.get_parameter("use_sim_time").value)
+
+
+def _command_publisher(node: Any, command: Any) -> Any:
+    if command is None or not isinstance(command, str):
+        return command
+    name = _absolute(node, command)
+    pubs = [p for p in node.publishers if _absolute(node, p.topic_name) == name]
+    if len(pubs) != 1:
+        raise ValueError(f"command {command}: the node has {len(pubs)} publishers of {name}; "
+                         "give the publisher itself (command=pub)")
+    return pubs[0]
 
 
 def _timer_name(i: int, t: Any) -> str:
@@ -82,7 +190,8 @@ def _executor_names(executor_threads: int) -> List[str]:
     return ["executor"] if executor_threads == 1 else [f"executor-{k}" for k in range(executor_threads)]
 
 
-def spec(node: Any, executor_threads: int = 1, loop: Any = None) -> Dict[str, Any]:
+def spec(node: Any, executor_threads: int = 1, loop: Any = None, sources: Sources = None,
+         command: Any = None) -> Dict[str, Any]:
     """What a ``looptime.Recorder`` must declare for ``instrument`` to record
     the node's callbacks into it: its executor threads (one recorder each,
     bound to a thread at its first callback), merged into the recorder's
@@ -90,7 +199,11 @@ def spec(node: Any, executor_threads: int = 1, loop: Any = None) -> Dict[str, An
     Take it after the node's timers, subscriptions and services exist. Its
     ``metadata`` declares each timer's period (``period_ns.NAME``), against
     which the report counts the periods each timer skipped; add your own
-    keys to it rather than passing ``metadata=`` beside it."""
+    keys to it rather than passing ``metadata=`` beside it. With
+    ``sources`` it declares them (on the recorder and the executor
+    threads) and reads the offset of the node's ROS clock from the host's
+    monotonic clock (``ros_stamp_offset_ns``); with ``command`` it names
+    the command stage, which ``stages=`` must then list (``COMMAND_STAGE``)."""
     cbs = _callbacks(node, loop)
     names = sorted({n for _, n, _ in cbs} | {OTHER})
     thread = {
@@ -99,7 +212,23 @@ def spec(node: Any, executor_threads: int = 1, loop: Any = None) -> Dict[str, An
         "attributes": {"kind": list(KINDS), "name": names},
     }
     periods = {f"period_ns.{n}": str(e.timer_period_ns) for k, n, e in cbs if k == "timer"}
-    return {"threads": {t: dict(thread) for t in _executor_names(executor_threads)}, "metadata": periods}
+    out: Dict[str, Any] = {"metadata": periods}
+    declared = _declared_sources(node, sources)
+    if declared:
+        sim = _sim_time(node)
+        clock = SIM_STAMP_CLOCK if sim else "host_monotonic"
+        offset = 0 if sim else _clock_offset(node.get_clock())
+        _STAMP_OFFSETS[node] = offset
+        thread = dict(thread, sources={n: {"clock": clock} for n in declared},
+                      values={s.value: ("int", "ns") for s in declared.values()})
+        out["sources"] = {n: dict({"clock": clock}, **({"max_age_s": s.max_age_s} if s.max_age_s else {}))
+                          for n, s in declared.items()}
+        periods.update(ros_stamp_offset_ns=offset, ros_stamp_clock="ros_sim_time" if sim else "system")
+    if command is not None:
+        _command_publisher(node, command)
+        out["command_stage"] = COMMAND_STAGE
+    out["threads"] = {t: dict(thread) for t in _executor_names(executor_threads)}
+    return out
 
 
 def _asks_for(cb: Callable, annotation: Any) -> Optional[str]:
@@ -118,7 +247,8 @@ class Timing:
     """The recording of one instrumented node; ``finish`` writes it."""
 
     def __init__(self, node: Any, rec: Any, episode: Any, loop: Any, owns: bool, offset_ns: int,
-                 executor_names: List[str]) -> None:
+                 executor_names: List[str], sources: Optional[Dict[str, _Source]] = None,
+                 stamp_offset_ns: int = 0) -> None:
         self.node, self.recorder, self.episode = node, rec, episode
         self._loop, self._owns, self._offset = loop, owns, offset_ns
         self._threads = {n: rec.thread(n) for n in executor_names}
@@ -129,6 +259,15 @@ class Timing:
         self._prev_expected: Optional[int] = None
         self._grid: Optional[int] = None
         self._recording = True
+        self._sources = sources or {}
+        self._auto = [x for x in self._sources.values() if x.use == "start"]
+        self._stamp_offset = stamp_offset_ns
+        self._loop_thread: Optional[int] = None
+        self._commands: List[Any] = []
+        self._ids = {id(r): {n: (r.source_id(n), r.value_id(x.value)) for n, x in self._sources.items()}
+                     for r in self._threads.values()}
+        for x in self._sources.values():
+            x.loop_id = rec.source_id(x.name)
         #: Calls of callbacks created after ``instrument`` (named ``other``).
         self.late_callbacks = 0
         #: Loop cycles and other callback calls recorded.
@@ -147,7 +286,7 @@ class Timing:
                     self._bound[me] = rec
         return rec
 
-    def _wrap_other(self, kind: str, name: str, cb: Callable) -> Callable:
+    def _wrap_other(self, kind: str, name: str, cb: Callable, src: Optional[_Source] = None) -> Callable:
         asks = _asks_for(cb, TimerInfo)
         late = name == OTHER
 
@@ -161,6 +300,8 @@ class Timing:
             self.callbacks += 1
             self.late_callbacks += late
             with rec.cycle("running"):
+                if src is not None:
+                    self._received(rec, src, args[0], info)
                 with rec.span(CALLBACK_STAGE, attrs={"kind": kind, "name": name}):
                     return cb(*args, **kw)
 
@@ -169,6 +310,64 @@ class Timing:
         if kind == "subscription":
             return _with_message_info(run, cb)
         return run
+
+    # -- data-age sources and the command -----------------------------------
+    def _received(self, rec: Any, src: _Source, msg: Any, info: Any) -> None:
+        """A message of source `src`: recorded as published (before the
+        program's callback makes it visible to the loop), then the newest."""
+        src.received += 1
+        seq = info.get("publication_sequence_number") if info else None
+        if seq is None:
+            seq = src.received
+            if not src.no_seq:
+                src.no_seq = True
+                self.node.get_logger().warning(
+                    f"looptime: {src.name}: the RMW gives no publication sequence number, so its "
+                    "samples are numbered as received and lost messages do not show")
+        raw = _stamp_ns(msg)
+        stamp = raw - self._stamp_offset
+        if raw == 0 or stamp < 0:
+            src.unstamped += 1
+            if src.unstamped == 1:
+                self.node.get_logger().warning(
+                    f"looptime: {src.name}: a message with header.stamp {raw} ns (not stamped by its "
+                    "publisher, or before this host's boot) is not recorded as a sample")
+            return
+        sid, vid = self._ids[id(rec)][src.name]
+        rec.produced(sid, seq, stamp)
+        if info and info.get("source_timestamp") and info.get("received_timestamp"):
+            rec.set_value(vid, info["received_timestamp"] - info["source_timestamp"])
+        src.latest = (seq, stamp)
+
+    def use(self, topic: str) -> Optional[int]:
+        """Record, in the loop's current cycle, a use of `topic`'s newest
+        received message (a source declared with ``use="call"``, or a use
+        beside the cycle's start); returns its sequence number, or None
+        when none has arrived yet (nothing is recorded then)."""
+        src = self._sources.get(_absolute(self.node, topic))
+        if src is None:
+            raise KeyError(f"{topic} is not a declared source; declared: {', '.join(self._sources) or 'none'}")
+        latest = src.latest
+        if latest is None or not self._recording:
+            return None
+        self.recorder.sample(src.loop_id, latest[0], latest[1])
+        return latest[0]
+
+    def _wrap_command(self, pub: Any) -> None:
+        """`pub.publish` inside a loop cycle, on the loop's thread, is a span
+        of the command stage."""
+        original = pub.publish
+        rec = self.recorder
+
+        def publish(*args: Any, **kw: Any) -> Any:
+            if (self._recording and rec.in_cycle
+                    and self._loop_thread in (None, threading.get_ident())):
+                with rec.span(COMMAND_STAGE):
+                    return original(*args, **kw)
+            return original(*args, **kw)
+
+        pub.publish = publish
+        self._commands.append(pub)
 
     # -- the loop timer ------------------------------------------------------
     def _wrap_loop(self, timer: Any) -> Callable:
@@ -200,6 +399,11 @@ class Timing:
             target = max(0, expected - self._offset)
             self.cycles += 1
             with self.recorder.cycle("running", target_ns=target, skipped=skipped, overdue=skipped > 0):
+                self._loop_thread = threading.get_ident()
+                for src in self._auto:
+                    latest = src.latest
+                    if latest is not None:
+                        self.recorder.sample(src.loop_id, latest[0], latest[1])
                 with self.recorder.span(LOOP_STAGE):
                     return cb(*args, **kw)
 
@@ -215,6 +419,8 @@ class Timing:
         self._recording = False
         for entity, cb in self._restore:
             entity.callback = cb
+        for pub in self._commands:
+            pub.__dict__.pop("publish", None)
         for name in ("create_timer", "create_subscription", "create_service"):
             self.node.__dict__.pop(name, None)
         complete = status == "complete"
@@ -242,7 +448,7 @@ def _with_message_info(run: Callable, cb: Callable) -> Callable:
     only = _takes_message_only(cb)
 
     def sub_cb(msg: Any, info: Any) -> Any:
-        return run(msg) if only else run(msg, info)
+        return run(msg, _looptime_info=info) if only else run(msg, info, _looptime_info=info)
 
     return sub_cb
 
@@ -264,17 +470,24 @@ def _with_timer_info(run: Callable) -> Callable:
 
 def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: Any = None,
                session: Any = None, executor_threads: int = 1, label: Optional[str] = None,
-               max_cycles: int = looptime.DEFAULT_TIMING_MAX_CYCLES) -> Timing:
+               max_cycles: int = looptime.DEFAULT_TIMING_MAX_CYCLES, sources: Sources = None,
+               command: Any = None) -> Timing:
     """Record `node`'s callbacks, and with ``loop=timer`` each call of that
     timer as a cycle on its grid, into a new episode under `runs_dir` (or
     the next rollout of `session`, a session opened without a scheduler).
     With ``loop=None`` give the program's own ``recorder``, built with
-    ``**spec(node, executor_threads)`` and its episode directory; it is then
-    the program's to finish. Returns the ``Timing``; ``finish`` writes."""
+    ``**spec(node, executor_threads, sources=..., command=...)`` and its
+    episode directory; it is then the program's to finish. ``sources``:
+    topic names, ``{topic: {"max_age_s": s, "use": "start" | "call"}}`` or
+    True (every subscription with a Header); ``command``: the loop's
+    command publisher (or its topic). Returns the ``Timing``; ``finish``
+    writes."""
     if (loop is None) == (recorder is None):
         raise ValueError("give loop=timer (the node's loop timer) or recorder=rec (your own loop's), one of them")
     names = _executor_names(executor_threads)
     callbacks = _callbacks(node, loop)
+    declared_sources = _declared_sources(node, sources)
+    pub = _command_publisher(node, command)
     offset = 0
     if loop is not None:
         if loop not in node.timers:
@@ -289,28 +502,64 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         elif ctype != ClockType.STEADY_TIME:
             # ROS or system time: onto the host monotonic clock with the
             # offset between the two read now (written to the manifest).
-            offset = loop.clock.now().nanoseconds - looptime.monotonic_ns()
+            offset = _clock_offset(loop.clock)
+        declared = spec(node, executor_threads, loop, sources, command)
         settings = {"ros_loop_period_ns": period, "ros_loop_clock": ctype.name,
                     "ros_clock_offset_ns": offset, "ros_node": node.get_fully_qualified_name()}
+        if declared_sources:
+            settings.update(ros_sources=",".join(declared_sources),
+                            ros_stamp_offset_ns=declared["metadata"]["ros_stamp_offset_ns"],
+                            ros_stamp_clock=declared["metadata"]["ros_stamp_clock"])
         args = argparse.Namespace(control_timing=True, timing_max_cycles=max_cycles, label=label)
         episode = (session.rollout(settings) if session is not None else
                    looptime.open_episode(runs_dir, args, period_s=period / 1e9, settings=settings))
-        declared = spec(node, executor_threads, loop)
         declared["metadata"].update(ros_node=node.get_fully_qualified_name(), ros_loop_clock=ctype.name)
-        rec = looptime.Recorder(stages=[LOOP_STAGE], phases=["running"], max_cycles=max_cycles,
+        stages = [LOOP_STAGE] + ([COMMAND_STAGE] if pub is not None else [])
+        rec = looptime.Recorder(stages=stages, phases=["running"], max_cycles=max_cycles,
                                 nominal_period_ns=period, episode_dir=episode.dir,
                                 target_clock="simulation" if sim else "host_monotonic",
                                 **declared)
         owns = True
     else:
         rec, episode, owns = recorder, _NoEpisode(), False
-    t = Timing(node, rec, episode, loop, owns, offset, names)
+        _check_recorder(node, rec, names, declared_sources, pub)
+    stamp_offset = _STAMP_OFFSETS.get(node, 0)
+    t = Timing(node, rec, episode, loop, owns, offset, names, declared_sources, stamp_offset)
     if loop is not None:
         t._install(loop, t._wrap_loop(loop))
+    seen = set()
     for kind, name, entity in callbacks:
-        t._install(entity, t._wrap_other(kind, name, entity.callback))
+        # The first subscription of a source topic records its samples.
+        src = declared_sources.get(name) if kind == "subscription" and name not in seen else None
+        seen.add(name)
+        t._install(entity, t._wrap_other(kind, name, entity.callback, src))
+    if pub is not None:
+        t._wrap_command(pub)
     _wrap_creation(node, t)
     return t
+
+
+def _check_recorder(node: Any, rec: Any, threads: List[str], sources: Dict[str, _Source], pub: Any) -> None:
+    """The program's recorder declares what ``instrument`` records into it."""
+    hint = "build it with looptime.Recorder(..., **looptime.ros.spec(node, executor_threads, sources=..., command=...))"
+    try:
+        for n in threads:
+            t = rec.thread(n)
+            for src in sources.values():
+                t.source_id(src.name)
+                t.value_id(src.value)
+        for src in sources.values():
+            rec.source_id(src.name)
+    except KeyError as e:
+        raise ValueError(f"the recorder does not declare {e}: {hint}") from None
+    if sources and node not in _STAMP_OFFSETS:
+        raise ValueError(f"no stamp offset was read for this node: {hint}")
+    if pub is not None:
+        try:
+            rec.stage_id(COMMAND_STAGE)
+        except KeyError:
+            raise ValueError(f"command=: the recorder's stages must list looptime.ros.COMMAND_STAGE "
+                             f"({COMMAND_STAGE!r}) and {hint}") from None
 
 
 class _NoEpisode:
