@@ -21,6 +21,10 @@
 //! * `samples` (printed after them): a data-age sample
 //!   (`Recorder::sample`) against a wall-only span (b), both on the heap
 //!   ring, in alternating chunks of 256 (a cycle's sample slots).
+//! * `status` (printed last): a cycle (begin and end, with a target) on a
+//!   recorder with the live status on against one with it off
+//!   ([`RecorderBuilder::live_status`]), in alternating chunks of 1,024
+//!   cycles. `LOOPTIME_BENCH_ONLY=status` runs this one alone.
 //!
 //! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
 //! written by `bench/span_ratios.py` into docs/performance.md form.
@@ -404,12 +408,59 @@ fn samples() {
     );
 }
 
+fn status() {
+    const ROUNDS: usize = 2001;
+    let build = |on: bool| {
+        let mut b = RecorderBuilder::new();
+        b.max_cycles(4096)
+            .measure_overhead(false)
+            .ring(RingStorage::Heap)
+            .live_status(on)
+            .nominal_period_ns(1_000_000)
+            .compute_budget_ns(500_000)
+            .deadline_tolerance_ns(100_000);
+        b.build().unwrap()
+    };
+    let mut recs = [build(false), build(true)];
+    let phase = recs[0].default_phase();
+    let mut per_cycle = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    let t0 = clock::monotonic_ns();
+    for round in 0..ROUNDS {
+        for k in [round % 2, 1 - round % 2] {
+            let rec = &mut recs[k];
+            let start = Instant::now();
+            for i in 0..CHUNK {
+                rec.begin_cycle(phase, Release::at(t0 + i * 1_000_000));
+                rec.end_cycle();
+            }
+            per_cycle[k].push(start.elapsed().as_nanos() as f64 / CHUNK as f64);
+        }
+    }
+    let snap = recs[1].live_status().unwrap().snapshot().unwrap();
+    assert_eq!(snap.cycles, ROUNDS as u64 * CHUNK);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let off = median(&mut per_cycle[0]);
+    let on = median(&mut per_cycle[1]);
+    println!(
+        "cycle/status: live status off {off:.2} ns, on {on:.2} ns a cycle, ratio {:.3} ({ROUNDS} alternating chunks of {CHUNK} cycles each)",
+        on / off
+    );
+}
+
 criterion_group!(benches, spans);
 
 fn main() {
+    if std::env::var("LOOPTIME_BENCH_ONLY").as_deref() == Ok("status") {
+        status();
+        return;
+    }
     benches();
     interleaved();
     threads();
     samples();
+    status();
     Criterion::default().configure_from_args().final_summary();
 }

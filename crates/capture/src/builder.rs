@@ -171,6 +171,7 @@ pub struct RecorderBuilder {
     pub(crate) command_stage: Option<StageId>,
     pub(crate) compute_budget_ns: Option<u64>,
     pub(crate) deadline_tolerance_ns: Option<u64>,
+    pub(crate) live_status: bool,
     pub(crate) target_clock: ClockDomain,
     pub(crate) stages: Vec<StageInfo>,
     pub(crate) phases: Vec<String>,
@@ -205,6 +206,7 @@ impl RecorderBuilder {
             command_stage: None,
             compute_budget_ns: None,
             deadline_tolerance_ns: None,
+            live_status: false,
             target_clock: ClockDomain::HostMonotonic,
             stages: Vec::new(),
             phases: Vec::new(),
@@ -363,6 +365,15 @@ impl RecorderBuilder {
     /// analyzer's late-start threshold is 10 % of the period.
     pub fn deadline_tolerance_ns(&mut self, ns: u64) -> &mut Self {
         self.deadline_tolerance_ns = Some(ns);
+        self
+    }
+
+    /// Keep a live status another thread may read while the loop runs
+    /// ([`Recorder::live_status`], [`crate::status`]): counts, the last
+    /// miss and the period's p99, updated at each cycle's end in atomics.
+    /// Off by default; on, each cycle's end costs a few more stores.
+    pub fn live_status(&mut self, on: bool) -> &mut Self {
+        self.live_status = on;
         self
     }
 

@@ -55,6 +55,7 @@ mod registry;
 mod release;
 pub mod ring;
 mod slot;
+pub mod status;
 pub mod summary;
 mod sys;
 mod writer;

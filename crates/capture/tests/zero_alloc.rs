@@ -89,8 +89,17 @@ fn the_counter_counts_when_on_and_only_then() {
 #[test]
 fn recording_on_the_heap_never_allocates_in_any_cpu_time_mode() {
     for mode in CpuTimeMode::ALL {
-        record_without_allocating(RingStorage::Heap, mode);
+        record_without_allocating(RingStorage::Heap, mode, false);
     }
+}
+
+#[test]
+fn the_live_status_never_allocates_and_counts_every_cycle() {
+    // The same hot path with the live status on (and a period, budget and
+    // tolerance for it to judge by): no allocation. Its counts: cycle i is
+    // overdue when i % 97 == 0 (i = 0, 97, ..., 119 983: 1 237 + 1 = 1 238
+    // of 120 000) and skips one release when i % 1000 == 0 (120).
+    record_without_allocating(RingStorage::Heap, CpuTimeMode::default(), true);
 }
 
 #[test]
@@ -100,6 +109,7 @@ fn recording_into_a_shared_memory_ring_never_allocates_or_faults() {
     let faults = record_without_allocating(
         RingStorage::SharedMemory(dir.path().to_path_buf()),
         CpuTimeMode::default(),
+        false,
     );
     // The ring file was sized, mapped with MAP_POPULATE and written once at
     // build: the loop touches no page the kernel has not already mapped.
@@ -107,7 +117,7 @@ fn recording_into_a_shared_memory_ring_never_allocates_or_faults() {
 }
 
 /// Runs the hot-path workload; returns the loop's minor page faults.
-fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
+fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode, live: bool) -> i64 {
     const CYCLES: u64 = 120_000;
     const CAPACITY: usize = 1_000;
     let shm = storage != RingStorage::Heap;
@@ -116,7 +126,11 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
         .max_spans_per_cycle(4)
         .max_samples_per_cycle(2)
         .cpu_time_mode(mode)
-        .ring(storage);
+        .ring(storage)
+        .live_status(live)
+        .nominal_period_ns(10_000_000)
+        .compute_budget_ns(5_000_000)
+        .deadline_tolerance_ns(1_000_000);
     let warmup = b.phase("warmup").unwrap();
     let running = b.phase("running").unwrap();
     let outer = b.stage("outer").unwrap();
@@ -193,6 +207,20 @@ fn record_without_allocating(storage: RingStorage, mode: CpuTimeMode) -> i64 {
     assert_eq!(rec.spans_outside_cycle(), CYCLES / 10_000);
     assert_eq!(rec.samples_dropped(), CYCLES);
     assert_eq!(rec.samples_outside_cycle(), CYCLES / 10_000);
+    match rec.live_status() {
+        Some(st) => {
+            assert!(live);
+            let s = st.snapshot().unwrap();
+            assert_eq!((s.cycles, s.index), (CYCLES, Some(CYCLES - 1)));
+            assert_eq!(
+                (s.overruns, s.skipped),
+                (CYCLES.div_ceil(97), CYCLES / 1000)
+            );
+            assert_eq!(s.periods, CYCLES - 1);
+            assert!(s.budget_overruns.is_some() && s.completion_misses.is_some());
+        }
+        None => assert!(!live),
+    }
     faults
 }
 

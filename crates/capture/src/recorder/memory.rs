@@ -168,7 +168,20 @@ impl Recorder {
         let wall_start = take_wall_anchor();
         let storage = Storage::new(&spec, &overhead, &clock, start_anchor)?;
         storage.live.get().set_wall(wall_start);
+        let status = spec.live_status.then(|| {
+            let limits = crate::status::Limits {
+                tolerance_ns: spec.deadline_tolerance_ns,
+                period_ns: spec.nominal_period_ns,
+                budget_ns: spec.compute_budget_ns,
+            };
+            (
+                std::sync::Arc::new(crate::status::LiveStatus::new(&limits)),
+                limits,
+            )
+        });
         Ok(Recorder {
+            status,
+            prev_start: None,
             enabled: true,
             cycles: storage.cycles,
             spans: storage.spans,
@@ -245,6 +258,8 @@ impl Recorder {
             spans_outside_cycle: 0,
             tid: 0,
             implicit_open: false,
+            status: None,
+            prev_start: None,
             ring_note: None,
             ring: None,
         }

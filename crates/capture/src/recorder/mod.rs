@@ -86,6 +86,13 @@ pub struct Recorder {
     tid: u64,
     /// The open cycle was begun by a top-level span (implicit cycles).
     implicit_open: bool,
+    /// The live status and the limits it judges by ([`RecorderBuilder::live_status`]).
+    status: Option<(
+        std::sync::Arc<crate::status::LiveStatus>,
+        crate::status::Limits,
+    )>,
+    /// The last cycle's start (raw ticks), for the status's periods.
+    prev_start: Option<u64>,
     ring_note: Option<String>,
     // Last: unmapped after every slab pointing into it is dropped.
     ring: Option<RingFile>,
@@ -244,6 +251,44 @@ impl Recorder {
         self.in_cycle = false;
         self.implicit_open = false;
         self.generation = self.generation.wrapping_add(1);
+        if self.status.is_some() {
+            self.update_status();
+        }
+    }
+
+    /// Count the cycle just ended in the live status (no allocation, no
+    /// lock: a few atomic stores).
+    #[inline]
+    fn update_status(&mut self) {
+        let c = &self.cycles[self.cur];
+        let (start, end) = (c.start, c.end);
+        let host = self.spec.target_clock == crate::format::ClockDomain::HostMonotonic;
+        let target_ns = (c.has_target != 0 && host).then_some(c.target_ns);
+        let (overdue, skipped, index) = (c.overdue != 0, c.skipped, c.index);
+        let a = self.start_anchor;
+        let mono = |raw: u64| a.monotonic_ns + self.clock.delta_as_nanos(a.raw, raw);
+        let ended = crate::status::Ended {
+            index,
+            start_ns: mono(start),
+            end_ns: mono(end),
+            target_ns,
+            overdue,
+            skipped: u64::from(skipped),
+            period_ns: self.prev_start.map(|p| self.clock.delta_as_nanos(p, start)),
+        };
+        self.prev_start = Some(start);
+        if let Some((st, limits)) = &self.status {
+            st.record(&ended, limits);
+        }
+    }
+
+    /// The live status, when the builder asked for it
+    /// ([`RecorderBuilder::live_status`]): hand it to the thread that
+    /// reports it; [`LiveStatus::snapshot`](crate::status::LiveStatus::snapshot)
+    /// never makes this recorder wait. It counts from the build, across
+    /// resets.
+    pub fn live_status(&self) -> Option<std::sync::Arc<crate::status::LiveStatus>> {
+        self.status.as_ref().map(|(s, _)| s.clone())
     }
 
     /// Record that this cycle used sample `seq` of `source`, stamped
