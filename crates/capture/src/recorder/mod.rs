@@ -256,41 +256,6 @@ impl Recorder {
         }
     }
 
-    /// Count the cycle just ended in the live status (no allocation, no
-    /// lock: a few atomic stores).
-    #[inline]
-    fn update_status(&mut self) {
-        let c = &self.cycles[self.cur];
-        let (start, end) = (c.start, c.end);
-        let host = self.spec.target_clock == crate::format::ClockDomain::HostMonotonic;
-        let target_ns = (c.has_target != 0 && host).then_some(c.target_ns);
-        let (overdue, skipped, index) = (c.overdue != 0, c.skipped, c.index);
-        let a = self.start_anchor;
-        let mono = |raw: u64| a.monotonic_ns + self.clock.delta_as_nanos(a.raw, raw);
-        let ended = crate::status::Ended {
-            index,
-            start_ns: mono(start),
-            end_ns: mono(end),
-            target_ns,
-            overdue,
-            skipped: u64::from(skipped),
-            period_ns: self.prev_start.map(|p| self.clock.delta_as_nanos(p, start)),
-        };
-        self.prev_start = Some(start);
-        if let Some((st, limits)) = &self.status {
-            st.record(&ended, limits);
-        }
-    }
-
-    /// The live status, when the builder asked for it
-    /// ([`RecorderBuilder::live_status`]): hand it to the thread that
-    /// reports it; [`LiveStatus::snapshot`](crate::status::LiveStatus::snapshot)
-    /// never makes this recorder wait. It counts from the build, across
-    /// resets.
-    pub fn live_status(&self) -> Option<std::sync::Arc<crate::status::LiveStatus>> {
-        self.status.as_ref().map(|(s, _)| s.clone())
-    }
-
     /// Record that this cycle used sample `seq` of `source`, stamped
     /// `stamp_ns` on the source's clock (for a host-monotonic source, a
     /// [`clock::monotonic_ns`](crate::clock::monotonic_ns) reading). Pass the

@@ -1,5 +1,6 @@
 //! What a recorder reports, off the control path: its counters, its
-//! evidence header, its ring, and a reset for the next episode.
+//! evidence header, its ring, a reset for the next episode, and its live
+//! status (updated at each cycle's end, read by another thread).
 
 use super::*;
 use std::path::{Path, PathBuf};
@@ -337,4 +338,43 @@ pub(super) fn ring_meta_json(
 pub(super) fn quanta_ns_per_tick(clock: &quanta::Clock) -> f64 {
     let ticks = 1u64 << 30;
     clock.delta_as_nanos(0, ticks) as f64 / ticks as f64
+}
+
+/// The live status ([`crate::status`]): its update at each cycle's end and
+/// its handle.
+impl Recorder {
+    /// Count the cycle just ended in the live status (no allocation, no
+    /// lock: a few atomic stores).
+    #[inline]
+    pub(super) fn update_status(&mut self) {
+        let c = &self.cycles[self.cur];
+        let (start, end) = (c.start, c.end);
+        let host = self.spec.target_clock == crate::format::ClockDomain::HostMonotonic;
+        let target_ns = (c.has_target != 0 && host).then_some(c.target_ns);
+        let (overdue, skipped, index) = (c.overdue != 0, c.skipped, c.index);
+        let a = self.start_anchor;
+        let mono = |raw: u64| a.monotonic_ns + self.clock.delta_as_nanos(a.raw, raw);
+        let ended = crate::status::Ended {
+            index,
+            start_ns: mono(start),
+            end_ns: mono(end),
+            target_ns,
+            overdue,
+            skipped: u64::from(skipped),
+            period_ns: self.prev_start.map(|p| self.clock.delta_as_nanos(p, start)),
+        };
+        self.prev_start = Some(start);
+        if let Some((st, limits)) = &self.status {
+            st.record(&ended, limits);
+        }
+    }
+
+    /// The live status, when the builder asked for it
+    /// ([`RecorderBuilder::live_status`]): hand it to the thread that
+    /// reports it; [`LiveStatus::snapshot`](crate::status::LiveStatus::snapshot)
+    /// never makes this recorder wait. It counts from the build, across
+    /// resets.
+    pub fn live_status(&self) -> Option<std::sync::Arc<crate::status::LiveStatus>> {
+        self.status.as_ref().map(|(s, _)| s.clone())
+    }
 }
