@@ -71,6 +71,7 @@ fn thread_cpu_ns() -> u64 {
 #[pymodule]
 fn _looptime(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Recorder>()?;
+    m.add_class::<recorder::LiveStatus>()?;
     m.add_class::<Scheduler>()?;
     m.add_class::<Tick>()?;
     m.add_class::<net::Arrival>()?;

@@ -3,7 +3,7 @@
 episode.rs); `python3 -m mypy.stubtest looptime._looptime` checks them."""
 
 from os import PathLike
-from typing import Any, Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
+from typing import Any, Dict, Literal, Mapping, Optional, Sequence, Tuple, TypeAlias, Union, final
 
 __all__ = [
     "Recorder",
@@ -21,6 +21,7 @@ __all__ = [
     "InputTick",
     "enable_rx_timestamps",
     "recv_stamped",
+    "LiveStatus",
 ]
 
 __version__: str
@@ -93,6 +94,14 @@ class FinishReport:
     def status(self) -> str: ...
 
 @final
+class LiveStatus:
+    def snapshot(self) -> Dict[str, Any]:
+        """The counts as of one cycle (``index``): cycles, overruns,
+        skipped, late_starts, completion_misses, budget_overruns, misses,
+        last_miss, period_p99_ns, periods (docs/ros2.md)."""
+        ...
+
+@final
 class Recorder:
     def __new__(
         cls,
@@ -125,6 +134,9 @@ class Recorder:
         # Budget and tolerance).
         compute_budget_ns: Optional[int] = None,
         deadline_tolerance_ns: Optional[int] = None,
+        # Keep a live status another thread reads (`status()`): counts,
+        # the last miss, the period's p99, updated at each cycle's end.
+        live_status: bool = False,
     ) -> "Recorder":
         """``threads={"camera_reader": {"stages": [...], ...}}`` declares
         background threads, each recorded on its own recorder and ring
@@ -196,6 +208,10 @@ class Recorder:
     def spans_outside_cycle(self) -> int: ...
     @property
     def in_cycle(self) -> bool: ...
+    def status(self) -> "LiveStatus":
+        """The live status (``live_status=True``; else ``ValueError``): a
+        handle any thread may read."""
+        ...
     @property
     def footprint_bytes(self) -> int: ...
     @property

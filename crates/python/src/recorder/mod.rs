@@ -3,7 +3,9 @@
 //! fixed stack, `begin_span`/`end_span`, `set_value`) and its one
 //! `#[pymethods]` block. Child modules: `spec` (what the constructor
 //! takes, and assembling the recorder), `attrs` (span attributes resolved
-//! to ids before a span opens) and `finish` (writing the evidence).
+//! to ids before a span opens), `samples` (data-age arguments checked),
+//! `status` (the live status another thread reads) and `finish` (writing
+//! the evidence).
 //!
 //! On the hot path nothing allocates: names are found by identity, ids
 //! are small ints, the nesting lives in fixed arrays.
@@ -14,18 +16,21 @@ use looptime_capture::{
 };
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
+use pyo3::types::{PyDict, PyFloat, PyInt};
 use std::path::PathBuf;
 
 mod attrs;
 mod finish;
 mod release;
+mod samples;
 mod spec;
+mod status;
 
 pub(crate) use attrs::SpanAttrs;
 pub use finish::FinishReport;
 use release::release_of;
 use spec::{cpu_mode, Spec};
+pub use status::LiveStatus;
 
 use crate::error::{capture_err, finished_err};
 use crate::names::{resolve, AttrKeyNamed, Named};
@@ -87,34 +92,6 @@ impl Recorder {
     /// Ok while the recorder has not finished; recording after finish is a
     /// `RuntimeError`, never a silent no-op.
     #[inline]
-    /// `sample` / `produced`'s arguments checked: a declared source (name
-    /// or id), a sequence number and a stamp that are non-negative ints
-    /// (not bools), on a recorder not yet finished. Nothing is recorded
-    /// when one is wrong.
-    fn sample_args(
-        &self,
-        source: &Bound<'_, PyAny>,
-        seq: &Bound<'_, PyAny>,
-        stamp_ns: &Bound<'_, PyAny>,
-    ) -> PyResult<(SourceId, u64, u64)> {
-        self.live()?;
-        let s = resolve(&self.sources, source, "source")?;
-        let whole = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<u64> {
-            if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-                return Err(PyTypeError::new_err(format!(
-                    "{what} must be an int, not {}",
-                    v.get_type()
-                        .name()
-                        .map_or_else(|_| "?".into(), |n| n.to_string())
-                )));
-            }
-            v.extract::<u64>().map_err(|_| {
-                PyValueError::new_err(format!("{what} must be from 0 to 2**64 - 1, not {v}"))
-            })
-        };
-        Ok((s, whole(seq, "seq")?, whole(stamp_ns, "stamp_ns")?))
-    }
-
     pub(crate) fn live(&self) -> PyResult<()> {
         match &self.finished {
             None => Ok(()),
@@ -130,7 +107,7 @@ impl Recorder {
                         max_spans_per_cycle = None, thread_cpu = None, nominal_period_ns = None,
                         ring = "auto", episode_dir = None, metadata = None, threads = None,
                         target_clock = "host_monotonic", sources = None, command_stage = None,
-                        compute_budget_ns = None, deadline_tolerance_ns = None))]
+                        compute_budget_ns = None, deadline_tolerance_ns = None, live_status = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -151,6 +128,7 @@ impl Recorder {
         command_stage: Option<String>,
         compute_budget_ns: Option<u64>,
         deadline_tolerance_ns: Option<u64>,
+        live_status: bool,
     ) -> PyResult<Self> {
         let target_clock = match target_clock {
             "host_monotonic" => ClockDomain::HostMonotonic,
@@ -178,7 +156,8 @@ impl Recorder {
             command_stage,
             budget: (compute_budget_ns, deadline_tolerance_ns),
         };
-        let (b, names) = spec.builder(py)?;
+        let (mut b, names) = spec.builder(py)?;
+        b.live_status(live_status);
         let Some(threads) = threads.filter(|t| !t.is_empty()) else {
             let rec = b.build().map_err(capture_err)?;
             let mut r = Recorder::assemble(py, rec, names, Vec::new(), None);
@@ -574,6 +553,10 @@ impl Recorder {
     #[getter]
     fn in_cycle(&self) -> bool {
         self.rec.in_cycle()
+    }
+    /// The live status (`live_status=True`): a handle any thread may read.
+    fn status(&self) -> PyResult<LiveStatus> {
+        self.status_handle()
     }
     /// Bytes preallocated for the ring.
     #[getter]
