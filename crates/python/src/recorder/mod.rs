@@ -36,6 +36,17 @@ use crate::error::{capture_err, finished_err};
 use crate::names::{resolve, AttrKeyNamed, Named};
 use crate::tick::Tick;
 
+/// `Recorder(target_clock=)`'s domain.
+fn target_clock_of(name: &str) -> PyResult<ClockDomain> {
+    match name {
+        "host_monotonic" => Ok(ClockDomain::HostMonotonic),
+        "simulation" => Ok(ClockDomain::Simulation),
+        other => Err(PyValueError::new_err(format!(
+            "target_clock must be \"host_monotonic\" or \"simulation\" (the scheduler's `clock`), not {other:?}"
+        ))),
+    }
+}
+
 /// Frames beyond the recorder's depth limit are still tracked here, so
 /// that every `__exit__` pops what its `__enter__` pushed.
 const STACK: usize = MAX_SPAN_DEPTH * 4;
@@ -130,15 +141,7 @@ impl Recorder {
         deadline_tolerance_ns: Option<u64>,
         live_status: bool,
     ) -> PyResult<Self> {
-        let target_clock = match target_clock {
-            "host_monotonic" => ClockDomain::HostMonotonic,
-            "simulation" => ClockDomain::Simulation,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "target_clock must be \"host_monotonic\" or \"simulation\" (the scheduler's `clock`), not {other:?}"
-                )))
-            }
-        };
+        let target_clock = target_clock_of(target_clock)?;
         let spec = Spec {
             stages,
             phases,
