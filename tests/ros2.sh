@@ -23,7 +23,7 @@ for distro in "jazzy 7.1.6" "kilted 9.1.2"; do
         python3 -m venv "$venv"
     fi
     "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-        "ros-$name-rclpy==$rclpy" "ros-$name-std-msgs" "ros-$name-std-srvs" "ros-$name-sensor-msgs" "ros-$name-rmw-fastrtps-cpp" pytest
+        "ros-$name-rclpy==$rclpy" "ros-$name-std-msgs" "ros-$name-std-srvs" "ros-$name-sensor-msgs" "ros-$name-diagnostic-msgs" "ros-$name-rmw-fastrtps-cpp" pytest
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/looptime-*.whl
     echo "ros2 ($name, rclpy $rclpy): venv ready in $((SECONDS - start)) s"
     timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests_ros

@@ -264,6 +264,8 @@ class Timing:
         self._stamp_offset = stamp_offset_ns
         self._loop_thread: Optional[int] = None
         self._commands: List[Any] = []
+        #: The ``/diagnostics`` publisher (``status=``), or None.
+        self.status: Any = None
         self._ids = {id(r): {n: (r.source_id(n), r.value_id(x.value)) for n, x in self._sources.items()}
                      for r in self._threads.values()}
         for x in self._sources.values():
@@ -417,6 +419,8 @@ class Timing:
         """Stop recording, put the node's callbacks back, write the episode
         (``complete`` or ``aborted``) and return its directory."""
         self._recording = False
+        if self.status is not None:
+            self.status.stop()
         for entity, cb in self._restore:
             entity.callback = cb
         for pub in self._commands:
@@ -471,7 +475,7 @@ def _with_timer_info(run: Callable) -> Callable:
 def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: Any = None,
                session: Any = None, executor_threads: int = 1, label: Optional[str] = None,
                max_cycles: int = looptime.DEFAULT_TIMING_MAX_CYCLES, sources: Sources = None,
-               command: Any = None) -> Timing:
+               command: Any = None, status: Any = False) -> Timing:
     """Record `node`'s callbacks, and with ``loop=timer`` each call of that
     timer as a cycle on its grid, into a new episode under `runs_dir` (or
     the next rollout of `session`, a session opened without a scheduler).
@@ -480,8 +484,11 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
     episode directory; it is then the program's to finish. ``sources``:
     topic names, ``{topic: {"max_age_s": s, "use": "start" | "call"}}`` or
     True (every subscription with a Header); ``command``: the loop's
-    command publisher (or its topic). Returns the ``Timing``; ``finish``
-    writes."""
+    command publisher (or its topic); ``status``: True (or a dict of
+    ``looptime.ros_status.publish_status``'s settings) publishes the loop's
+    live status on ``/diagnostics`` from a thread of its own until
+    ``finish`` (with ``recorder=``, one built with ``live_status=True``).
+    Returns the ``Timing``; ``finish`` writes."""
     if (loop is None) == (recorder is None):
         raise ValueError("give loop=timer (the node's loop timer) or recorder=rec (your own loop's), one of them")
     names = _executor_names(executor_threads)
@@ -518,7 +525,7 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         rec = looptime.Recorder(stages=stages, phases=["running"], max_cycles=max_cycles,
                                 nominal_period_ns=period, episode_dir=episode.dir,
                                 target_clock="simulation" if sim else "host_monotonic",
-                                **declared)
+                                live_status=bool(status), **declared)
         owns = True
     else:
         rec, episode, owns = recorder, _NoEpisode(), False
@@ -535,6 +542,9 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         t._install(entity, t._wrap_other(kind, name, entity.callback, src))
     if pub is not None:
         t._wrap_command(pub)
+    if status:
+        from . import ros_status  # needs diagnostic_msgs, which the other parts do not
+        t.status = ros_status.publish_status(node, rec.status(), **(status if isinstance(status, Mapping) else {}))
     _wrap_creation(node, t)
     return t
 
