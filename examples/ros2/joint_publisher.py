@@ -42,10 +42,15 @@ def main() -> None:
     period, lines, n = 1.0 / args.rate, [], 0
     t = time.monotonic()
     end = t + args.seconds
-    while t < end:
+    while t < end and rclpy.ok():  # SIGINT/SIGTERM shut the context down: stop
         msg = JointState(name=["j0"], position=[float(n)])
         msg.header.stamp = node.get_clock().now().to_msg()
-        pub.publish(msg)
+        try:
+            pub.publish(msg)
+        except Exception:
+            if rclpy.ok():
+                raise
+            break
         n += 1
         lines.append(f"{n} {msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec}")
         t += period
@@ -55,7 +60,7 @@ def main() -> None:
         with open(args.log, "w") as f:
             f.write("\n".join(lines) + "\n")
     node.destroy_node()
-    rclpy.shutdown()
+    rclpy.try_shutdown()
 
 
 if __name__ == "__main__":

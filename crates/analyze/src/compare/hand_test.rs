@@ -165,12 +165,15 @@ fn a_comparison_recomputed_by_hand() {
 
 #[test]
 fn where_files_go_and_the_label_are_not_differences() {
-    // Two manifests that differ in the output locations, the label and one
-    // real setting: only the setting is a difference.
+    // Two manifests that differ in the output locations, the label, the
+    // clock offsets looptime.ros measured and one real setting: only the
+    // setting is a difference.
     let m = |label: &str, runs: &str, integrator: &str| {
+        let offset = runs.len() as u64 * 1_000_003;
         serde_json::json!({"config": {
             "run": {"label": label, "runs_dir": runs, "timing_ring_dir": runs, "rtf": 1.0},
-            "program": {"integrator": integrator},
+            "program": {"integrator": integrator, "ros_clock_offset_ns": offset,
+                        "ros_stamp_offset_ns": offset + 7},
         }})
     };
     let (a, b) = (m("a", "runs/a", "implicitfast"), m("b", "runs/b", "rk4"));

@@ -9,8 +9,16 @@ use serde_json::Value;
 /// Comparison format identifier.
 pub const COMPARISON_FORMAT: &str = "looptime-comparison/2";
 /// Config keys that cannot explain a timing difference: where files go,
-/// and the session's name (`--label`; the side is named by it instead).
-pub const IGNORED_CONFIG_KEYS: &[&str] = &["run.runs_dir", "run.timing_ring_dir", "run.label"];
+/// the session's name (`--label`; the side is named by it instead), and
+/// the clock offsets `looptime.ros` measures when a recording starts (a
+/// reading, different every run, not a setting).
+pub const IGNORED_CONFIG_KEYS: &[&str] = &[
+    "run.runs_dir",
+    "run.timing_ring_dir",
+    "run.label",
+    "program.ros_clock_offset_ns",
+    "program.ros_stamp_offset_ns",
+];
 /// Values per side one resample draws (each rollout's share of it beyond
 /// it: an m-out-of-n bootstrap).
 pub const MAX_BOOTSTRAP_SAMPLES: usize = 20_000;

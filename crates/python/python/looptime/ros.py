@@ -35,8 +35,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import threading
-import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 try:
     import rclpy  # noqa: F401
@@ -55,6 +54,18 @@ except ImportError:  # Jazzy (rclpy 7): derived from the timer's grid.
 
 import looptime
 
+from ._ros_sources import (  # noqa: F401  (the module's own parts)
+    Sources,
+    _absolute,
+    _clock_offset,
+    _command_publisher,
+    _declared_sources,
+    _Source,
+    _sim_time,
+    _stamp_ns,
+    _STAMP_OFFSETS,
+)
+
 __all__ = ["COMMAND_STAGE", "OTHER", "Timing", "instrument", "spec"]
 
 #: The name a callback created after ``instrument`` is recorded under.
@@ -67,99 +78,6 @@ KINDS = ["timer", "subscription", "service"]
 #: The clock a source's stamps are declared on when the node runs on
 #: simulated time (``use_sim_time``): not comparable with the host's.
 SIM_STAMP_CLOCK = "ros_sim_time"
-
-Sources = Union[None, bool, Sequence[str], Mapping[str, Mapping[str, Any]]]
-
-
-class _Source:
-    """A topic declared as a data-age source: its settings and its newest
-    received sample ``(seq, stamp_ns)``, replaced whole (one store) by the
-    subscription callback and read by the loop."""
-
-    def __init__(self, name: str, max_age_s: Optional[float], use: str) -> None:
-        if use not in ("start", "call"):
-            raise ValueError(f"source {name}: use must be 'start' or 'call', not {use!r}")
-        self.name, self.max_age_s, self.use = name, max_age_s, use
-        self.value = f"dds_leg_ns.{name}"
-        self.latest: Optional[tuple] = None
-        self.loop_id = -1
-        self.received = 0
-        self.unstamped = 0
-        self.no_seq = False
-
-
-def _stamped(msg_type: Any) -> bool:
-    """Whether `msg_type` has a ``std_msgs/Header`` or is one."""
-    if getattr(msg_type, "__module__", "").startswith("std_msgs.msg") and msg_type.__name__ == "Header":
-        return True
-    fields = getattr(msg_type, "get_fields_and_field_types", lambda: {})()
-    return fields.get("header") == "std_msgs/Header"
-
-
-def _stamp_ns(msg: Any) -> int:
-    h = getattr(msg, "header", msg)
-    return h.stamp.sec * 1_000_000_000 + h.stamp.nanosec
-
-
-def _declared_sources(node: Any, sources: Sources) -> Dict[str, _Source]:
-    """`sources` as absolute topic names with their settings, each checked
-    against the node's subscriptions."""
-    subs = {_absolute(node, s.topic_name): s for s in node.subscriptions}
-    if sources is None or sources is False:
-        return {}
-    if sources is True:
-        return {n: _Source(n, None, "start") for n, s in subs.items() if _stamped(s.msg_type)}
-    items = sources.items() if isinstance(sources, Mapping) else ((n, {}) for n in sources)
-    out = {}
-    for given, settings in items:
-        name = _absolute(node, given)
-        sub = subs.get(name)
-        if sub is None:
-            raise ValueError(f"source {given}: the node has no subscription to {name}; "
-                             f"its subscriptions: {', '.join(sorted(subs)) or 'none'} "
-                             "(call instrument after creating them)")
-        if not _stamped(sub.msg_type):
-            raise ValueError(f"source {name}: its message type {sub.msg_type.__name__} has no "
-                             "std_msgs/Header, so its messages carry no stamp to age")
-        unknown = set(settings) - {"max_age_s", "use"}
-        if unknown:
-            raise ValueError(f"source {name}: unknown settings {sorted(unknown)} (max_age_s, use)")
-        out[name] = _Source(name, settings.get("max_age_s"), settings.get("use", "start"))
-    return out
-
-
-def _clock_offset(clock: Any) -> int:
-    """`clock` − the host's monotonic clock, ns: the tightest of five
-    bracketed reads, the monotonic time taken at the bracket's middle."""
-    best = None
-    for _ in range(5):
-        m0 = looptime.monotonic_ns()
-        c = clock.now().nanoseconds
-        m1 = looptime.monotonic_ns()
-        if best is None or m1 - m0 < best[0]:
-            best = (m1 - m0, c - (m0 + m1) // 2)
-    return best[1]
-
-
-#: The stamp offset ``spec`` read for a node, for ``instrument`` to use
-#: the same figure as the header's metadata says.
-_STAMP_OFFSETS: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
-
-
-def _sim_time(node: Any) -> bool:
-    return bool(node.get_parameter("use_sim_time").value)
-
-
-def _command_publisher(node: Any, command: Any) -> Any:
-    if command is None or not isinstance(command, str):
-        return command
-    name = _absolute(node, command)
-    pubs = [p for p in node.publishers if _absolute(node, p.topic_name) == name]
-    if len(pubs) != 1:
-        raise ValueError(f"command {command}: the node has {len(pubs)} publishers of {name}; "
-                         "give the publisher itself (command=pub)")
-    return pubs[0]
-
 
 def _timer_name(i: int, t: Any) -> str:
     return f"timer{i}:{t.timer_period_ns / 1e6:g}ms"
@@ -174,14 +92,6 @@ def _callbacks(node: Any, loop: Any = None) -> List[tuple]:
     out += [("subscription", _absolute(node, s.topic_name), s) for s in node.subscriptions]
     out += [("service", _absolute(node, s.srv_name), s) for s in node.services]
     return out
-
-
-def _absolute(node: Any, name: str) -> str:
-    """A topic or service name as an absolute one (rclpy gives a relative
-    service name on Jazzy and the resolved one on Kilted)."""
-    if name.startswith("/"):
-        return name
-    return node.get_namespace().rstrip("/") + "/" + name
 
 
 def _executor_names(executor_threads: int) -> List[str]:
@@ -310,7 +220,10 @@ class Timing:
         if kind == "timer":
             return _with_timer_info(run)
         if kind == "subscription":
-            return _with_message_info(run, cb)
+            # message_info=False (rclpy's EventsExecutor fails on a
+            # callback that asks for it): the message only, when the
+            # program's callback takes only that.
+            return _with_message_info(run, cb) if self._message_info or not _takes_message_only(cb) else run
         return run
 
     # -- data-age sources and the command -----------------------------------
@@ -324,8 +237,9 @@ class Timing:
             if not src.no_seq:
                 src.no_seq = True
                 self.node.get_logger().warning(
-                    f"looptime: {src.name}: the RMW gives no publication sequence number, so its "
-                    "samples are numbered as received and lost messages do not show")
+                    f"looptime: {src.name}: no publication sequence number (message_info=False, or "
+                    "an RMW without it), so its samples are numbered as received and lost messages "
+                    "do not show")
         raw = _stamp_ns(msg)
         stamp = raw - self._stamp_offset
         if raw == 0 or stamp < 0:
@@ -475,7 +389,8 @@ def _with_timer_info(run: Callable) -> Callable:
 def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: Any = None,
                session: Any = None, executor_threads: int = 1, label: Optional[str] = None,
                max_cycles: int = looptime.DEFAULT_TIMING_MAX_CYCLES, sources: Sources = None,
-               command: Any = None, status: Any = False) -> Timing:
+               command: Any = None, status: Any = False,
+               settings: Optional[Mapping[str, Any]] = None, message_info: bool = True) -> Timing:
     """Record `node`'s callbacks, and with ``loop=timer`` each call of that
     timer as a cycle on its grid, into a new episode under `runs_dir` (or
     the next rollout of `session`, a session opened without a scheduler).
@@ -487,7 +402,12 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
     command publisher (or its topic); ``status``: True (or a dict of
     ``looptime.ros_status.publish_status``'s settings) publishes the loop's
     live status on ``/diagnostics`` from a thread of its own until
-    ``finish`` (with ``recorder=``, one built with ``live_status=True``).
+    ``finish`` (with ``recorder=``, one built with ``live_status=True``);
+    ``settings``: the program's own, added to the manifest's
+    ``config.program`` (``loop=`` form); ``message_info=False`` for
+    rclpy's EventsExecutor, which fails on a subscription callback that
+    asks for the MessageInfo (sources then number their samples as
+    received, and have no DDS leg: docs/ros2.md).
     Returns the ``Timing``; ``finish`` writes."""
     if (loop is None) == (recorder is None):
         raise ValueError("give loop=timer (the node's loop timer) or recorder=rec (your own loop's), one of them")
@@ -511,8 +431,8 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
             # offset between the two read now (written to the manifest).
             offset = _clock_offset(loop.clock)
         declared = spec(node, executor_threads, loop, sources, command)
-        settings = {"ros_loop_period_ns": period, "ros_loop_clock": ctype.name,
-                    "ros_clock_offset_ns": offset, "ros_node": node.get_fully_qualified_name()}
+        settings = dict(settings or {}, ros_loop_period_ns=period, ros_loop_clock=ctype.name,
+                        ros_clock_offset_ns=offset, ros_node=node.get_fully_qualified_name())
         if declared_sources:
             settings.update(ros_sources=",".join(declared_sources),
                             ros_stamp_offset_ns=declared["metadata"]["ros_stamp_offset_ns"],
@@ -532,6 +452,7 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         _check_recorder(node, rec, names, declared_sources, pub)
     stamp_offset = _STAMP_OFFSETS.get(node, 0)
     t = Timing(node, rec, episode, loop, owns, offset, names, declared_sources, stamp_offset)
+    t._message_info = message_info
     if loop is not None:
         t._install(loop, t._wrap_loop(loop))
     seen = set()
