@@ -387,6 +387,43 @@ fn a_running_writer_is_read_live_and_never_recovered() {
 }
 
 #[test]
+fn a_ring_read_maps_its_times_by_the_writers_running_anchors() {
+    // 1.2 s of cycles 20 ms apart, each begun between two reads of
+    // CLOCK_MONOTONIC. A reader of the live ring fits the TSC's slope
+    // between the start anchor and the recorder's newest running anchor
+    // (one every 100 ms), so each cycle's start maps inside its bracket,
+    // up to the anchors' own uncertainty (a 20 µs allowance here). With
+    // quanta's calibration alone (off by 250 ppm on the machine this was
+    // found on) the last starts were 0.3 ms off.
+    let shm = tempfile::tempdir().unwrap();
+    let mut b = builder(shm.path(), 100, None);
+    let ids = register(&mut b);
+    let mut rec = b.build().unwrap();
+    let mut brackets = Vec::new();
+    for _ in 0..60 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let m0 = looptime_capture::clock::monotonic_ns();
+        rec.begin_cycle(ids.running, Release::NONE);
+        let m1 = looptime_capture::clock::monotonic_ns();
+        rec.end_cycle();
+        brackets.push((m0, m1));
+    }
+    let reader = RingReader::open(rec.ring_path().unwrap()).unwrap();
+    let live = reader.read(None).unwrap();
+    assert_eq!(live.header.tsc.slope_source, "anchors");
+    assert!(live.header.tsc.end.monotonic_ns > live.header.tsc.start.monotonic_ns + 1_000_000_000);
+    assert_eq!(live.cycles.len(), 60);
+    for (c, &(m0, m1)) in live.cycles.iter().zip(&brackets) {
+        assert!(
+            m0 - 20_000 <= c.start_ns && c.start_ns <= m1 + 20_000,
+            "cycle {}: start {} outside [{m0}, {m1}] by more than 20 µs",
+            c.cycle,
+            c.start_ns
+        );
+    }
+}
+
+#[test]
 fn a_panicking_owner_leaves_its_ring_for_recover() {
     let shm = tempfile::tempdir().unwrap();
     let dir = shm.path().to_path_buf();

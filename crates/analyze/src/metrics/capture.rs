@@ -46,7 +46,12 @@ fn recovered_caveat(ev: &Evidence) -> String {
         ),
         None => "the summary carries no recovery record".to_string(),
     };
-    format!("recovered: the process died (kill -9, crash or OOM kill) and the evidence was rebuilt from its shared-memory ring by `looptime recover`: {detail}; there is no end clock anchor, so times use quanta's TSC slope; the evidence ends at the last complete cycle")
+    let slope = if ev.header.tsc.slope_source == "anchors" {
+        "times use the TSC's slope between the start anchor and the last running anchor the recorder took (every 100 ms)"
+    } else {
+        "there is no running clock anchor, so times use quanta's TSC slope"
+    };
+    format!("recovered: the process died (kill -9, crash or OOM kill) and the evidence was rebuilt from its shared-memory ring by `looptime recover`: {detail}; {slope}; the evidence ends at the last complete cycle")
 }
 
 /// Which run `ev` is: its directory with a final link resolved, and what

@@ -14,6 +14,10 @@ use crate::slot::{take_anchor, take_wall_anchor, CycleSlot, SampleSlot, SpanSlot
 pub use crate::format::MAX_METADATA_ENTRIES;
 use crate::sys;
 
+/// How often the recorder refreshes the running clock anchor a ring's
+/// reader fits the TSC's slope by (`Live::late_anchor`): 100 ms.
+const ANCHOR_EVERY_NS: u64 = 100_000_000;
+
 pub use crate::builder::{
     PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING,
     MAX_SPANS_CEILING, MAX_SPAN_DEPTH,
@@ -179,9 +183,12 @@ impl Recorder {
                 limits,
             )
         });
+        let anchor_every = (ANCHOR_EVERY_NS as f64 / quanta_ns_per_tick(&clock)) as u64;
         Ok(Recorder {
             status,
             prev_start: None,
+            next_anchor: start_anchor.raw.saturating_add(anchor_every),
+            anchor_every,
             enabled: true,
             cycles: storage.cycles,
             spans: storage.spans,
@@ -260,6 +267,8 @@ impl Recorder {
             implicit_open: false,
             status: None,
             prev_start: None,
+            next_anchor: u64::MAX,
+            anchor_every: 0,
             ring_note: None,
             ring: None,
         }

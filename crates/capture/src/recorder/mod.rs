@@ -93,6 +93,10 @@ pub struct Recorder {
     )>,
     /// The last cycle's start (raw ticks), for the status's periods.
     prev_start: Option<u64>,
+    /// When (raw ticks) to take the next running clock anchor, and how
+    /// many ticks apart they are taken.
+    next_anchor: u64,
+    anchor_every: u64,
     ring_note: Option<String>,
     // Last: unmapped after every slab pointing into it is dropped.
     ring: Option<RingFile>,
@@ -253,6 +257,9 @@ impl Recorder {
         self.generation = self.generation.wrapping_add(1);
         if self.status.is_some() {
             self.update_status();
+        }
+        if now >= self.next_anchor {
+            self.refresh_anchor();
         }
     }
 

@@ -105,6 +105,7 @@ impl Recorder {
             live.spans_outside_cycle.store(0, Ordering::Relaxed);
             self.start_anchor = take_anchor(&self.clock);
             live.set_anchor(self.start_anchor);
+            self.next_anchor = self.start_anchor.raw.saturating_add(self.anchor_every);
             self.wall_start = take_wall_anchor();
             live.set_wall(self.wall_start);
             live.set_state(RingState::Recording);
@@ -376,5 +377,27 @@ impl Recorder {
     /// resets.
     pub fn live_status(&self) -> Option<std::sync::Arc<crate::status::LiveStatus>> {
         self.status.as_ref().map(|(s, _)| s.clone())
+    }
+
+    /// Take a running clock anchor (three clock reads; the vDSO's
+    /// `CLOCK_MONOTONIC`, no system call) and publish it for a ring's
+    /// reader, once every 100 ms of recording. A read bracketed wider than
+    /// 2 µs (the thread was preempted) is dropped and tried again at the
+    /// next cycle's end.
+    #[inline(never)]
+    pub(super) fn refresh_anchor(&mut self) {
+        let r1 = self.clock.raw();
+        let mono = sys::monotonic_ns();
+        let r2 = self.clock.raw();
+        let width = self.clock.delta_as_nanos(r1, r2);
+        if width > 2_000 {
+            return;
+        }
+        self.live.get().set_late_anchor(ClockAnchor {
+            raw: r1 + (r2 - r1) / 2,
+            monotonic_ns: mono,
+            uncertainty_ns: width / 2 + 1,
+        });
+        self.next_anchor = r2.saturating_add(self.anchor_every);
     }
 }

@@ -177,7 +177,20 @@ pub(crate) struct Live {
     pub(crate) wall_real: AtomicU64,
     pub(crate) wall_mono: AtomicU64,
     pub(crate) wall_unc: AtomicU64,
+    /// The newest clock anchor the recorder took while it ran (every
+    /// 100 ms of recording; its generation odd while it is written, 0:
+    /// none, as in rings of earlier builds), so that a reader of a live or
+    /// dead writer's ring fits the TSC's slope between two anchors instead
+    /// of quanta's calibration. In the block's padding: the layout stays.
+    pub(crate) late_seq: AtomicU64,
+    pub(crate) late_raw: AtomicU64,
+    pub(crate) late_mono: AtomicU64,
+    pub(crate) late_unc: AtomicU64,
 }
+
+// The live counters keep their two cache lines: fields are added only in
+// the padding, so rings of earlier builds read the same.
+const _: () = assert!(std::mem::size_of::<Live>() == 128);
 
 impl Live {
     const fn new() -> Live {
@@ -195,6 +208,10 @@ impl Live {
             wall_real: AtomicU64::new(0),
             wall_mono: AtomicU64::new(0),
             wall_unc: AtomicU64::new(0),
+            late_seq: AtomicU64::new(0),
+            late_raw: AtomicU64::new(0),
+            late_mono: AtomicU64::new(0),
+            late_unc: AtomicU64::new(0),
         }
     }
 
@@ -206,6 +223,42 @@ impl Live {
         self.anchor_raw.store(a.raw, Ordering::Relaxed);
         self.anchor_mono.store(a.monotonic_ns, Ordering::Relaxed);
         self.anchor_unc.store(a.uncertainty_ns, Ordering::Release);
+    }
+
+    /// Publish the newest anchor (one writer: the recorder's thread).
+    pub(crate) fn set_late_anchor(&self, a: ClockAnchor) {
+        let g = self.late_seq.load(Ordering::Relaxed);
+        self.late_seq.store(g | 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        self.late_raw.store(a.raw, Ordering::Relaxed);
+        self.late_mono.store(a.monotonic_ns, Ordering::Relaxed);
+        self.late_unc.store(a.uncertainty_ns, Ordering::Relaxed);
+        self.late_seq.store((g | 1) + 1, Ordering::Release);
+    }
+
+    /// The newest anchor, read whole (None: none was taken, or the writer
+    /// kept rewriting it).
+    pub(crate) fn late_anchor(&self) -> Option<ClockAnchor> {
+        for _ in 0..1000 {
+            let g = self.late_seq.load(Ordering::Acquire);
+            if g == 0 {
+                return None;
+            }
+            if g % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let a = ClockAnchor {
+                raw: self.late_raw.load(Ordering::Relaxed),
+                monotonic_ns: self.late_mono.load(Ordering::Relaxed),
+                uncertainty_ns: self.late_unc.load(Ordering::Relaxed),
+            };
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.late_seq.load(Ordering::Relaxed) == g {
+                return Some(a);
+            }
+        }
+        None
     }
 
     pub(crate) fn set_wall(&self, a: Option<WallClockAnchor>) {

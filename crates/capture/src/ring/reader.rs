@@ -38,8 +38,9 @@ impl Drop for RingReader {
 /// Cycles read from a ring, with what could not be read.
 #[derive(Debug, Clone)]
 pub struct RingRead {
-    /// The evidence header (its `tsc` from the ring's anchor and quanta's
-    /// slope; there is no end anchor).
+    /// The evidence header (its `tsc` from the ring's start anchor and the
+    /// writer's newest running anchor, or quanta's slope when there is
+    /// none 50 ms after the start).
     pub header: Header,
     /// Complete cycles, oldest first.
     pub cycles: Vec<CycleRecord>,
@@ -281,13 +282,29 @@ impl RingReader {
         let anchor = self.anchor();
         header.tsc.start = anchor;
         header.tsc.end = anchor;
+        header.tsc.ns_per_tick = f64::from_bits(self.fixed.ns_per_tick_bits);
+        header.tsc.slope_source = "quanta".to_string();
+        // The writer's newest running anchor, when it took one at least
+        // 50 ms after the start anchor: the slope between the two, as a
+        // finished recording's (quanta's calibration can be off by
+        // hundreds of ppm, a millisecond over a few seconds).
+        if let Some(late) = self.live().late_anchor().filter(|l| {
+            l.raw > anchor.raw
+                && l.monotonic_ns
+                    >= anchor
+                        .monotonic_ns
+                        .saturating_add(crate::slot::MIN_FIT_SPAN_NS)
+        }) {
+            header.tsc.end = late;
+            header.tsc.ns_per_tick =
+                (late.monotonic_ns - anchor.monotonic_ns) as f64 / (late.raw - anchor.raw) as f64;
+            header.tsc.slope_source = "anchors".to_string();
+        }
         // The start wall-clock anchor; a dead writer took no end anchor.
         header.wall_clock = self
             .live()
             .wall()
             .map(|start| crate::format::WallClock { start, end: None });
-        header.tsc.ns_per_tick = f64::from_bits(self.fixed.ns_per_tick_bits);
-        header.tsc.slope_source = "quanta".to_string();
         let map = TscMap::new(anchor, header.tsc.ns_per_tick);
         let live = self.live();
         let total = live.total.load(Ordering::Acquire);
