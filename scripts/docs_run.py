@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Run the shell blocks of README.md and docs/*.md as a user would, so that
+no documented recipe can rot (docs/docs-run.md says why this runner and
+not trycmd, and defines the markers).
+
+    python3 scripts/docs_run.py [--bin DIR] [--wheel DIR] [PAGE ...]
+
+Each page is a script: its ```sh / ```bash blocks run in order, in one
+scratch directory of its own (the repository's top-level entries linked
+into it, so `configs/`, `examples/` and `bench/` resolve and what a block
+writes stays in the scratch), each block with `bash -euo pipefail`, PATH
+starting with the binaries just built. The markers, HTML comments on the
+lines right before a block (invisible where the Markdown is rendered):
+
+    <!-- docs-run: skip REASON -->     not run; listed with its reason
+    <!-- docs-run: before COMMAND -->  a hidden command run before the block
+    <!-- docs-run: exit 0 5 -->        the exit codes the block may end with
+    <!-- docs-run: github-actions -->  a ```yaml workflow: its run: steps, in a
+                                       local repository (run_workflow)
+
+One substitution, everywhere: `cargo build --release` (and `cargo build`)
+does nothing, and `./target/release/` or `../base/target/release/` before a
+binary's name is the directory of the binaries the test script built
+(`--bin`); `pip install ./crates/python` installs the wheel it built
+(`--wheel`) instead of building another. A page with more skipped than run
+blocks fails unless it says why in a `docs-run: skips-explained` marker.
+Exit 1 when a block fails (its page, line, output tail); the skipped blocks
+are listed at the end either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
+
+FENCE = re.compile(r"^```(\w*)\s*$")
+MARKER = re.compile(r"^<!--\s*docs-run:\s*(\w[\w-]*)\s*(.*?)\s*-->\s*$")
+SHELL = {"sh", "bash", "shell"}
+ACTIONS = "github-actions"
+# Entries of the repository a page's commands may name; the scratch holds
+# links to them and nothing else of the checkout.
+LINKED = ["configs", "examples", "bench", "scripts", "crates", "fixtures", "docs", "tests", "Cargo.toml",
+          "Cargo.lock", "README.md"]
+
+
+class Block:
+    def __init__(self, page: Path, line: int, lang: str, text: str, markers: list) -> None:
+        self.page, self.line, self.lang, self.text = page, line, lang, text
+        self.skip = next((v for k, v in markers if k == "skip"), None)
+        self.workflow = any(k == ACTIONS for k, _ in markers)
+        self.before = [v for k, v in markers if k == "before"]
+        exits = next((v for k, v in markers if k == "exit"), "0")
+        self.exits = {int(x) for x in exits.split()}
+
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> tuple:
+    """The page's shell blocks, and whether it explains its skips."""
+    out, markers, explained = [], [], False
+    lines = page.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = MARKER.match(lines[i])
+        if m:
+            if m.group(1) == "skips-explained":
+                explained = True
+            else:
+                markers.append((m.group(1), m.group(2)))
+            i += 1
+            continue
+        f = FENCE.match(lines[i])
+        if f:
+            lang, start = f.group(1), i + 1
+            j = start
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            if lang in SHELL or (lang == "yaml" and markers):
+                out.append(Block(page, start, lang, "\n".join(lines[start:j]) + "\n", markers))
+            markers = []
+            i = j + 1
+            continue
+        if lines[i].strip():
+            markers = []
+        i += 1
+    return out, explained
+
+
+def substitute(text: str, bin_dir: Path, wheel: str) -> str:
+    """The one documented substitution (module docs)."""
+    text = re.sub(r"\bcargo build --release( -p [\w-]+)*", "true", text)
+    text = re.sub(r"(?<![\w/.-])cargo build( -p [\w-]+)*(?= *(&&|;|\)|$))", "true", text, flags=re.M)
+    # The docs' spelling of a release binary, matched in their text (not
+    # a path this script reads: those come from target_dir()).
+    text = re.sub(r"(\.\./base/|\./)?target[/]release/(?=[\w-])", f"{bin_dir}/", text)
+    if wheel:
+        text = re.sub(r"pip install \./crates/python", f"pip install -q --no-deps --force-reinstall {wheel}", text)
+    return text
+
+
+def scratch_for(page: Path) -> Path:
+    d = Path(tempfile.mkdtemp(prefix=f"docs-run-{page.stem}-"))
+    for name in LINKED:
+        if (ROOT / name).exists():
+            os.symlink(ROOT / name, d / name)
+    return d
+
+
+def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) -> list:
+    """Run `page`'s blocks in order; returns its failures."""
+    bs, explained = blocks(page)
+    run = [b for b in bs if b.skip is None]
+    for b in bs:
+        if b.skip is not None:
+            skipped.append((b.where(), b.skip or "(no reason given)"))
+    failures = []
+    if len(bs) - len(run) > len(run) and not explained:
+        failures.append(f"{page.relative_to(ROOT)}: {len(bs) - len(run)} blocks skipped and {len(run)} run, "
+                        "with no docs-run: skips-explained marker saying why")
+    if not run:
+        return failures
+    scratch = scratch_for(page)
+    # A home of its own: what a block writes under ~ stays in the scratch.
+    (scratch / "home").mkdir()
+    home = Path.home()
+    env = dict(env, HOME=str(scratch / "home"), CARGO_HOME=env.get("CARGO_HOME", str(home / ".cargo")),
+               RUSTUP_HOME=env.get("RUSTUP_HOME", str(home / ".rustup")),
+               PIP_CACHE_DIR=env.get("PIP_CACHE_DIR", str(home / ".cache" / "pip")))
+    t0 = time.monotonic()
+    try:
+        for b in run:
+            for pre in b.before:
+                pre_out = subprocess.run(["bash", "-euo", "pipefail", "-c", substitute(pre, bin_dir, wheel)],
+                                         cwd=scratch, env=env, capture_output=True, text=True)
+                if pre_out.returncode != 0:
+                    failures.append(f"{b.where()}: its hidden `before` command failed ({pre_out.returncode}): "
+                                    f"{pre}\n{tail(pre_out)}")
+                    return failures
+            if b.workflow:
+                tb = time.monotonic()
+                failures += run_workflow(b, scratch, bin_dir, wheel, env)
+                if failures:
+                    return failures
+                print(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s", flush=True)
+                continue
+            script = substitute(b.text, bin_dir, wheel)
+            tb = time.monotonic()
+            out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=scratch, env=env,
+                                 capture_output=True, text=True)
+            if out.returncode not in b.exits:
+                failures.append(f"{b.where()}: exit {out.returncode} (expected {sorted(b.exits)})\n"
+                                f"--- the block as run:\n{script}--- its output's end:\n{tail(out)}")
+                return failures  # later blocks may need what this one made
+            print(f"docs-run: {b.where()}: ran in {time.monotonic() - tb:.1f} s", flush=True)
+        print(f"docs-run: {page.relative_to(ROOT)}: {len(run)} blocks ran in {time.monotonic() - t0:.0f} s"
+              f"{f', {len(bs) - len(run)} skipped' if len(bs) > len(run) else ''}", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return failures
+
+
+def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
+    """A GitHub Actions workflow's steps as its runner would take them, in
+    a local repository whose last commit is the change and whose previous
+    one the base (the repository's configs/ in both): `uses:` steps are
+    the checkout (done) and the artifact upload (its paths must exist),
+    `run:` steps run in order with bash, the base SHA substituted, with
+    `$GITHUB_STEP_SUMMARY` a file. A step may end 0, or 5 when it runs a
+    gate (`--fail-on`); one with `if: always()` runs after a failure too."""
+    import yaml
+
+    wf = yaml.safe_load(b.text)
+    (job,) = wf["jobs"].values()
+    repo = scratch / "repo"
+    repo.mkdir()
+    shutil.copytree(ROOT / "configs", repo / "configs")
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,  # noqa: E731
+                                    text=True, env=dict(env, GIT_AUTHOR_NAME="docs-run", GIT_AUTHOR_EMAIL="docs@run",
+                                                        GIT_COMMITTER_NAME="docs-run",
+                                                        GIT_COMMITTER_EMAIL="docs@run")).stdout.strip()
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    base = git("rev-parse", "HEAD")
+    (repo / "CHANGE").write_text("the change under test\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "change")
+    summary = scratch / "step_summary.md"
+    wenv = dict(env, GITHUB_STEP_SUMMARY=str(summary))
+    failed = None
+    for step in job["steps"]:
+        name = step.get("name", step.get("uses", "?"))
+        if failed and step.get("if") != "always()":
+            continue
+        if "uses" in step:
+            if step["uses"].startswith("actions/upload-artifact"):
+                paths = step.get("with", {}).get("path", "").split("\n")
+                missing = [p for p in paths if p and not (repo / p).exists()]
+                if missing:
+                    return [f"{b.where()}: step `{name}`: the artifact's {missing} were not written"]
+            continue
+        script = substitute(step["run"].replace("${{ github.event.pull_request.base.sha }}", base), bin_dir, wheel)
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=wenv, capture_output=True,
+                             text=True)
+        allowed = {0, 5} if "--fail-on" in script else {0}
+        if out.returncode not in allowed:
+            failed = f"{b.where()}: step `{name}`: exit {out.returncode}\n--- as run:\n{script}--- its output's end:\n{tail(out)}"
+    if failed:
+        return [failed]
+    if not summary.exists() or not summary.read_text().strip():
+        return [f"{b.where()}: the workflow wrote no step summary"]
+    return []
+
+
+def tail(out: subprocess.CompletedProcess, n: int = 25) -> str:
+    text = (out.stdout + out.stderr).splitlines()
+    return "\n".join(text[-n:]) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bin", type=Path, default=target_dir() / "debug", help="the binaries (default: debug build)")
+    p.add_argument("--wheel", default="", help="the looptime wheel pip installs for `pip install ./crates/python`")
+    p.add_argument("pages", nargs="*", type=Path, help="pages (default: README.md and docs/*.md)")
+    a = p.parse_args()
+    bin_dir = a.bin.resolve()
+    wheel = str(Path(a.wheel).resolve()) if a.wheel else ""
+    for name in ("looptime", "analyze_control_timing"):
+        if not (bin_dir / name).exists():
+            print(f"docs-run: {bin_dir / name} is missing: build the workspace first (cargo build)", file=sys.stderr)
+            return 2
+    pages = [x.resolve() for x in a.pages] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", LOOPTIME_DOCS_RUN="1")
+    skipped: list = []
+    failures: list = []
+    for page in pages:
+        failures += run_page(page, bin_dir, wheel, env, skipped)
+    print(f"\ndocs-run: {len(skipped)} blocks skipped:")
+    for where, why in skipped:
+        print(f"  {where}: {why}")
+    if failures:
+        print(f"\ndocs-run: {len(failures)} failures:", file=sys.stderr)
+        for f in failures:
+            print(f"\n{f}", file=sys.stderr)
+        return 1
+    print("docs-run: every block that runs ran")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
