@@ -17,6 +17,8 @@ lines right before a block (invisible where the Markdown is rendered):
     <!-- docs-run: exit 0 5 -->        the exit codes the block may end with
     <!-- docs-run: github-actions -->  a ```yaml workflow: its run: steps, in a
                                        local repository (run_workflow)
+    <!-- docs-run: synopsis -->        a usage synopsis with placeholders: each
+                                       line's flags must be in its --help
 
 One substitution, everywhere: `cargo build --release` (and `cargo build`)
 does nothing, and `./target/release/` or `../base/target/release/` before a
@@ -59,12 +61,17 @@ class Block:
         self.page, self.line, self.lang, self.text = page, line, lang, text
         self.skip = next((v for k, v in markers if k == "skip"), None)
         self.workflow = any(k == ACTIONS for k, _ in markers)
+        self.synopsis = any(k == "synopsis" for k, _ in markers)
         self.before = [v for k, v in markers if k == "before"]
         exits = next((v for k, v in markers if k == "exit"), "0")
         self.exits = {int(x) for x in exits.split()}
 
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        return f"{rel(self.page)}:{self.line}"
+
+
+def rel(page: Path) -> str:
+    return os.path.relpath(page, ROOT)
 
 
 def blocks(page: Path) -> tuple:
@@ -127,7 +134,7 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
             skipped.append((b.where(), b.skip or "(no reason given)"))
     failures = []
     if len(bs) - len(run) > len(run) and not explained:
-        failures.append(f"{page.relative_to(ROOT)}: {len(bs) - len(run)} blocks skipped and {len(run)} run, "
+        failures.append(f"{rel(page)}: {len(bs) - len(run)} blocks skipped and {len(run)} run, "
                         "with no docs-run: skips-explained marker saying why")
     if not run:
         return failures
@@ -148,6 +155,13 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
                     failures.append(f"{b.where()}: its hidden `before` command failed ({pre_out.returncode}): "
                                     f"{pre}\n{tail(pre_out)}")
                     return failures
+            if b.synopsis:
+                bad = check_synopsis(b, bin_dir, env)
+                if bad:
+                    failures += bad
+                    return failures
+                print(f"docs-run: {b.where()}: synopsis flags found in --help", flush=True)
+                continue
             if b.workflow:
                 tb = time.monotonic()
                 failures += run_workflow(b, scratch, bin_dir, wheel, env)
@@ -164,11 +178,43 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
                                 f"--- the block as run:\n{script}--- its output's end:\n{tail(out)}")
                 return failures  # later blocks may need what this one made
             print(f"docs-run: {b.where()}: ran in {time.monotonic() - tb:.1f} s", flush=True)
-        print(f"docs-run: {page.relative_to(ROOT)}: {len(run)} blocks ran in {time.monotonic() - t0:.0f} s"
+        print(f"docs-run: {rel(page)}: {len(run)} blocks ran in {time.monotonic() - t0:.0f} s"
               f"{f', {len(bs) - len(run)} skipped' if len(bs) > len(run) else ''}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return failures
+
+
+PROGRAMS = ("looptime", "analyze_control_timing")
+
+
+def check_synopsis(b: Block, bin_dir: Path, env: dict) -> list:
+    """Each line of a synopsis names a program of ours, maybe a subcommand,
+    and flags: every flag must be one its `--help` lists."""
+    problems = []
+    helps: dict = {}
+    for k, line in enumerate(b.text.splitlines()):
+        code = line.split("#", 1)[0].strip()
+        if not code or code.startswith(("[", "|")) or not code.split()[0].split("/")[-1] in PROGRAMS:
+            if code and not code.startswith(("[", "|")):
+                problems.append(f"{b.where()}+{k + 1}: a synopsis line names no program of ours: {code}")
+            continue
+        toks = code.split()
+        prog = bin_dir / toks[0].split("/")[-1]
+        cmd = [str(prog)]
+        if len(toks) > 1 and re.fullmatch(r"[a-z][a-z-]*", toks[1]):
+            cmd.append(toks[1])
+        key = tuple(cmd)
+        if key not in helps:
+            out = subprocess.run([*cmd, "--help"], env=env, capture_output=True, text=True)
+            helps[key] = out.stdout if out.returncode == 0 else None
+        if helps[key] is None:
+            problems.append(f"{b.where()}+{k + 1}: `{' '.join(toks[:len(cmd)])} --help` failed: {code}")
+            continue
+        for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", code):
+            if not re.search(re.escape(flag) + r"(?![\w-])", helps[key]):
+                problems.append(f"{b.where()}+{k + 1}: {flag} is not an option of `{' '.join(toks[:len(cmd)])}`")
+    return problems
 
 
 def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
@@ -242,7 +288,10 @@ def main() -> int:
             print(f"docs-run: {bin_dir / name} is missing: build the workspace first (cargo build)", file=sys.stderr)
             return 2
     pages = [x.resolve() for x in a.pages] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", LOOPTIME_DOCS_RUN="1")
+    # cargo (a CMake build of the C library runs it) builds into the one
+    # target directory, not a fresh one under the scratch's links.
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", LOOPTIME_DOCS_RUN="1",
+               LOOPTIME_DOCS_WHEEL=wheel, CARGO_TARGET_DIR=str(target_dir()))
     skipped: list = []
     failures: list = []
     for page in pages:

@@ -34,9 +34,10 @@
 #    (tests/dataset_check.py --spark);
 # 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), and
 #    bench/mcap_into.sh at 10 and 20 MB, as smoke tests of the benchmarks;
-# 8b. docs that run: the shell blocks of README.md, docs/ci.md and
-#    docs/input-paced.md as a user types them, and docs/ci.md's GitHub
-#    workflow in a local repository (scripts/docs_run.py, docs/docs-run.md);
+# 8b. docs that run: the shell blocks of README.md and 13 pages of docs/
+#    as a user types them, docs/ci.md's GitHub workflow in a local
+#    repository, synopses against --help, docs/c.md's C fragment compiled
+#    with -Wall -Werror (scripts/docs_run.py, docs/docs-run.md);
 # 9. a loop paced by the robot: the Python and C++ robot_udp examples
 #    against `looptime robot-peer` (tests/robot_udp_example.sh), and a
 #    fuzzing smoke: the capture-level fuzz targets 30 s each on the
@@ -152,9 +153,11 @@ docs_run() {
     # held and what is not yet), against the binaries and the wheel built
     # above.
     python3 scripts/docs_run.py --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
-        README.md docs/ci.md docs/input-paced.md docs/docs-run.md
+        README.md docs/ci.md docs/input-paced.md docs/docs-run.md docs/runtime.md docs/durability.md \
+        docs/export.md docs/fleet.md docs/dataset.md docs/metrics.md docs/reliability.md docs/compare.md \
+        docs/python.md docs/c.md
 }
-suite "docs that run: README.md, docs/ci.md and docs/input-paced.md as a user types them (scripts/docs_run.py)" docs_run
+suite "docs that run: README.md and 13 pages of docs/ as a user types them (scripts/docs_run.py)" docs_run
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-cli --bin looptime
