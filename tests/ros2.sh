@@ -4,6 +4,7 @@
 # TimerInfo), from the PyPI wheels of the ros-python-wheels project
 # (docs/ros2.md). DDS stays on loopback with a random domain; every run is
 # under a timeout. A ROS wheel that cannot be installed fails the suite.
+# Then docs/ros2.md's shell blocks run in the Kilted venv (docs that run).
 # Usage: tests/ros2.sh WHEEL_DIR (the looptime wheel the Python suite built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +29,8 @@ for distro in "jazzy 7.1.6" "kilted 9.1.2"; do
     echo "ros2 ($name, rclpy $rclpy): venv ready in $((SECONDS - start)) s"
     timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/python/tests_ros
 done
+# docs/ros2.md's commands as a user types them, in the Kilted venv (its
+# `python` first on PATH; scripts/docs_run.py, docs/docs-run.md).
+start=$SECONDS
+PATH="$TARGET_DIR/ros-venv-kilted/bin:$PATH" timeout 600 python3 scripts/docs_run.py docs/ros2.md
+echo "ros2: docs/ros2.md's commands ran in $((SECONDS - start)) s"
