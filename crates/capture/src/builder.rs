@@ -369,7 +369,7 @@ impl RecorderBuilder {
     }
 
     /// Keep a live status another thread may read while the loop runs
-    /// ([`Recorder::live_status`], [`crate::status`]): counts, the last
+    /// ([`Recorder::live_status`](crate::Recorder::live_status), [`crate::status`]): counts, the last
     /// miss and the period's p99, updated at each cycle's end in atomics.
     /// Off by default; on, each cycle's end costs a few more stores.
     pub fn live_status(&mut self, on: bool) -> &mut Self {
