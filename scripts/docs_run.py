@@ -217,6 +217,63 @@ def check_synopsis(b: Block, bin_dir: Path, env: dict) -> list:
     return problems
 
 
+MEASURED = re.compile(r"this machine|this 2-core|measured here|this VM|this vm", re.I)
+COMMAND = re.compile(r"`[^`]*(bench/|scripts/|examples/|tests/|cargo (bench|test|build)|looptime |analyze_control_timing|"
+                     r"\.sh|\.py)[^`]*`")
+HOST_STATE = re.compile(r"20\d\d-\d\d-\d\d|load (average )?\d|quiet|nothing else running|loaded host|a CI run beside|"
+                        r"busy host|shared the (two )?cores|shared the machine|the other core|idle|stress|contention",
+                        re.I)
+
+
+def sections(page: Path) -> list:
+    """The page's sections (heading to heading) as (heading, paragraphs,
+    has a shell block), paragraphs as (line, text) outside code blocks."""
+    out, paras, shell, head, buf, buf_line, in_code = [], [], False, "", [], 0, False
+    for no, line in enumerate(page.read_text().splitlines() + ["# end"], 1):
+        if line.startswith("```"):
+            in_code = not in_code
+            if in_code and line[3:].strip() in SHELL:
+                shell = True
+            continue
+        if in_code:
+            continue
+        if line.startswith("#") or not line.strip():
+            if buf:
+                paras.append((buf_line, " ".join(buf)))
+                buf = []
+            if line.startswith("#"):
+                out.append((head, paras, shell))
+                paras, shell, head = [], False, line
+            continue
+        if not buf:
+            buf_line = no
+        buf.append(line)
+    return out
+
+
+def check_figures(page: Path) -> list:
+    """Each paragraph that quotes a figure measured on this machine names,
+    in itself or its section, the command that reproduces it (a backticked
+    bench, script, example or program, or a shell block), and the host's
+    state when it was measured (a date, the load, quiet or loaded), in
+    itself or its section; and every bench/, scripts/ or examples/ path a
+    page names in backticks exists."""
+    problems = []
+    for head, paras, shell in sections(page):
+        text = " ".join([head, *(t for _, t in paras)])
+        for line, para in paras:
+            if not MEASURED.search(para):
+                continue
+            if not (COMMAND.search(para) or COMMAND.search(text) or shell):
+                problems.append(f"{rel(page)}:{line}: a figure measured on this machine names no command that reproduces it")
+            if not (HOST_STATE.search(para) or HOST_STATE.search(text)):
+                problems.append(f"{rel(page)}:{line}: a figure measured on this machine says nothing of the host's state (a date, the load)")
+    for m in re.finditer(r"`((?:bench|scripts|examples)/[\w./-]+)", page.read_text()):
+        if not (ROOT / m.group(1)).exists():
+            problems.append(f"{rel(page)}: names `{m.group(1)}`, which does not exist")
+    return problems
+
+
 def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
     """A GitHub Actions workflow's steps as its runner would take them, in
     a local repository whose last commit is the change and whose previous
@@ -279,6 +336,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bin", type=Path, default=target_dir() / "debug", help="the binaries (default: debug build)")
     p.add_argument("--wheel", default="", help="the looptime wheel pip installs for `pip install ./crates/python`")
+    p.add_argument("--figures", action="store_true",
+                   help="also check every page's figures measured here name their command and host state")
     p.add_argument("pages", nargs="*", type=Path, help="pages (default: README.md and docs/*.md)")
     a = p.parse_args()
     bin_dir = a.bin.resolve()
@@ -294,6 +353,9 @@ def main() -> int:
                LOOPTIME_DOCS_WHEEL=wheel, CARGO_TARGET_DIR=str(target_dir()))
     skipped: list = []
     failures: list = []
+    if a.figures:
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+            failures += check_figures(page)
     for page in pages:
         failures += run_page(page, bin_dir, wheel, env, skipped)
     print(f"\ndocs-run: {len(skipped)} blocks skipped:")

@@ -37,7 +37,8 @@
 # 8b. docs that run: the shell blocks of README.md and 13 pages of docs/
 #    as a user types them, docs/ci.md's GitHub workflow in a local
 #    repository, synopses against --help, docs/c.md's C fragment compiled
-#    with -Wall -Werror (scripts/docs_run.py, docs/docs-run.md);
+#    with -Wall -Werror, and every page's figures measured here naming
+#    their command and host state (scripts/docs_run.py, docs/docs-run.md);
 # 9. a loop paced by the robot: the Python and C++ robot_udp examples
 #    against `looptime robot-peer` (tests/robot_udp_example.sh), and a
 #    fuzzing smoke: the capture-level fuzz targets 30 s each on the
@@ -152,7 +153,7 @@ docs_run() {
     # The pages whose recipes run whole (docs/docs-run.md lists what is
     # held and what is not yet), against the binaries and the wheel built
     # above.
-    python3 scripts/docs_run.py --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
+    python3 scripts/docs_run.py --figures --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
         README.md docs/ci.md docs/input-paced.md docs/docs-run.md docs/runtime.md docs/durability.md \
         docs/export.md docs/fleet.md docs/dataset.md docs/metrics.md docs/reliability.md docs/compare.md \
         docs/python.md docs/c.md
