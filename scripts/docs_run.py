@@ -19,6 +19,10 @@ lines right before a block (invisible where the Markdown is rendered):
                                        local repository (run_workflow)
     <!-- docs-run: synopsis -->        a usage synopsis with placeholders: each
                                        line's flags must be in its --help
+    <!-- docs-run: python -->          run the ```python block after it with
+                                       python3 (the installed wheel), after
+    <!-- docs-run: prelude CODE -->    hidden Python lines that complete a
+                                       fragment; `[...]` in it is `["work"]`
 
 One substitution, everywhere: `cargo build --release` (and `cargo build`)
 does nothing, and `./target/release/` or `../base/target/release/` before a
@@ -62,6 +66,8 @@ class Block:
         self.skip = next((v for k, v in markers if k == "skip"), None)
         self.workflow = any(k == ACTIONS for k, _ in markers)
         self.synopsis = any(k == "synopsis" for k, _ in markers)
+        self.python = any(k == "python" for k, _ in markers)
+        self.prelude = [v for k, v in markers if k == "prelude"]
         self.before = [v for k, v in markers if k == "before"]
         exits = next((v for k, v in markers if k == "exit"), "0")
         self.exits = {int(x) for x in exits.split()}
@@ -94,7 +100,7 @@ def blocks(page: Path) -> tuple:
             j = start
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
-            if lang in SHELL or (lang == "yaml" and markers):
+            if lang in SHELL or (lang in ("yaml", "python") and markers):
                 out.append(Block(page, start, lang, "\n".join(lines[start:j]) + "\n", markers))
             markers = []
             i = j + 1
@@ -169,10 +175,21 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
                     return failures
                 print(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s", flush=True)
                 continue
-            script = substitute(b.text, bin_dir, wheel)
             tb = time.monotonic()
-            out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=scratch, env=env,
-                                 capture_output=True, text=True)
+            if b.python:
+                # A fragment's elided list (`stages=[...]`) stands for the
+                # program's own: one stage, `work`.
+                # An exception in a thread the block starts fails it too.
+                hook = ("import os as _os, threading as _t, traceback as _tb\n"
+                        "_t.excepthook = lambda a: (_tb.print_exception(a.exc_type, a.exc_value, a.exc_traceback),"
+                        " _os._exit(1))\n")
+                script = hook + "\n".join(b.prelude) + "\n" + b.text.replace("[...]", '["work"]')
+                out = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env,
+                                     capture_output=True, text=True)
+            else:
+                script = substitute(b.text, bin_dir, wheel)
+                out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=scratch, env=env,
+                                     capture_output=True, text=True)
             if out.returncode not in b.exits:
                 failures.append(f"{b.where()}: exit {out.returncode} (expected {sorted(b.exits)})\n"
                                 f"--- the block as run:\n{script}--- its output's end:\n{tail(out)}")
