@@ -34,7 +34,7 @@
 #    (tests/dataset_check.py --spark);
 # 8. bench/fleet.sh at a tiny size (6 episodes of 2,000 cycles), and
 #    bench/mcap_into.sh at 10 and 20 MB, as smoke tests of the benchmarks;
-# 8b. docs that run: the shell and Python blocks of README.md and 14 pages of docs/
+# 8b. docs that run: the shell and Python blocks of README.md and 15 pages of docs/
 #    as a user types them, docs/ci.md's GitHub workflow in a local
 #    repository, synopses against --help, docs/c.md's C fragment compiled
 #    with -Wall -Werror, and every page's figures measured here naming
@@ -156,9 +156,9 @@ docs_run() {
     python3 scripts/docs_run.py --figures --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
         README.md docs/ci.md docs/input-paced.md docs/docs-run.md docs/runtime.md docs/durability.md \
         docs/export.md docs/fleet.md docs/dataset.md docs/metrics.md docs/reliability.md docs/compare.md \
-        docs/python.md docs/c.md docs/evidence-format.md
+        docs/python.md docs/c.md docs/evidence-format.md docs/performance.md
 }
-suite "docs that run: README.md and 14 pages of docs/ as a user types them (scripts/docs_run.py)" docs_run
+suite "docs that run: README.md and 15 pages of docs/ as a user types them (scripts/docs_run.py)" docs_run
 suite "interoperability: pandas and polars read the JSONL" python3 tests/interop.py fixtures/v1/serve-episode fixtures/v2/serve-episode
 suite "HTML report renders in headless Chromium" bash tests/html_render.sh
 cargo build -q -p looptime-cli --bin looptime

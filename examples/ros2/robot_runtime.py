@@ -108,12 +108,19 @@ def parse(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--robot", choices=["spawn", "none"], default="spawn",
                    help="start the simulated robot (default), or use a publisher already running")
     p.add_argument("--status", action="store_true", help="publish the loop's status on /diagnostics")
+    p.add_argument("--compute-budget-ms", type=float, default=None,
+                   help="declare each cycle's compute budget (the status and the report count overruns)")
+    p.add_argument("--deadline-tolerance-ms", type=float, default=None,
+                   help="declare the deadline tolerance (late starts and completion misses against it)")
     looptime.add_arguments(p)
     args = p.parse_args(argv)
     if not 0 < args.rate <= 1000 or not args.seconds > 0 or args.episodes < 1:
         p.error("--rate must be in (0, 1000], --seconds positive, --episodes at least 1")
     if args.switch_interval is not None and not 0 < args.switch_interval <= 1:
         p.error("--switch-interval must be in (0, 1] s")
+    for flag in ("compute_budget_ms", "deadline_tolerance_ms"):
+        if getattr(args, flag) is not None and not getattr(args, flag) > 0:
+            p.error(f"--{flag.replace('_', '-')} must be positive")
     return args
 
 
@@ -131,6 +138,9 @@ def rollout(args: argparse.Namespace, session: Any, node: Runtime, ex: Any, stop
     """One episode; True when it ran to its end."""
     period_s = 1.0 / args.rate
     planned = int(round(args.seconds * args.rate))
+    ns = lambda ms: None if ms is None else int(round(ms * 1e6))  # noqa: E731
+    budget = {"compute_budget_ns": ns(args.compute_budget_ms),
+              "deadline_tolerance_ns": ns(args.deadline_tolerance_ms)}
     sources = {node.topic: {"use": "call", "max_age_s": 0.02}}
     settings = {"pace": args.pace, "executor": args.executor, "rate_hz": args.rate,
                 "switch_interval_s": sys.getswitchinterval(), "work_us": args.work_us,
@@ -140,7 +150,7 @@ def rollout(args: argparse.Namespace, session: Any, node: Runtime, ex: Any, stop
                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
         timing = looptime.ros.instrument(node, loop=loop, session=session, sources=sources, command=node.cmd,
                                          status=args.status, max_cycles=args.timing_max_cycles,
-                                         settings=settings, message_info=args.executor != "events")
+                                         settings=settings, message_info=args.executor != "events", **budget)
         end = time.monotonic() + args.seconds
         while time.monotonic() < end and not stop["requested"]:
             ex.spin_once(timeout_sec=0.01)
@@ -159,7 +169,7 @@ def rollout(args: argparse.Namespace, session: Any, node: Runtime, ex: Any, stop
     episode = session.rollout(settings)
     rec = looptime.Recorder(stages=[CONTROL, looptime.ros.COMMAND_STAGE], phases=["running"],
                             episode_dir=episode.dir, nominal_period_ns=sched.nominal_period_ns,
-                            max_cycles=args.timing_max_cycles, live_status=args.status,
+                            max_cycles=args.timing_max_cycles, live_status=args.status, **budget,
                             **looptime.ros.spec(node, sources=sources, command=node.cmd))
     # rclpy's EventsExecutor fails on a callback that asks for the
     # MessageInfo: without it, samples are numbered as received.

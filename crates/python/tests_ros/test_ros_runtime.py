@@ -37,7 +37,10 @@ def report(path):
 
 @pytest.mark.parametrize("pace", ["scheduler", "ros-timer"])
 def test_each_pacing_records_the_loop_the_callbacks_and_the_joint_state(tmp_path, pace):
-    run_example(tmp_path, "--seconds", "2", "--pace", pace)
+    # A 1 ms budget against the control's 2 ms of work: every cycle
+    # overruns it, whichever the pacing.
+    run_example(tmp_path, "--seconds", "2", "--pace", pace, "--compute-budget-ms", "1",
+                "--deadline-tolerance-ms", "5")
     ep = tmp_path / "runs" / "latest"
     m = json.loads((ep / "manifest.json").read_text())
     assert m["status"] == "complete" and m["config"]["program"]["pace"] == pace
@@ -55,6 +58,10 @@ def test_each_pacing_records_the_loop_the_callbacks_and_the_joint_state(tmp_path
         ph["uses"], running["cycles"])
     assert ph["age_at_use"]["count"] == ph["age_at_command"]["count"] == ph["uses"]
     assert src["production"]["produced"] > ph["uses"]  # a 500 Hz robot under a 50 Hz loop
+    b = r["budget"]
+    assert (b["compute_budget_ns"], b["deadline_tolerance_ns"]) == (1_000_000, 5_000_000), b
+    (bp,) = [p for p in b["phases"] if p["phase"] == "running"]
+    assert bp["budget_overruns"]["count"] == running["cycles"], bp
 
 
 def test_three_rollouts_a_side_make_sessions_that_compare_reads(tmp_path):

@@ -390,7 +390,8 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
                session: Any = None, executor_threads: int = 1, label: Optional[str] = None,
                max_cycles: int = looptime.DEFAULT_TIMING_MAX_CYCLES, sources: Sources = None,
                command: Any = None, status: Any = False,
-               settings: Optional[Mapping[str, Any]] = None, message_info: bool = True) -> Timing:
+               settings: Optional[Mapping[str, Any]] = None, message_info: bool = True,
+               compute_budget_ns: Optional[int] = None, deadline_tolerance_ns: Optional[int] = None) -> Timing:
     """Record `node`'s callbacks, and with ``loop=timer`` each call of that
     timer as a cycle on its grid, into a new episode under `runs_dir` (or
     the next rollout of `session`, a session opened without a scheduler).
@@ -407,7 +408,9 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
     ``config.program`` (``loop=`` form); ``message_info=False`` for
     rclpy's EventsExecutor, which fails on a subscription callback that
     asks for the MessageInfo (sources then number their samples as
-    received, and have no DDS leg: docs/ros2.md).
+    received, and have no DDS leg: docs/ros2.md); ``compute_budget_ns`` and
+    ``deadline_tolerance_ns`` declare the loop's budget and tolerance on
+    its recorder (``loop=`` form; docs/metrics.md, Budget and tolerance).
     Returns the ``Timing``; ``finish`` writes."""
     if (loop is None) == (recorder is None):
         raise ValueError("give loop=timer (the node's loop timer) or recorder=rec (your own loop's), one of them")
@@ -445,7 +448,8 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         rec = looptime.Recorder(stages=stages, phases=["running"], max_cycles=max_cycles,
                                 nominal_period_ns=period, episode_dir=episode.dir,
                                 target_clock="simulation" if sim else "host_monotonic",
-                                live_status=bool(status), **declared)
+                                live_status=bool(status), compute_budget_ns=compute_budget_ns,
+                                deadline_tolerance_ns=deadline_tolerance_ns, **declared)
         owns = True
     else:
         rec, episode, owns = recorder, _NoEpisode(), False
