@@ -189,6 +189,8 @@ impl Recorder {
             prev_start: None,
             next_anchor: start_anchor.raw.saturating_add(anchor_every),
             anchor_every,
+            run_anchor: start_anchor,
+            run_ns_per_tick: quanta_ns_per_tick(&clock),
             enabled: true,
             cycles: storage.cycles,
             spans: storage.spans,
@@ -269,6 +271,12 @@ impl Recorder {
             prev_start: None,
             next_anchor: u64::MAX,
             anchor_every: 0,
+            run_anchor: ClockAnchor {
+                raw: 0,
+                monotonic_ns: 0,
+                uncertainty_ns: 0,
+            },
+            run_ns_per_tick: 0.0,
             ring_note: None,
             ring: None,
         }

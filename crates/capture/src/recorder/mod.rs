@@ -99,6 +99,11 @@ pub struct Recorder {
     /// many ticks apart they are taken.
     next_anchor: u64,
     anchor_every: u64,
+    /// The newest running anchor and the TSC's slope fitted from the start
+    /// anchor to it (quanta's until one is 50 ms away): how the live status
+    /// maps a cycle's ticks onto `CLOCK_MONOTONIC`, as a ring's reader does.
+    run_anchor: ClockAnchor,
+    run_ns_per_tick: f64,
     ring_note: Option<String>,
     // Last: unmapped after every slab pointing into it is dropped.
     ring: Option<RingFile>,

@@ -106,6 +106,7 @@ impl Recorder {
             self.start_anchor = take_anchor(&self.clock);
             live.set_anchor(self.start_anchor);
             self.next_anchor = self.start_anchor.raw.saturating_add(self.anchor_every);
+            self.run_anchor = self.start_anchor;
             self.wall_start = take_wall_anchor();
             live.set_wall(self.wall_start);
             live.set_state(RingState::Recording);
@@ -353,8 +354,14 @@ impl Recorder {
         let host = self.spec.target_clock == crate::format::ClockDomain::HostMonotonic;
         let target_ns = (c.has_target != 0 && host).then_some(c.target_ns);
         let (overdue, skipped, index) = (c.overdue != 0, c.skipped, c.index);
-        let a = self.start_anchor;
-        let mono = |raw: u64| a.monotonic_ns + self.clock.delta_as_nanos(a.raw, raw);
+        // Through the newest running anchor and the fitted slope, not
+        // quanta's calibration alone (hundreds of ppm off on some hosts: a
+        // second an hour against the release points).
+        let (a, k) = (self.run_anchor, self.run_ns_per_tick);
+        let mono = |raw: u64| {
+            let ns = a.monotonic_ns as f64 + (raw as i128 - a.raw as i128) as f64 * k;
+            ns.round().max(0.0) as u64
+        };
         let ended = crate::status::Ended {
             index,
             start_ns: mono(start),
@@ -362,7 +369,9 @@ impl Recorder {
             target_ns,
             overdue,
             skipped: u64::from(skipped),
-            period_ns: self.prev_start.map(|p| self.clock.delta_as_nanos(p, start)),
+            period_ns: self
+                .prev_start
+                .map(|p| (start.saturating_sub(p) as f64 * k).round() as u64),
         };
         self.prev_start = Some(start);
         if let Some((st, limits)) = &self.status {
@@ -393,11 +402,17 @@ impl Recorder {
         if width > 2_000 {
             return;
         }
-        self.live.get().set_late_anchor(ClockAnchor {
+        let anchor = ClockAnchor {
             raw: r1 + (r2 - r1) / 2,
             monotonic_ns: mono,
             uncertainty_ns: width / 2 + 1,
-        });
+        };
+        self.live.get().set_late_anchor(anchor);
+        let s = self.start_anchor;
+        if anchor.raw > s.raw && mono >= s.monotonic_ns + crate::slot::MIN_FIT_SPAN_NS {
+            self.run_ns_per_tick = (mono - s.monotonic_ns) as f64 / (anchor.raw - s.raw) as f64;
+        }
+        self.run_anchor = anchor;
         self.next_anchor = r2.saturating_add(self.anchor_every);
     }
 }
