@@ -25,8 +25,7 @@ WORK="${WORK:-/tmp/looptime-bench}"
 if [[ -n "${ANALYZER:-}" ]]; then
     bin=$ANALYZER
 else
-    cargo build --release -q -p looptime-analyze --example throughput
-    bin="$TARGET_DIR/release/examples/throughput"
+    bin=$(release_bin examples/throughput -p looptime-analyze --example throughput)
 fi
 mkdir -p "$WORK"
 for n in $SIZES; do

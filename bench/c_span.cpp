@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <vector>
 
@@ -24,7 +25,7 @@
 namespace {
 
 constexpr uint64_t kChunk = 1024;
-constexpr int kRounds = 4001;
+int kRounds = 4001;  // argv[1] sets it (a small run: 41)
 
 using bench::median;
 using bench::now_ns;
@@ -86,7 +87,8 @@ Result run(bool cpu) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc > 1) kRounds = std::atoi(argv[1]) | 1;
     const Result wall = run(false);
     const Result cpu = run(true);
     std::printf("| case | C ABI from C++ (ns) | looptime::Span guard (ns) | Rust span (ns) | C ABI / Rust | guard / Rust |\n");

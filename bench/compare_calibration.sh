@@ -27,6 +27,11 @@
 #
 #   bash bench/compare_calibration.sh            # 20 + 20 pairs, 3 rollouts
 #   PAIRS=5 ROLLOUTS=3 bash bench/compare_calibration.sh
+#   PAIRS=1 ROLLOUTS=2 RUN='duration_s = 1.0; warmup_s = 0.2' bash bench/compare_calibration.sh
+#
+# RUN (default: none) adds [run] keys, `;`-separated, to every config:
+# shorter phases for a run that only checks the script works (its
+# verdicts then mean little).
 #
 # Output: a table per kind of pair, and every pair's failing metrics, in
 # $OUT (default target/calibration) as results.json and a Markdown table.
@@ -59,18 +64,19 @@ SHIFT_US=${SHIFT_US:-500}
 ORDER=${ORDER:-interleaved}
 OUT=${OUT:-$TARGET_DIR/calibration}
 RECORDED=${RECORDED:-}
-cargo build --release -q -p looptime-cli -p looptime-analyze
-LOOPTIME="$TARGET_DIR/release/looptime"
-ANALYZE=${ANALYZE:-$TARGET_DIR/release/analyze_control_timing}
+LOOPTIME=$(release_bin looptime -p looptime-cli -p looptime-analyze)
+ANALYZE=${ANALYZE:-$(dirname "$LOOPTIME")/analyze_control_timing}
 rm -rf "$OUT"
 mkdir -p "$OUT/configs"
 per_session=$ROLLOUTS
 [ "$ORDER" = interleaved ] && per_session=1
-printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n' "$per_session" >"$OUT/configs/default.toml"
-printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.adapter_decode.cost]\nmean_us = %s\n' \
-  "$per_session" "$((300 + SHIFT_US))" >"$OUT/configs/shifted.toml"
-printf '[run]\nepisodes = %s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmode = "background"\n[stages.camera_read.cost]\nmean_us = 20.0\njitter_us = 5.0\n' \
-  "$per_session" >"$OUT/configs/camera.toml"
+RUN=${RUN:-}
+RUN=${RUN//;/$'\n'}
+printf '[run]\nepisodes = %s\n%s\n[stats]\ninterval_s = 0\n' "$per_session" "$RUN" >"$OUT/configs/default.toml"
+printf '[run]\nepisodes = %s\n%s\n[stats]\ninterval_s = 0\n[stages.adapter_decode.cost]\nmean_us = %s\n' \
+  "$per_session" "$RUN" "$((300 + SHIFT_US))" >"$OUT/configs/shifted.toml"
+printf '[run]\nepisodes = %s\n%s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmode = "background"\n[stages.camera_read.cost]\nmean_us = 20.0\njitter_us = 5.0\n' \
+  "$per_session" "$RUN" >"$OUT/configs/camera.toml"
 ROBOT=${ROBOT:-}
 if [ -n "$ROBOT" ]; then
   for c in default shifted camera; do

@@ -11,13 +11,14 @@ cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
 rounds=${1:-301}
 echo "== Rust"
-cargo run -q --release -p looptime-capture --example cpu_modes -- --rounds "$rounds"
+"$(release_bin examples/cpu_modes -p looptime-capture --example cpu_modes)" --rounds "$rounds"
 echo
 echo "== C (the C ABI from C++)"
-build="$TARGET_DIR/bench-c-span"
-cmake -S crates/capture-c -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOPTIME_CARGO_PROFILE=release >/dev/null
+release_lib_profile
+build="$TARGET_DIR/bench-c-span-$LIB_PROFILE"
+cmake -S "$(readlink -f crates/capture-c)" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOPTIME_CARGO_PROFILE="$LIB_PROFILE" >/dev/null
 cmake --build "$build" >/dev/null
-g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_cpu_modes.cpp "$TARGET_DIR/release/liblooptime.a" \
+g++ -std=c++17 -O2 -Icrates/capture-c/include bench/c_cpu_modes.cpp "$LIB_DIR/liblooptime.a" \
     -lpthread -ldl -lm -lrt -lutil -lgcc_s -o "$build/c_cpu_modes"
 "$build/c_cpu_modes" "$rounds"
 echo

@@ -29,8 +29,7 @@ CYCLES="${CYCLES:-20000}"
 RUNS="${RUNS:-3}"
 WORK="${WORK:-/tmp/looptime-fleet-$EPISODES-$CYCLES}"
 if [[ -z "${ANALYZER:-}" ]]; then
-    cargo build --release -q -p looptime-analyze --bin analyze_control_timing
-    ANALYZER="$TARGET_DIR/release/analyze_control_timing"
+    ANALYZER=$(release_bin analyze_control_timing -p looptime-analyze --bin analyze_control_timing)
 fi
 bash bench/make_fleet.sh "$EPISODES" "$CYCLES" "$WORK/root"
 python3 bench/fleet_measure.py "$WORK" "$RUNS" "$ANALYZER"

@@ -19,8 +19,7 @@ JOBS="${JOBS:-2}"
 WORK="${WORK:-/tmp/looptime-fleet-$EPISODES-$CYCLES}"
 : "${BASELINE:?BASELINE must name the analyzer to compare against}"
 if [[ -z "${ANALYZER:-}" ]]; then
-    cargo build --release -q -p looptime-analyze --bin analyze_control_timing
-    ANALYZER="$TARGET_DIR/release/analyze_control_timing"
+    ANALYZER=$(release_bin analyze_control_timing -p looptime-analyze --bin analyze_control_timing)
 fi
 [[ -d "$WORK/root" ]] || bash bench/make_fleet.sh "$EPISODES" "$CYCLES" "$WORK/root"
 python3 - "$WORK" "$RUNS" "$JOBS" "$ANALYZER" "$BASELINE" <<'PY'

@@ -18,7 +18,7 @@ if ! command -v cyclictest >/dev/null; then
     echo "installing rt-tests (cyclictest)..." >&2
     apt-get update -qq && apt-get install -y -qq rt-tests >/dev/null
 fi
-cargo build --release -q -p looptime-cli
+looptime=$(release_bin looptime -p looptime-cli)
 tmp="$(mktemp -d)"
 loops=$((DURATION * 100))
 echo "cyclictest: ${loops} loops at 10,000 µs ..." >&2
@@ -27,7 +27,7 @@ cyclictest --interval=10000 --loops="$loops" --quiet --histogram=20000 \
 echo "looptime probe: ${DURATION} s at 100 Hz ..." >&2
 extra=()
 if [[ "${DMA:-0}" == 1 ]]; then extra+=(--dma-latency); fi
-"$TARGET_DIR/release/looptime" probe --rate 100 --duration "$DURATION" --json "${extra[@]}" >"$tmp/probe.json"
+"$looptime" probe --rate 100 --duration "$DURATION" --json "${extra[@]}" >"$tmp/probe.json"
 python3 - "$tmp/hist.txt" "$tmp/probe.json" <<'PY'
 import json, math, sys
 hist = {}

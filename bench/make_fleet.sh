@@ -37,8 +37,7 @@ fi
 start=$(date +%s.%N)
 # LOOPTIME names a prebuilt binary (CI's smoke test uses the debug build).
 if [[ -z "${LOOPTIME:-}" ]]; then
-    cargo build --release -q -p looptime-cli --bin looptime
-    LOOPTIME="$TARGET_DIR/release/looptime"
+    LOOPTIME=$(release_bin looptime -p looptime-cli --bin looptime)
 fi
 looptime="$LOOPTIME"
 mkdir -p "$DIR/.base"

@@ -22,9 +22,8 @@ CYCLES=${CYCLES:-20000}
 RUNS=${RUNS:-3}
 WORK=${WORK:-/tmp/looptime-mcap-into}
 if [[ -z "${ANALYZER:-}" || -z "${LOOPTIME:-}" ]]; then
-    cargo build --release -q -p looptime-cli -p looptime-analyze
-    ANALYZER="$TARGET_DIR/release/analyze_control_timing"
-    LOOPTIME="$TARGET_DIR/release/looptime"
+    LOOPTIME=$(release_bin looptime -p looptime-cli -p looptime-analyze)
+    ANALYZER=$(dirname "$LOOPTIME")/analyze_control_timing
 fi
 mkdir -p "$WORK"
 ep="$WORK/runs-$CYCLES/latest"

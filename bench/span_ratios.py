@@ -8,8 +8,10 @@ import json
 import pathlib
 import sys
 
-root = pathlib.Path(__file__).resolve().parent.parent
-base = root / "target" / "criterion" / "span"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts" / "lib"))
+from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
+
+base = target_dir() / "criterion" / "span"
 names = {
     "a": "a_floor_two_tsc_reads",
     "b": "b_looptime_span_wall",

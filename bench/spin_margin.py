@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "lib"))
-from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
+from target_dir import release_bin  # noqa: E402  (the scripts' one rule)
 
 MARGINS = ["100", "200", "500", "auto"]
 
@@ -47,7 +47,7 @@ def probe(looptime: str, rate: int, duration: float, margin: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--looptime", default=str(target_dir() / "release" / "looptime"))
+    ap.add_argument("--looptime", default=str(release_bin("looptime")))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--rates", default="100,1000")
@@ -94,7 +94,7 @@ def main() -> None:
                 smallest = min(reaching, key=int) if reaching else None
                 met = auto["within"] >= 99.0 and (smallest is None or auto["spin"] < case[smallest]["spin"])
                 verdict = (auto, smallest, case.get(smallest) if smallest else None, met)
-    print(f"| rate | load | margin (µs) | within 1 µs | wake p99 (µs) | wake p99.9 (µs) | spin (% of a core) | auto: settled (range), µs |")
+    print("| rate | load | margin (µs) | within 1 µs | wake p99 (µs) | wake p99.9 (µs) | spin (% of a core) | auto: settled (range), µs |")
     print("|---|---|---|---|---|---|---|---|")
     for rate, load, m, c in rows:
         settled = f"{c['settled']:.0f} ({c['lo']:.0f}–{c['hi']:.0f})" if m == "auto" else ""

@@ -1,7 +1,8 @@
 """Every script under bench/, scripts/ and tests/ finds what cargo built
 through one rule (scripts/lib/target_dir.sh or .py: $CARGO_TARGET_DIR, else
 target/). A script that names target/debug or target/release in code (not
-in a comment) would fail wherever the target directory is moved.
+in a comment), or joins a path onto "target", would fail wherever the
+target directory is moved.
 
     python3 scripts/check_scripts.py [--self-test]
 
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RULE = re.compile(r"(?<![\w$/{.-])(\./)?target/(debug|release)\b")
+RULE = re.compile(r"(?<![\w$/{.-])(\./)?target/(debug|release)\b|[\"']target[\"']\s*/")
 
 
 def offences(path: Path, text: str):
@@ -43,8 +44,8 @@ def self_test():
             'LOOPTIME="$TARGET_DIR/release/looptime"\nOUT=${CARGO_TARGET_DIR}/release\n')
     assert [n for n, _ in offences(Path("x.sh"), bad)] == [1, 2]
     assert list(offences(Path("x.sh"), good)) == []
-    doc = '"""usage: x [--bin target/release/x]\n"""\nBIN = "target/debug/x"\n'
-    assert [n for n, _ in offences(Path("x.py"), doc)] == [3]
+    doc = '"""usage: x [--bin target/release/x]\n"""\nBIN = "target/debug/x"\nbase = root / "target" / "criterion"\n'
+    assert [n for n, _ in offences(Path("x.py"), doc)] == [3, 4]
     print("check_scripts self-test: ok")
 
 

@@ -17,6 +17,8 @@ the N longest files and functions (10 by default) and every offender;
 exit 1 when there is one.
 """
 import pathlib
+import shutil
+import tempfile
 import re
 import sys
 
@@ -95,8 +97,7 @@ def self_test():
     src = ("/// doc\n#[inline]\npub(crate) fn long_one(a: &str) -> u32 {\n" + body + "\n    0\n}\n"
            "// long-fn: the parser's hot loop\nfn marked_one() {\n" + body + "\n}\n"
            "fn short() { let s = \"}\"; let c = '{'; }\ntrait T { fn decl(&self); }\n")
-    tmp = ROOT / "target" / "code_size_self_test.rs"
-    tmp.parent.mkdir(exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp()) / "code_size_self_test.rs"
     tmp.write_text(src)
     try:
         _, fns = survey([tmp])
@@ -108,7 +109,7 @@ def self_test():
         bad = offenders([(800, "x.rs", False), (800, "y.rs", True)], fns)
         assert len(bad) == 2 and "x.rs" in bad[0] and "long_one" in bad[1], bad
     finally:
-        tmp.unlink()
+        shutil.rmtree(tmp.parent)
     print("code_size self-test: ok")
 
 

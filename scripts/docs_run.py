@@ -3,7 +3,8 @@
 no documented recipe can rot (docs/docs-run.md says why this runner and
 not trycmd, and defines the markers).
 
-    python3 scripts/docs_run.py [--bin DIR] [--wheel DIR] [PAGE ...]
+    python3 scripts/docs_run.py [--bin DIR] [--wheel DIR] [--figures] [PAGE ...]
+    python3 scripts/docs_run.py --self-test
 
 Each page is a script: its ```sh / ```bash blocks run in order, in one
 scratch directory of its own (the repository's top-level entries linked
@@ -23,12 +24,20 @@ lines right before a block (invisible where the Markdown is rendered):
                                        python3 (the installed wheel), after
     <!-- docs-run: prelude CODE -->    hidden Python lines that complete a
                                        fragment; `[...]` in it is `["work"]`
+    <!-- docs-run: postlude CODE -->   hidden Python lines run after it
+    <!-- docs-run: small FROM => TO --> run the block with the text FROM
+                                       replaced by TO: a smaller size (it
+                                       must occur; the log shows it)
+    <!-- docs-run: not-run PATH REASON --> (anywhere in a section) a script
+                                       its figures name that no test runs
 
 One substitution, everywhere: `cargo build --release` (and `cargo build`)
 does nothing, and `./target/release/` or `../base/target/release/` before a
 binary's name is the directory of the binaries the test script built
 (`--bin`); `pip install ./crates/python` installs the wheel it built
-(`--wheel`) instead of building another. A page with more skipped than run
+(`--wheel`) instead of building another; the scripts a block runs find
+those binaries through $LOOPTIME_BIN_DIR (scripts/lib/target_dir's
+release_bin) instead of building release ones. A page with more skipped than run
 blocks fails unless it says why in a `docs-run: skips-explained` marker.
 Exit 1 when a block fails (its page, line, output tail); the skipped blocks
 are listed at the end either way.
@@ -43,7 +52,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,12 +79,25 @@ class Block:
         self.synopsis = any(k == "synopsis" for k, _ in markers)
         self.python = any(k == "python" for k, _ in markers)
         self.prelude = [v for k, v in markers if k == "prelude"]
+        self.postlude = [v for k, v in markers if k == "postlude"]
         self.before = [v for k, v in markers if k == "before"]
+        self.small = [tuple(x.strip() for x in v.split("=>", 1)) for k, v in markers if k == "small"]
         exits = next((v for k, v in markers if k == "exit"), "0")
         self.exits = {int(x) for x in exits.split()}
 
     def where(self) -> str:
         return f"{rel(self.page)}:{self.line}"
+
+    def sized(self) -> str:
+        """The block's text at the sizes its `small` markers give; raises
+        ValueError for a marker whose FROM the block does not contain."""
+        text = self.text
+        for pair in self.small:
+            if len(pair) != 2 or not pair[0] or pair[0] not in text:
+                raise ValueError(f"{self.where()}: its `small {' => '.join(pair)}` marker matches nothing in the block "
+                                 "(it takes `FROM => TO`, FROM a text of the block)")
+            text = text.replace(*pair)
+        return text
 
 
 def rel(page: Path) -> str:
@@ -119,7 +143,7 @@ def substitute(text: str, bin_dir: Path, wheel: str) -> str:
     # a path this script reads: those come from target_dir()).
     text = re.sub(r"(\.\./base/|\./)?target[/]release/(?=[\w-])", f"{bin_dir}/", text)
     if wheel:
-        text = re.sub(r"pip install \./crates/python", f"pip install -q --no-deps --force-reinstall {wheel}", text)
+        text = re.sub(r"pip install \./crates/python", f"pip install -q --no-deps {wheel}", text)
     return text
 
 
@@ -131,8 +155,13 @@ def scratch_for(page: Path) -> Path:
     return d
 
 
-def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) -> list:
-    """Run `page`'s blocks in order; returns its failures."""
+def say_now(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, say=say_now) -> list:
+    """Run `page`'s blocks in order, telling `say` what ran; returns its
+    failures."""
     bs, explained = blocks(page)
     run = [b for b in bs if b.skip is None]
     for b in bs:
@@ -166,14 +195,14 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
                 if bad:
                     failures += bad
                     return failures
-                print(f"docs-run: {b.where()}: synopsis flags found in --help", flush=True)
+                say(f"docs-run: {b.where()}: synopsis flags found in --help")
                 continue
             if b.workflow:
                 tb = time.monotonic()
                 failures += run_workflow(b, scratch, bin_dir, wheel, env)
                 if failures:
                     return failures
-                print(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s", flush=True)
+                say(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s")
                 continue
             tb = time.monotonic()
             if b.python:
@@ -183,23 +212,64 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list) ->
                 hook = ("import os as _os, threading as _t, traceback as _tb\n"
                         "_t.excepthook = lambda a: (_tb.print_exception(a.exc_type, a.exc_value, a.exc_traceback),"
                         " _os._exit(1))\n")
-                script = hook + "\n".join(b.prelude) + "\n" + b.text.replace("[...]", '["work"]')
+                script = hook + "\n".join(b.prelude) + "\n" + b.text.replace("[...]", '["work"]') + \
+                    "\n".join(b.postlude) + "\n"
                 out = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env,
                                      capture_output=True, text=True)
             else:
-                script = substitute(b.text, bin_dir, wheel)
-                out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=scratch, env=env,
-                                     capture_output=True, text=True)
+                try:
+                    script = substitute(b.sized(), bin_dir, wheel)
+                except ValueError as e:
+                    failures.append(str(e))
+                    return failures
+                for old, new in b.small:
+                    say(f"docs-run: {b.where()}: small: {old} => {new}")
+                out = subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(script, b.exits)], cwd=scratch,
+                                     env=env, capture_output=True, text=True)
             if out.returncode not in b.exits:
                 failures.append(f"{b.where()}: exit {out.returncode} (expected {sorted(b.exits)})\n"
                                 f"--- the block as run:\n{script}--- its output's end:\n{tail(out)}")
                 return failures  # later blocks may need what this one made
-            print(f"docs-run: {b.where()}: ran in {time.monotonic() - tb:.1f} s", flush=True)
-        print(f"docs-run: {rel(page)}: {len(run)} blocks ran in {time.monotonic() - t0:.0f} s"
-              f"{f', {len(bs) - len(run)} skipped' if len(bs) > len(run) else ''}", flush=True)
+            say(f"docs-run: {b.where()}: ran in {time.monotonic() - tb:.1f} s")
+        say(f"docs-run: {rel(page)}: {len(run)} blocks ran in {time.monotonic() - t0:.0f} s"
+            f"{f', {len(bs) - len(run)} skipped' if len(bs) > len(run) else ''}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return failures
+
+
+def run_pages(pages: list, jobs: int, bin_dir: Path, wheel: str, env: dict, skipped: list) -> list:
+    """Run the pages, `jobs` at once. Each page is its own script in its own
+    scratch; with more than one job a page's lines are printed together
+    when it ends. Failures and skips come back in page order."""
+    if jobs <= 1:
+        return [f for page in pages for f in run_page(page, bin_dir, wheel, env, skipped)]
+    lock = threading.Lock()
+
+    def one(page: Path) -> tuple:
+        lines: list = []
+        skips: list = []
+        fails = run_page(page, bin_dir, wheel, env, skips, lines.append)
+        with lock:
+            print("\n".join(lines), flush=True)
+        return fails, skips
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, pages))
+    for fails, skips in results:
+        skipped += skips
+    return [f for fails, _ in results for f in fails]
+
+
+def allowing(script: str, exits: set) -> str:
+    """`script` as `bash -e` would run it, except that a command ending
+    with one of `exits` (a gate's 5) does not stop it: the next command
+    runs, as in a user's shell, and the block ends with that code unless a
+    later command fails otherwise. (Under plain `-e`, a first gate's 5
+    would hide whether the commands after it run at all.)"""
+    codes = " ".join(str(x) for x in sorted(exits))
+    return (f"set -E\n__worst=0\ntrap '__rc=$?; case \" {codes} \" in *\" $__rc \"*) __worst=$__rc ;; *) exit $__rc ;; esac' ERR\n"
+            f"{script}\nexit $__worst\n")
 
 
 PROGRAMS = ("looptime", "analyze_control_timing")
@@ -268,16 +338,47 @@ def sections(page: Path) -> list:
     return out
 
 
-def check_figures(page: Path) -> list:
+SCRIPT = re.compile(r"(?<![\w.-])((?:bench|scripts|examples|tests)/[\w./-]+\.(?:sh|py))(?![\w-])")
+PAGE = re.compile(r"(?<![\w.-])((?:docs/[\w-]+|README)\.md)")
+NOT_RUN = re.compile(r"<!--\s*docs-run:\s*not-run\s+(\S+)\s+(.*?)\s*-->")
+
+
+def run_by_tests() -> set:
+    """The scripts the test command runs: those scripts/test.sh names, and
+    those the blocks that run of a page it (or a script it names) hands to
+    this runner name, and what each of those names in turn outside its
+    comments (a mention in code or a docstring counts as a run: an
+    over-approximation this check accepts)."""
+    texts, seen, pages = [(ROOT / "scripts" / "test.sh").read_text()], set(), set()
+    while texts:
+        text = texts.pop()
+        for m in PAGE.finditer(text):
+            if m.group(1) not in pages and (ROOT / m.group(1)).is_file():
+                pages.add(m.group(1))
+                texts += [b.sized() + "\n".join(b.before) for b in blocks(ROOT / m.group(1))[0] if b.skip is None]
+        for m in SCRIPT.finditer(text):
+            if m.group(1) not in seen and (ROOT / m.group(1)).is_file():
+                seen.add(m.group(1))
+                # A script's comments name what it does not run.
+                code = [ln for ln in (ROOT / m.group(1)).read_text(errors="replace").splitlines()
+                        if not ln.lstrip().startswith(("#", "//"))]
+                texts.append("\n".join(code))
+    return seen
+
+
+def check_figures(page: Path, ran: set, not_run: list) -> list:
     """Each paragraph that quotes a figure measured on this machine names,
     in itself or its section, the command that reproduces it (a backticked
     bench, script, example or program, or a shell block), and the host's
     state when it was measured (a date, the load, quiet or loaded), in
-    itself or its section; and every bench/, scripts/ or examples/ path a
-    page names in backticks exists."""
+    itself or its section; every script it names (in itself, else in its
+    section) is one the test command runs (`ran`, run_by_tests) or one its
+    section marks `not-run PATH REASON` (appended to `not_run`); and every
+    bench/, scripts/ or examples/ path a page names in backticks exists."""
     problems = []
     for head, paras, shell in sections(page):
         text = " ".join([head, *(t for _, t in paras)])
+        marked = {m.group(1): m.group(2) for m in NOT_RUN.finditer(text)}
         for line, para in paras:
             if not MEASURED.search(para):
                 continue
@@ -285,6 +386,14 @@ def check_figures(page: Path) -> list:
                 problems.append(f"{rel(page)}:{line}: a figure measured on this machine names no command that reproduces it")
             if not (HOST_STATE.search(para) or HOST_STATE.search(text)):
                 problems.append(f"{rel(page)}:{line}: a figure measured on this machine says nothing of the host's state (a date, the load)")
+            named = {s for c in COMMAND.finditer(para) for s in SCRIPT.findall(c.group(0))} or \
+                {s for c in COMMAND.finditer(text) for s in SCRIPT.findall(c.group(0))}
+            for script in sorted(s for s in named - ran if (ROOT / s).is_file()):
+                if script in marked:
+                    not_run.append((f"{rel(page)}:{line}", f"{script}: {marked[script]}"))
+                else:
+                    problems.append(f"{rel(page)}:{line}: its figure's command `{script}` is run by no test (run it "
+                                    "at a small size in a block, or mark `not-run PATH REASON` in the section)")
     for m in re.finditer(r"`((?:bench|scripts|examples)/[\w./-]+)", page.read_text()):
         if not (ROOT / m.group(1)).exists():
             problems.append(f"{rel(page)}: names `{m.group(1)}`, which does not exist")
@@ -349,12 +458,55 @@ def tail(out: subprocess.CompletedProcess, n: int = 25) -> str:
     return "\n".join(text[-n:]) + "\n"
 
 
+def self_test() -> int:
+    """The markers' parsing, the small sizes and the figures' check, on a
+    page written here."""
+    page = Path(tempfile.mkdtemp()) / "page.md"
+    page.write_text("# Bench (2026-12-07, idle)\n\nOn this machine: 3 ns (`bash bench/fleet.sh`, `bench/nope.sh`).\n\n"
+                    "<!-- docs-run: small RUNS=9 => RUNS=1 -->\n<!-- docs-run: small N=5 => N=2 -->\n```sh\n"
+                    "RUNS=9 N=5 bash bench/fleet.sh\n```\n\n<!-- docs-run: small ABSENT => X -->\n```sh\ntrue\n```\n")
+    try:
+        (good, stale), _ = blocks(page)
+        assert good.sized() == "RUNS=1 N=2 bash bench/fleet.sh\n", good.sized()
+        try:
+            stale.sized()
+            raise AssertionError("a small marker that matches nothing was taken")
+        except ValueError as e:
+            assert "matches nothing" in str(e)
+        not_run: list = []
+        problems = check_figures(page, {"bench/fleet.sh"}, not_run)
+        assert any("`bench/nope.sh`, which does not exist" in x for x in problems), problems
+        assert not any("run by no test" in x for x in problems), problems
+        problems = check_figures(page, set(), not_run)
+        assert sum("`bench/fleet.sh` is run by no test" in x for x in problems) == 1, problems
+        page.write_text(page.read_text().replace("# Bench (2026-12-07, idle)\n", "# Bench (2026-12-07, idle)\n\n"
+                                                 "<!-- docs-run: not-run bench/fleet.sh minutes -->\n"))
+        problems = check_figures(page, set(), not_run)
+        assert not any("run by no test" in x for x in problems) and not_run[-1][1] == "bench/fleet.sh: minutes", \
+            (problems, not_run)
+        assert "bench/fleet_measure.py" in run_by_tests()  # test.sh runs bench/fleet.sh, which runs it
+        # A gate's 5 lets the next command run; any other failure stops the block.
+        sh = lambda s, ex: subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(s, ex)],  # noqa: E731
+                                          capture_output=True, text=True)
+        five = sh("(exit 5)\necho after\n", {0, 5})
+        assert (five.returncode, five.stdout) == (5, "after\n"), five
+        two = sh("f() { (exit 2); echo in; }\nf\necho after\n", {0, 5})
+        assert (two.returncode, two.stdout) == (2, ""), two
+    finally:
+        shutil.rmtree(page.parent)
+    print("docs-run self-test: ok")
+    return 0
+
+
 def main() -> int:
+    if "--self-test" in sys.argv:
+        return self_test()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bin", type=Path, default=target_dir() / "debug", help="the binaries (default: debug build)")
     p.add_argument("--wheel", default="", help="the looptime wheel pip installs for `pip install ./crates/python`")
     p.add_argument("--figures", action="store_true",
                    help="also check every page's figures measured here name their command and host state")
+    p.add_argument("--jobs", type=int, default=1, help="pages run at once (each in its own scratch; default 1)")
     p.add_argument("pages", nargs="*", type=Path, help="pages (default: README.md and docs/*.md)")
     a = p.parse_args()
     bin_dir = a.bin.resolve()
@@ -367,17 +519,31 @@ def main() -> int:
     # cargo (a CMake build of the C library runs it) builds into the one
     # target directory, not a fresh one under the scratch's links.
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", LOOPTIME_DOCS_RUN="1",
-               LOOPTIME_DOCS_WHEEL=wheel, CARGO_TARGET_DIR=str(target_dir()))
+               LOOPTIME_DOCS_WHEEL=wheel, LOOPTIME_BIN_DIR=str(bin_dir), CARGO_TARGET_DIR=str(target_dir()))
     skipped: list = []
     failures: list = []
+    not_run: list = []
     if a.figures:
+        try:
+            ran = run_by_tests()
+        except ValueError as e:
+            ran, failures = set(), [str(e)]
         for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-            failures += check_figures(page)
-    for page in pages:
-        failures += run_page(page, bin_dir, wheel, env, skipped)
+            failures += check_figures(page, ran, not_run)
+    if wheel:
+        # Once, before the pages: their `pip install ./crates/python` then
+        # finds it installed, so two pages at once never reinstall it
+        # under each other.
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--force-reinstall", wheel], check=True)
+    failures += run_pages(pages, a.jobs, bin_dir, wheel, env, skipped)
     print(f"\ndocs-run: {len(skipped)} blocks skipped:")
     for where, why in skipped:
         print(f"  {where}: {why}")
+    if a.figures:
+        print(f"docs-run: {len(not_run)} figures whose command no test runs (not-run):")
+        for where, why in not_run:
+            print(f"  {where}: {why}")
     if failures:
         print(f"\ndocs-run: {len(failures)} failures:", file=sys.stderr)
         for f in failures:

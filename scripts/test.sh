@@ -37,8 +37,10 @@
 # 8b. docs that run: the shell and Python blocks of README.md and 15 pages of docs/
 #    as a user types them, docs/ci.md's GitHub workflow in a local
 #    repository, synopses against --help, docs/c.md's C fragment compiled
-#    with -Wall -Werror, and every page's figures measured here naming
-#    their command and host state (scripts/docs_run.py, docs/docs-run.md);
+#    with -Wall -Werror, docs/performance.md's benchmarks at small sizes,
+#    and every page's figures measured here naming their command and host
+#    state, each such command one a test runs (scripts/docs_run.py,
+#    docs/docs-run.md);
 # 9. a loop paced by the robot: the Python and C++ robot_udp examples
 #    against `looptime robot-peer` (tests/robot_udp_example.sh), and a
 #    fuzzing smoke: the capture-level fuzz targets 30 s each on the
@@ -78,7 +80,7 @@ suite() {
 if [[ "${LOOPTIME_NO_INSTALL:-0}" != 1 ]]; then
     step "install what the suites need"
     need=()
-    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless node:nodejs npm:npm; do
+    for tool in cmake:cmake g++:g++ pkg-config:pkg-config tmux:tmux chromium:chromium java:openjdk-17-jre-headless node:nodejs npm:npm cyclictest:rt-tests stress-ng:stress-ng; do
         command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
     done
     # NodeSource's nodejs carries npm and conflicts with Debian's npm package:
@@ -151,9 +153,10 @@ suite "a loop paced by the robot: the Python, C++ and C robot_udp examples again
 suite "MuJoCo arm examples, Python and C++: paced, uncapped bit-identical, sessions, SIGINT, a reduced A/B" bash tests/mujoco_examples.sh
 docs_run() {
     # The pages whose recipes run whole (docs/docs-run.md lists what is
-    # held and what is not yet), against the binaries and the wheel built
+    # held and what it found), against the binaries and the wheel built
     # above.
-    python3 scripts/docs_run.py --figures --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
+    python3 scripts/docs_run.py --self-test &&
+    python3 scripts/docs_run.py --figures --jobs 2 --wheel "$(ls "$TARGET_DIR"/wheels-test/looptime-*.whl)" \
         README.md docs/ci.md docs/input-paced.md docs/docs-run.md docs/runtime.md docs/durability.md \
         docs/export.md docs/fleet.md docs/dataset.md docs/metrics.md docs/reliability.md docs/compare.md \
         docs/python.md docs/c.md docs/evidence-format.md docs/performance.md

@@ -28,6 +28,9 @@
 //!
 //! Run: `cargo bench -p looptime-capture --bench span_overhead`; the ratios are
 //! written by `bench/span_ratios.py` into docs/performance.md form.
+//! `LOOPTIME_BENCH_SCALE=0.05` scales every case's measuring time and the
+//! interleaved rounds down (the docs runner's small size: it checks that
+//! the bench runs, not its figures).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -40,6 +43,22 @@ use looptime_capture::ring::RingReader;
 use looptime_capture::{clock, Recorder, RecorderBuilder, Release, RingStorage, StageId};
 
 const CHUNK: u64 = 1024;
+
+/// `LOOPTIME_BENCH_SCALE` (default 1): the share of the full measuring
+/// time and rounds to run.
+fn scale() -> f64 {
+    std::env::var("LOOPTIME_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| *s > 0.0 && *s <= 1.0)
+        .unwrap_or(1.0)
+}
+
+/// `full` rounds scaled by [`scale`], odd (a median of its own) and at
+/// least 11.
+fn rounds(full: usize) -> usize {
+    ((full as f64 * scale()) as usize).max(11) | 1
+}
 
 fn chunked<S>(
     iters: u64,
@@ -64,8 +83,8 @@ fn chunked<S>(
 
 fn spans(c: &mut Criterion) {
     let mut g = c.benchmark_group("span");
-    g.measurement_time(Duration::from_secs(3));
-    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs_f64(3.0 * scale()));
+    g.warm_up_time(Duration::from_secs_f64(scale()));
 
     g.bench_function("a_floor_two_tsc_reads", |b| {
         let q = quanta::Clock::new();
@@ -226,7 +245,7 @@ impl Watcher {
 /// per-span costs and their ratio are printed and saved to
 /// `target/criterion/span/interleaved.json` for `bench/span_ratios.py`.
 fn interleaved() {
-    const ROUNDS: usize = 4001;
+    let n_rounds = rounds(4001);
     let storages = [
         RingStorage::Heap,
         RingStorage::SharedMemory(looptime_capture::ring::DEFAULT_RING_DIR.into()),
@@ -235,8 +254,8 @@ fn interleaved() {
         .iter()
         .map(|s| recorder(false, s.clone()))
         .collect();
-    let mut per_span = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
-    for round in 0..ROUNDS {
+    let mut per_span = [Vec::with_capacity(n_rounds), Vec::with_capacity(n_rounds)];
+    for round in 0..n_rounds {
         for k in [round % 2, 1 - round % 2] {
             let (rec, stage) = &mut recs[k];
             let phase = rec.default_phase();
@@ -256,14 +275,14 @@ fn interleaved() {
     let heap = median(&mut per_span[0]);
     let shm = median(&mut per_span[1]);
     println!(
-        "span/interleaved: heap ring {heap:.2} ns, shared-memory ring {shm:.2} ns, ratio {:.3} ({ROUNDS} alternating chunks of {CHUNK} spans each)",
+        "span/interleaved: heap ring {heap:.2} ns, shared-memory ring {shm:.2} ns, ratio {:.3} ({n_rounds} alternating chunks of {CHUNK} spans each)",
         shm / heap
     );
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/span");
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(
         dir.join("interleaved.json"),
-        format!("{{\"heap_ns\": {heap}, \"shm_ns\": {shm}, \"rounds\": {ROUNDS}}}\n"),
+        format!("{{\"heap_ns\": {heap}, \"shm_ns\": {shm}, \"rounds\": {n_rounds}}}\n"),
     );
 }
 
@@ -274,7 +293,7 @@ fn interleaved() {
 /// sharing would show here). Alternating rounds, medians of the per-span
 /// cost; written to `target/criterion/span/threads.json`.
 fn threads() {
-    const ROUNDS: usize = 4001;
+    let n_rounds = rounds(4001);
     let mut control = RecorderBuilder::new();
     control
         .max_cycles(64)
@@ -315,9 +334,9 @@ fn threads() {
             }
         }
     });
-    let mut per_span = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    let mut per_span = [Vec::with_capacity(n_rounds), Vec::with_capacity(n_rounds)];
     let phase = rec.default_phase();
-    for round in 0..ROUNDS {
+    for round in 0..n_rounds {
         for k in [round % 2, 1 - round % 2] {
             mode.store(1 + k as u8, Ordering::Relaxed);
             rec.end_cycle();
@@ -348,7 +367,7 @@ fn threads() {
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(
         dir.join("threads.json"),
-        format!("{{\"idle_ns\": {idle}, \"busy_ns\": {busy}, \"other_spans\": {recorded}, \"rounds\": {ROUNDS}}}\n"),
+        format!("{{\"idle_ns\": {idle}, \"busy_ns\": {busy}, \"other_spans\": {recorded}, \"rounds\": {n_rounds}}}\n"),
     );
 }
 
@@ -357,7 +376,7 @@ fn threads() {
 /// cycle of either), medians of the per-operation cost and their ratio,
 /// printed and written to `target/criterion/span/samples.json`.
 fn samples() {
-    const ROUNDS: usize = 4001;
+    let n_rounds = rounds(4001);
     const N: usize = 256;
     let mut b = RecorderBuilder::new();
     b.max_cycles(64)
@@ -371,8 +390,8 @@ fn samples() {
         .unwrap();
     let mut rec = b.build().unwrap();
     let phase = rec.default_phase();
-    let mut per_op = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
-    for round in 0..ROUNDS {
+    let mut per_op = [Vec::with_capacity(n_rounds), Vec::with_capacity(n_rounds)];
+    for round in 0..n_rounds {
         for k in [round % 2, 1 - round % 2] {
             rec.end_cycle();
             rec.begin_cycle(phase, Release::NONE);
@@ -397,19 +416,19 @@ fn samples() {
     let span = median(&mut per_op[0]);
     let sample = median(&mut per_op[1]);
     println!(
-        "span/samples: wall-only span {span:.2} ns, sample {sample:.2} ns, ratio {:.3} ({ROUNDS} alternating chunks of {N} each)",
+        "span/samples: wall-only span {span:.2} ns, sample {sample:.2} ns, ratio {:.3} ({n_rounds} alternating chunks of {N} each)",
         sample / span
     );
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/span");
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(
         dir.join("samples.json"),
-        format!("{{\"span_ns\": {span}, \"sample_ns\": {sample}, \"rounds\": {ROUNDS}}}\n"),
+        format!("{{\"span_ns\": {span}, \"sample_ns\": {sample}, \"rounds\": {n_rounds}}}\n"),
     );
 }
 
 fn status() {
-    const ROUNDS: usize = 2001;
+    let n_rounds = rounds(2001);
     let build = |on: bool| {
         let mut b = RecorderBuilder::new();
         b.max_cycles(4096)
@@ -423,9 +442,9 @@ fn status() {
     };
     let mut recs = [build(false), build(true)];
     let phase = recs[0].default_phase();
-    let mut per_cycle = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    let mut per_cycle = [Vec::with_capacity(n_rounds), Vec::with_capacity(n_rounds)];
     let t0 = clock::monotonic_ns();
-    for round in 0..ROUNDS {
+    for round in 0..n_rounds {
         for k in [round % 2, 1 - round % 2] {
             let rec = &mut recs[k];
             let start = Instant::now();
@@ -437,7 +456,7 @@ fn status() {
         }
     }
     let snap = recs[1].live_status().unwrap().snapshot().unwrap();
-    assert_eq!(snap.cycles, ROUNDS as u64 * CHUNK);
+    assert_eq!(snap.cycles, n_rounds as u64 * CHUNK);
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -445,7 +464,7 @@ fn status() {
     let off = median(&mut per_cycle[0]);
     let on = median(&mut per_cycle[1]);
     println!(
-        "cycle/status: live status off {off:.2} ns, on {on:.2} ns a cycle, ratio {:.3} ({ROUNDS} alternating chunks of {CHUNK} cycles each)",
+        "cycle/status: live status off {off:.2} ns, on {on:.2} ns a cycle, ratio {:.3} ({n_rounds} alternating chunks of {CHUNK} cycles each)",
         on / off
     );
 }
