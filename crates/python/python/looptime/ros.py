@@ -158,8 +158,11 @@ class Timing:
 
     def __init__(self, node: Any, rec: Any, episode: Any, loop: Any, owns: bool, offset_ns: int,
                  executor_names: List[str], sources: Optional[Dict[str, _Source]] = None,
-                 stamp_offset_ns: int = 0) -> None:
+                 stamp_offset_ns: int = 0, message_info: bool = True) -> None:
         self.node, self.recorder, self.episode = node, rec, episode
+        # Whether a subscription callback may be handed MessageInfo
+        # (instrument's message_info=).
+        self._message_info = message_info
         self._loop, self._owns, self._offset = loop, owns, offset_ns
         self._threads = {n: rec.thread(n) for n in executor_names}
         self._free = list(executor_names)
@@ -455,8 +458,7 @@ def instrument(node: Any, runs_dir: str = "runs", loop: Any = None, recorder: An
         rec, episode, owns = recorder, _NoEpisode(), False
         _check_recorder(node, rec, names, declared_sources, pub)
     stamp_offset = _STAMP_OFFSETS.get(node, 0)
-    t = Timing(node, rec, episode, loop, owns, offset, names, declared_sources, stamp_offset)
-    t._message_info = message_info
+    t = Timing(node, rec, episode, loop, owns, offset, names, declared_sources, stamp_offset, message_info)
     if loop is not None:
         t._install(loop, t._wrap_loop(loop))
     seen = set()
