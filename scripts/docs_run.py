@@ -25,6 +25,11 @@ lines right before a block (invisible where the Markdown is rendered):
     <!-- docs-run: prelude CODE -->    hidden Python lines that complete a
                                        fragment; `[...]` in it is `["work"]`
     <!-- docs-run: postlude CODE -->   hidden Python lines run after it
+    <!-- docs-run: rust -->            (not this runner's) a ```rust block that
+                                       crates/docs-fragments makes a cargo test
+    <!-- docs-run: c -->               compile and link the ```c block after
+                                       it as main's body, `prelude` lines its
+                                       declarations (not run)
     <!-- docs-run: small FROM => TO --> run the block with the text FROM
                                        replaced by TO: a smaller size (it
                                        must occur; the log shows it)
@@ -78,6 +83,7 @@ class Block:
         self.workflow = any(k == ACTIONS for k, _ in markers)
         self.synopsis = any(k == "synopsis" for k, _ in markers)
         self.python = any(k == "python" for k, _ in markers)
+        self.c = lang == "c" and any(k == "c" for k, _ in markers)
         self.prelude = [v for k, v in markers if k == "prelude"]
         self.postlude = [v for k, v in markers if k == "postlude"]
         self.before = [v for k, v in markers if k == "before"]
@@ -124,7 +130,7 @@ def blocks(page: Path) -> tuple:
             j = start
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
-            if lang in SHELL or (lang in ("yaml", "python") and markers):
+            if lang in SHELL or (lang in ("yaml", "python", "c") and markers):
                 out.append(Block(page, start, lang, "\n".join(lines[start:j]) + "\n", markers))
             markers = []
             i = j + 1
@@ -205,6 +211,13 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                 say(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s")
                 continue
             tb = time.monotonic()
+            if b.c:
+                problem = compile_c(b, scratch, bin_dir, env)
+                if problem:
+                    failures.append(problem)
+                    return failures
+                say(f"docs-run: {b.where()}: compiled and linked with -Wall -Werror in {time.monotonic() - tb:.1f} s")
+                continue
             if b.python:
                 # A fragment's elided list (`stages=[...]`) stands for the
                 # program's own: one stage, `work`.
@@ -259,6 +272,29 @@ def run_pages(pages: list, jobs: int, bin_dir: Path, wheel: str, env: dict, skip
     for fails, skips in results:
         skipped += skips
     return [f for fails, _ in results for f in fails]
+
+
+def compile_c(b: Block, scratch: Path, bin_dir: Path, env: dict) -> str:
+    """A ```c fragment as `main`'s body after the headers and its
+    `prelude` declarations (scripts/docs_c_block.py), compiled with
+    `-Wall -Werror` against the library's header and linked with the
+    library the test command built. Not run: its context is stand-ins.
+    Returns the problem, or ""."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from docs_c_block import program
+
+    if not (bin_dir / "liblooptime.a").exists():
+        return f"{b.where()}: {bin_dir / 'liblooptime.a'} is missing: build the C library (cargo build -p looptime-capture-c)"
+    src = scratch / f"docs-c-{b.line}.c"
+    src.write_text(program(b.text, b.prelude))
+    out = subprocess.run(["cc", "-Wall", "-Werror", "-o", str(scratch / f"docs-c-{b.line}"), str(src),
+                          f"-I{ROOT / 'crates' / 'capture-c' / 'include'}", str(bin_dir / "liblooptime.a"),
+                          "-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"],
+                         cwd=scratch, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return f"{b.where()}: the C fragment does not compile with -Wall -Werror\n--- as compiled:\n" \
+            f"{src.read_text()}--- the compiler:\n{tail(out)}"
+    return ""
 
 
 def allowing(script: str, exits: set) -> str:
