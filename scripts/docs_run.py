@@ -60,6 +60,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,15 +380,34 @@ PAGE = re.compile(r"(?<![\w.-])((?:docs/[\w-]+|README)\.md)")
 NOT_RUN = re.compile(r"<!--\s*docs-run:\s*not-run\s+(\S+)\s+(.*?)\s*-->")
 
 
-def run_by_tests() -> set:
+PROGRAM_CMD = re.compile(r"\b(looptime|analyze_control_timing)\s+([a-z][a-z-]+)\b")
+# Where each program's own tests live: a subcommand they pass as the first
+# argument (`.args(["watch", ...])`, `&["compare", ...]`) runs.
+PROGRAM_TESTS = {"looptime": "crates/runtime/cli/tests", "analyze_control_timing": "crates/analyze/tests"}
+ARGV0 = re.compile(r'(?:\.args?\(\s*&?\[?|&\[|vec!\[)\s*"([a-z][a-z-]+)"')
+
+
+class Ran(NamedTuple):
+    """What the test command runs (run_by_tests)."""
+    scripts: set
+    commands: set  # "looptime watch", "analyze_control_timing fleet", ...
+
+
+def run_by_tests() -> Ran:
     """The scripts the test command runs: those scripts/test.sh names, and
     those the blocks that run of a page it (or a script it names) hands to
     this runner name, and what each of those names in turn outside its
     comments (a mention in code or a docstring counts as a run: an
-    over-approximation this check accepts)."""
+    over-approximation this check accepts); and the programs' subcommands
+    all those run, or the programs' own tests pass as an argument."""
     texts, seen, pages = [(ROOT / "scripts" / "test.sh").read_text()], set(), set()
+    commands = set()
+    for prog, tests in PROGRAM_TESTS.items():
+        for f in (ROOT / tests).rglob("*.rs"):
+            commands |= {f"{prog} {s}" for s in ARGV0.findall(f.read_text(errors="replace"))}
     while texts:
         text = texts.pop()
+        commands |= {f"{m.group(1)} {m.group(2)}" for m in PROGRAM_CMD.finditer(text)}
         for m in PAGE.finditer(text):
             if m.group(1) not in pages and (ROOT / m.group(1)).is_file():
                 pages.add(m.group(1))
@@ -399,17 +419,18 @@ def run_by_tests() -> set:
                 code = [ln for ln in (ROOT / m.group(1)).read_text(errors="replace").splitlines()
                         if not ln.lstrip().startswith(("#", "//"))]
                 texts.append("\n".join(code))
-    return seen
+    return Ran(seen, commands)
 
 
-def check_figures(page: Path, ran: set, not_run: list) -> list:
+def check_figures(page: Path, ran: Ran, not_run: list) -> list:
     """Each paragraph that quotes a figure measured on this machine names,
     in itself or its section, the command that reproduces it (a backticked
     bench, script, example or program, or a shell block), and the host's
     state when it was measured (a date, the load, quiet or loaded), in
-    itself or its section; every script it names (in itself, else in its
-    section) is one the test command runs (`ran`, run_by_tests) or one its
-    section marks `not-run PATH REASON` (appended to `not_run`); and every
+    itself or its section; every script and program subcommand it names
+    (in itself, else in its section) is one the test command runs (`ran`,
+    run_by_tests) or one its section marks `not-run PATH REASON`
+    (appended to `not_run`); and every
     bench/, scripts/ or examples/ path a page names in backticks exists."""
     problems = []
     for head, paras, shell in sections(page):
@@ -422,9 +443,14 @@ def check_figures(page: Path, ran: set, not_run: list) -> list:
                 problems.append(f"{rel(page)}:{line}: a figure measured on this machine names no command that reproduces it")
             if not (HOST_STATE.search(para) or HOST_STATE.search(text)):
                 problems.append(f"{rel(page)}:{line}: a figure measured on this machine says nothing of the host's state (a date, the load)")
-            named = {s for c in COMMAND.finditer(para) for s in SCRIPT.findall(c.group(0))} or \
-                {s for c in COMMAND.finditer(text) for s in SCRIPT.findall(c.group(0))}
-            for script in sorted(s for s in named - ran if (ROOT / s).is_file()):
+            def named_in(t: str) -> set:
+                cmds = [c.group(0) for c in COMMAND.finditer(t)]
+                return {s for c in cmds for s in SCRIPT.findall(c)} | \
+                    {f"{m.group(1)} {m.group(2)}" for c in cmds for m in PROGRAM_CMD.finditer(c)}
+            named = named_in(para) or named_in(text)
+            unrun = {s for s in named - ran.scripts if (ROOT / s).is_file()} | \
+                {c for c in named if PROGRAM_CMD.fullmatch(c) and c not in ran.commands}
+            for script in sorted(unrun):
                 if script in marked:
                     not_run.append((f"{rel(page)}:{line}", f"{script}: {marked[script]}"))
                 else:
@@ -510,17 +536,25 @@ def self_test() -> int:
         except ValueError as e:
             assert "matches nothing" in str(e)
         not_run: list = []
-        problems = check_figures(page, {"bench/fleet.sh"}, not_run)
+        problems = check_figures(page, Ran({"bench/fleet.sh"}, set()), not_run)
         assert any("`bench/nope.sh`, which does not exist" in x for x in problems), problems
         assert not any("run by no test" in x for x in problems), problems
-        problems = check_figures(page, set(), not_run)
+        problems = check_figures(page, Ran(set(), set()), not_run)
         assert sum("`bench/fleet.sh` is run by no test" in x for x in problems) == 1, problems
         page.write_text(page.read_text().replace("# Bench (2026-12-07, idle)\n", "# Bench (2026-12-07, idle)\n\n"
                                                  "<!-- docs-run: not-run bench/fleet.sh minutes -->\n"))
-        problems = check_figures(page, set(), not_run)
+        problems = check_figures(page, Ran(set(), set()), not_run)
         assert not any("run by no test" in x for x in problems) and not_run[-1][1] == "bench/fleet.sh: minutes", \
             (problems, not_run)
-        assert "bench/fleet_measure.py" in run_by_tests()  # test.sh runs bench/fleet.sh, which runs it
+        ran = run_by_tests()
+        assert "bench/fleet_measure.py" in ran.scripts  # test.sh runs bench/fleet.sh, which runs it
+        assert {"looptime watch", "analyze_control_timing fleet"} <= ran.commands, ran.commands
+        bad = "frob" + "nicate"  # spelled so that this file (which the closure reads) does not run it
+        page.write_text(f"# Probe (2026-12-07, idle)\n\nOn this machine: 3 µs (`looptime probe`, `looptime {bad}`).\n")
+        problems = check_figures(page, ran, not_run)
+        assert [x for x in problems if "run by no test" in x] == [
+            f"{rel(page)}:3: its figure's command `looptime {bad}` is run by no test (run it at a small size in a "
+            "block, or mark `not-run PATH REASON` in the section)"], problems
         # A gate's 5 lets the next command run; any other failure stops the block.
         sh = lambda s, ex: subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(s, ex)],  # noqa: E731
                                           capture_output=True, text=True)
@@ -563,7 +597,7 @@ def main() -> int:
         try:
             ran = run_by_tests()
         except ValueError as e:
-            ran, failures = set(), [str(e)]
+            ran, failures = Ran(set(), set()), [str(e)]
         for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
             failures += check_figures(page, ran, not_run)
     if wheel:
