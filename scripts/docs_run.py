@@ -25,6 +25,8 @@ lines right before a block (invisible where the Markdown is rendered):
     <!-- docs-run: prelude CODE -->    hidden Python lines that complete a
                                        fragment; `[...]` in it is `["work"]`
     <!-- docs-run: postlude CODE -->   hidden Python lines run after it
+    <!-- docs-run: expect TEXT -->     the block's output must contain TEXT: a
+                                       figure's kind (not its value)
     <!-- docs-run: rust -->            (not this runner's) a ```rust block that
                                        crates/docs-fragments makes a cargo test
     <!-- docs-run: c -->               compile and link the ```c block after
@@ -60,86 +62,20 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "lib"))
 from target_dir import target_dir  # noqa: E402  (the scripts' one rule)
 
-FENCE = re.compile(r"^```(\w*)\s*$")
-MARKER = re.compile(r"^<!--\s*docs-run:\s*(\w[\w-]*)\s*(.*?)\s*-->\s*$")
-SHELL = {"sh", "bash", "shell"}
-ACTIONS = "github-actions"
+sys.path.insert(0, str(ROOT / "scripts"))
+from docs_figures import Ran, check_figures, run_by_tests  # noqa: E402
+from docs_pages import Block, blocks, rel  # noqa: E402
+
 # Entries of the repository a page's commands may name; the scratch holds
 # links to them and nothing else of the checkout.
 LINKED = ["configs", "examples", "bench", "scripts", "crates", "fixtures", "docs", "tests", "Cargo.toml",
           "Cargo.lock", "README.md"]
-
-
-class Block:
-    def __init__(self, page: Path, line: int, lang: str, text: str, markers: list) -> None:
-        self.page, self.line, self.lang, self.text = page, line, lang, text
-        self.skip = next((v for k, v in markers if k == "skip"), None)
-        self.workflow = any(k == ACTIONS for k, _ in markers)
-        self.synopsis = any(k == "synopsis" for k, _ in markers)
-        self.python = any(k == "python" for k, _ in markers)
-        self.c = lang == "c" and any(k == "c" for k, _ in markers)
-        self.prelude = [v for k, v in markers if k == "prelude"]
-        self.postlude = [v for k, v in markers if k == "postlude"]
-        self.before = [v for k, v in markers if k == "before"]
-        self.small = [tuple(x.strip() for x in v.split("=>", 1)) for k, v in markers if k == "small"]
-        exits = next((v for k, v in markers if k == "exit"), "0")
-        self.exits = {int(x) for x in exits.split()}
-
-    def where(self) -> str:
-        return f"{rel(self.page)}:{self.line}"
-
-    def sized(self) -> str:
-        """The block's text at the sizes its `small` markers give; raises
-        ValueError for a marker whose FROM the block does not contain."""
-        text = self.text
-        for pair in self.small:
-            if len(pair) != 2 or not pair[0] or pair[0] not in text:
-                raise ValueError(f"{self.where()}: its `small {' => '.join(pair)}` marker matches nothing in the block "
-                                 "(it takes `FROM => TO`, FROM a text of the block)")
-            text = text.replace(*pair)
-        return text
-
-
-def rel(page: Path) -> str:
-    return os.path.relpath(page, ROOT)
-
-
-def blocks(page: Path) -> tuple:
-    """The page's shell blocks, and whether it explains its skips."""
-    out, markers, explained = [], [], False
-    lines = page.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        m = MARKER.match(lines[i])
-        if m:
-            if m.group(1) == "skips-explained":
-                explained = True
-            else:
-                markers.append((m.group(1), m.group(2)))
-            i += 1
-            continue
-        f = FENCE.match(lines[i])
-        if f:
-            lang, start = f.group(1), i + 1
-            j = start
-            while j < len(lines) and not lines[j].startswith("```"):
-                j += 1
-            if lang in SHELL or (lang in ("yaml", "python", "c") and markers):
-                out.append(Block(page, start, lang, "\n".join(lines[start:j]) + "\n", markers))
-            markers = []
-            i = j + 1
-            continue
-        if lines[i].strip():
-            markers = []
-        i += 1
-    return out, explained
 
 
 def substitute(text: str, bin_dir: Path, wheel: str) -> str:
@@ -240,8 +176,11 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                     say(f"docs-run: {b.where()}: small: {old} => {new}")
                 out = subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(script, b.exits)], cwd=scratch,
                                      env=env, capture_output=True, text=True)
-            if out.returncode not in b.exits:
-                failures.append(f"{b.where()}: exit {out.returncode} (expected {sorted(b.exits)})\n"
+            missing = [x for x in b.expect if x not in out.stdout + out.stderr]
+            if out.returncode not in b.exits or missing:
+                why = f"exit {out.returncode} (expected {sorted(b.exits)})" if out.returncode not in b.exits else \
+                    f"its output lacks {missing}"
+                failures.append(f"{b.where()}: {why}\n"
                                 f"--- the block as run:\n{script}--- its output's end:\n{tail(out)}")
                 return failures  # later blocks may need what this one made
             say(f"docs-run: {b.where()}: ran in {time.monotonic() - tb:.1f} s")
@@ -341,127 +280,6 @@ def check_synopsis(b: Block, bin_dir: Path, env: dict) -> list:
     return problems
 
 
-MEASURED = re.compile(r"this machine|this 2-core|measured here|this VM|this vm", re.I)
-COMMAND = re.compile(r"`[^`]*(bench/|scripts/|examples/|tests/|cargo (bench|test|build)|looptime |analyze_control_timing|"
-                     r"\.sh|\.py)[^`]*`")
-HOST_STATE = re.compile(r"20\d\d-\d\d-\d\d|load (average )?\d|quiet|nothing else running|loaded host|a CI run beside|"
-                        r"busy host|shared the (two )?cores|shared the machine|the other core|idle|stress|contention",
-                        re.I)
-
-
-def sections(page: Path) -> list:
-    """The page's sections (heading to heading) as (heading, paragraphs,
-    has a shell block), paragraphs as (line, text) outside code blocks."""
-    out, paras, shell, head, buf, buf_line, in_code = [], [], False, "", [], 0, False
-    for no, line in enumerate(page.read_text().splitlines() + ["# end"], 1):
-        if line.startswith("```"):
-            in_code = not in_code
-            if in_code and line[3:].strip() in SHELL:
-                shell = True
-            continue
-        if in_code:
-            continue
-        if line.startswith("#") or not line.strip():
-            if buf:
-                paras.append((buf_line, " ".join(buf)))
-                buf = []
-            if line.startswith("#"):
-                out.append((head, paras, shell))
-                paras, shell, head = [], False, line
-            continue
-        if not buf:
-            buf_line = no
-        buf.append(line)
-    return out
-
-
-SCRIPT = re.compile(r"(?<![\w.-])((?:bench|scripts|examples|tests)/[\w./-]+\.(?:sh|py))(?![\w-])")
-PAGE = re.compile(r"(?<![\w.-])((?:docs/[\w-]+|README)\.md)")
-NOT_RUN = re.compile(r"<!--\s*docs-run:\s*not-run\s+(\S+)\s+(.*?)\s*-->")
-
-
-PROGRAM_CMD = re.compile(r"\b(looptime|analyze_control_timing)\s+([a-z][a-z-]+)\b")
-# Where each program's own tests live: a subcommand they pass as the first
-# argument (`.args(["watch", ...])`, `&["compare", ...]`) runs.
-PROGRAM_TESTS = {"looptime": "crates/runtime/cli/tests", "analyze_control_timing": "crates/analyze/tests"}
-ARGV0 = re.compile(r'(?:\.args?\(\s*&?\[?|&\[|vec!\[)\s*"([a-z][a-z-]+)"')
-
-
-class Ran(NamedTuple):
-    """What the test command runs (run_by_tests)."""
-    scripts: set
-    commands: set  # "looptime watch", "analyze_control_timing fleet", ...
-
-
-def run_by_tests() -> Ran:
-    """The scripts the test command runs: those scripts/test.sh names, and
-    those the blocks that run of a page it (or a script it names) hands to
-    this runner name, and what each of those names in turn outside its
-    comments (a mention in code or a docstring counts as a run: an
-    over-approximation this check accepts); and the programs' subcommands
-    all those run, or the programs' own tests pass as an argument."""
-    texts, seen, pages = [(ROOT / "scripts" / "test.sh").read_text()], set(), set()
-    commands = set()
-    for prog, tests in PROGRAM_TESTS.items():
-        for f in (ROOT / tests).rglob("*.rs"):
-            commands |= {f"{prog} {s}" for s in ARGV0.findall(f.read_text(errors="replace"))}
-    while texts:
-        text = texts.pop()
-        commands |= {f"{m.group(1)} {m.group(2)}" for m in PROGRAM_CMD.finditer(text)}
-        for m in PAGE.finditer(text):
-            if m.group(1) not in pages and (ROOT / m.group(1)).is_file():
-                pages.add(m.group(1))
-                texts += [b.sized() + "\n".join(b.before) for b in blocks(ROOT / m.group(1))[0] if b.skip is None]
-        for m in SCRIPT.finditer(text):
-            if m.group(1) not in seen and (ROOT / m.group(1)).is_file():
-                seen.add(m.group(1))
-                # A script's comments name what it does not run.
-                code = [ln for ln in (ROOT / m.group(1)).read_text(errors="replace").splitlines()
-                        if not ln.lstrip().startswith(("#", "//"))]
-                texts.append("\n".join(code))
-    return Ran(seen, commands)
-
-
-def check_figures(page: Path, ran: Ran, not_run: list) -> list:
-    """Each paragraph that quotes a figure measured on this machine names,
-    in itself or its section, the command that reproduces it (a backticked
-    bench, script, example or program, or a shell block), and the host's
-    state when it was measured (a date, the load, quiet or loaded), in
-    itself or its section; every script and program subcommand it names
-    (in itself, else in its section) is one the test command runs (`ran`,
-    run_by_tests) or one its section marks `not-run PATH REASON`
-    (appended to `not_run`); and every
-    bench/, scripts/ or examples/ path a page names in backticks exists."""
-    problems = []
-    for head, paras, shell in sections(page):
-        text = " ".join([head, *(t for _, t in paras)])
-        marked = {m.group(1): m.group(2) for m in NOT_RUN.finditer(text)}
-        for line, para in paras:
-            if not MEASURED.search(para):
-                continue
-            if not (COMMAND.search(para) or COMMAND.search(text) or shell):
-                problems.append(f"{rel(page)}:{line}: a figure measured on this machine names no command that reproduces it")
-            if not (HOST_STATE.search(para) or HOST_STATE.search(text)):
-                problems.append(f"{rel(page)}:{line}: a figure measured on this machine says nothing of the host's state (a date, the load)")
-            def named_in(t: str) -> set:
-                cmds = [c.group(0) for c in COMMAND.finditer(t)]
-                return {s for c in cmds for s in SCRIPT.findall(c)} | \
-                    {f"{m.group(1)} {m.group(2)}" for c in cmds for m in PROGRAM_CMD.finditer(c)}
-            named = named_in(para) or named_in(text)
-            unrun = {s for s in named - ran.scripts if (ROOT / s).is_file()} | \
-                {c for c in named if PROGRAM_CMD.fullmatch(c) and c not in ran.commands}
-            for script in sorted(unrun):
-                if script in marked:
-                    not_run.append((f"{rel(page)}:{line}", f"{script}: {marked[script]}"))
-                else:
-                    problems.append(f"{rel(page)}:{line}: its figure's command `{script}` is run by no test (run it "
-                                    "at a small size in a block, or mark `not-run PATH REASON` in the section)")
-    for m in re.finditer(r"`((?:bench|scripts|examples)/[\w./-]+)", page.read_text()):
-        if not (ROOT / m.group(1)).exists():
-            problems.append(f"{rel(page)}: names `{m.group(1)}`, which does not exist")
-    return problems
-
-
 def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
     """A GitHub Actions workflow's steps as its runner would take them, in
     a local repository whose last commit is the change and whose previous
@@ -546,6 +364,11 @@ def self_test() -> int:
         problems = check_figures(page, Ran(set(), set()), not_run)
         assert not any("run by no test" in x for x in problems) and not_run[-1][1] == "bench/fleet.sh: minutes", \
             (problems, not_run)
+        # An `expect` the output lacks fails the block; one it has passes.
+        page.write_text("<!-- docs-run: expect hello -->\n```sh\necho hello\n```\n\n"
+                        "<!-- docs-run: expect bye -->\n```sh\necho hello\n```\n")
+        fails = run_page(page, ROOT, "", dict(os.environ), [], lambda _: None)
+        assert len(fails) == 1 and "page.md:7: its output lacks ['bye']" in fails[0], fails
         ran = run_by_tests()
         assert "bench/fleet_measure.py" in ran.scripts  # test.sh runs bench/fleet.sh, which runs it
         assert {"looptime watch", "analyze_control_timing fleet"} <= ran.commands, ran.commands
