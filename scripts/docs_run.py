@@ -162,7 +162,12 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                 hook = ("import os as _os, threading as _t, traceback as _tb\n"
                         "_t.excepthook = lambda a: (_tb.print_exception(a.exc_type, a.exc_value, a.exc_traceback),"
                         " _os._exit(1))\n")
-                script = hook + "\n".join(b.prelude) + "\n" + b.text.replace("[...]", '["work"]') + \
+                try:
+                    text = b.sized()
+                except ValueError as e:
+                    failures.append(str(e))
+                    return failures
+                script = hook + "\n".join(b.prelude) + "\n" + text.replace("[...]", '["work"]') + \
                     "\n".join(b.postlude) + "\n"
                 out = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env,
                                      capture_output=True, text=True)
