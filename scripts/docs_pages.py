@@ -21,6 +21,7 @@ class Block:
         self.page, self.line, self.lang, self.text = page, line, lang, text
         self.skip = next((v for k, v in markers if k == "skip"), None)
         self.workflow = any(k == ACTIONS for k, _ in markers)
+        self.gitlab = any(k == "gitlab-ci" for k, _ in markers)
         self.synopsis = any(k == "synopsis" for k, _ in markers)
         self.python = any(k == "python" for k, _ in markers)
         self.c = lang == "c" and any(k == "c" for k, _ in markers)

@@ -18,6 +18,8 @@ lines right before a block (invisible where the Markdown is rendered):
     <!-- docs-run: exit 0 5 -->        the exit codes the block may end with
     <!-- docs-run: github-actions -->  a ```yaml workflow: its run: steps, in a
                                        local repository (run_workflow)
+    <!-- docs-run: gitlab-ci -->       a ```yaml GitLab job: its script, there
+                                       too (run_gitlab)
     <!-- docs-run: synopsis -->        a usage synopsis with placeholders: each
                                        line's flags must be in its --help
     <!-- docs-run: python -->          run the ```python block after it with
@@ -140,9 +142,9 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                     return failures
                 say(f"docs-run: {b.where()}: synopsis flags found in --help")
                 continue
-            if b.workflow:
+            if b.workflow or b.gitlab:
                 tb = time.monotonic()
-                failures += run_workflow(b, scratch, bin_dir, wheel, env)
+                failures += (run_workflow if b.workflow else run_gitlab)(b, scratch, bin_dir, wheel, env)
                 if failures:
                     return failures
                 say(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s")
@@ -285,20 +287,13 @@ def check_synopsis(b: Block, bin_dir: Path, env: dict) -> list:
     return problems
 
 
-def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
-    """A GitHub Actions workflow's steps as its runner would take them, in
-    a local repository whose last commit is the change and whose previous
-    one the base (the repository's configs/ in both): `uses:` steps are
-    the checkout (done) and the artifact upload (its paths must exist),
-    `run:` steps run in order with bash, the base SHA substituted, with
-    `$GITHUB_STEP_SUMMARY` a file. A step may end 0, or 5 when it runs a
-    gate (`--fail-on`); one with `if: always()` runs after a failure too."""
-    import yaml
-
-    wf = yaml.safe_load(b.text)
-    (job,) = wf["jobs"].values()
-    repo = scratch / "repo"
-    repo.mkdir()
+def ci_repo(parent: Path, env: dict) -> tuple:
+    """A local git repository `parent/repo` as a CI job checks it out: a
+    base commit (the repository's configs/) and a change commit after it;
+    returns it and the base's SHA. A job's `../base` worktree lands in
+    `parent`, so two jobs of one page do not meet."""
+    repo = parent / "repo"
+    repo.mkdir(parents=True)
     shutil.copytree(ROOT / "configs", repo / "configs")
     git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,  # noqa: E731
                                     text=True, env=dict(env, GIT_AUTHOR_NAME="docs-run", GIT_AUTHOR_EMAIL="docs@run",
@@ -311,6 +306,48 @@ def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) 
     (repo / "CHANGE").write_text("the change under test\n")
     git("add", "-A")
     git("commit", "-q", "-m", "change")
+    return repo, base
+
+
+def run_gitlab(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
+    """A GitLab CI job as its shell runner takes it, in a local repository
+    as `ci_repo` makes it: its `script:` lines in one shell, in order
+    (a failing line ends the job; the gate's, with `--fail-on`, may end
+    0 or 5), `$CI_MERGE_REQUEST_DIFF_BASE_SHA` the base commit; then its
+    artifacts (`paths`, `reports`) must exist."""
+    import yaml
+
+    jobs = [v for v in yaml.safe_load(b.text).values() if isinstance(v, dict) and "script" in v]
+    if len(jobs) != 1:
+        return [f"{b.where()}: a GitLab CI block must hold one job with a `script:`, not {len(jobs)}"]
+    job = jobs[0]
+    repo, base = ci_repo(scratch / "gitlab", env)
+    script = substitute("\n".join(job["script"]) + "\n", bin_dir, wheel)
+    allowed = {0, 5} if "--fail-on" in script else {0}
+    out = subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(script, allowed)], cwd=repo,
+                         env=dict(env, CI_MERGE_REQUEST_DIFF_BASE_SHA=base), capture_output=True, text=True)
+    if out.returncode not in allowed:
+        return [f"{b.where()}: the job's script ended {out.returncode}\n--- as run:\n{script}--- its output's end:\n"
+                f"{tail(out)}"]
+    art = job.get("artifacts", {})
+    paths = [*art.get("paths", []), *art.get("reports", {}).values()]
+    missing = [x for x in paths if not (repo / x).exists()]
+    return [f"{b.where()}: the job's artifacts {missing} were not written"] if missing else []
+
+
+def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
+    """A GitHub Actions workflow's steps as its runner would take them, in
+    a local repository whose last commit is the change and whose previous
+    one the base (the repository's configs/ in both): `uses:` steps are
+    the checkout (done) and the artifact upload (its paths must exist),
+    `run:` steps run in order with bash, the base SHA substituted, with
+    `$GITHUB_STEP_SUMMARY` a file. A step may end 0, or 5 when it runs a
+    gate (`--fail-on`); one with `if: always()` runs after a failure too."""
+    import yaml
+
+    wf = yaml.safe_load(b.text)
+    (job,) = wf["jobs"].values()
+    repo, base = ci_repo(scratch / "github", env)
     summary = scratch / "step_summary.md"
     wenv = dict(env, GITHUB_STEP_SUMMARY=str(summary))
     failed = None
