@@ -150,6 +150,13 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                 say(f"docs-run: {b.where()}: the workflow ran in {time.monotonic() - tb:.1f} s")
                 continue
             tb = time.monotonic()
+            try:
+                text = b.sized()
+            except ValueError as e:
+                failures.append(str(e))
+                return failures
+            for old, new in b.small:
+                say(f"docs-run: {b.where()}: small: {old} => {new}")
             if b.c:
                 problem = compile_c(b, scratch, bin_dir, env)
                 if problem:
@@ -164,23 +171,12 @@ def run_page(page: Path, bin_dir: Path, wheel: str, env: dict, skipped: list, sa
                 hook = ("import os as _os, threading as _t, traceback as _tb\n"
                         "_t.excepthook = lambda a: (_tb.print_exception(a.exc_type, a.exc_value, a.exc_traceback),"
                         " _os._exit(1))\n")
-                try:
-                    text = b.sized()
-                except ValueError as e:
-                    failures.append(str(e))
-                    return failures
                 script = hook + "\n".join(b.prelude) + "\n" + text.replace("[...]", '["work"]') + \
                     "\n".join(b.postlude) + "\n"
                 out = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env,
                                      capture_output=True, text=True)
             else:
-                try:
-                    script = substitute(b.sized(), bin_dir, wheel)
-                except ValueError as e:
-                    failures.append(str(e))
-                    return failures
-                for old, new in b.small:
-                    say(f"docs-run: {b.where()}: small: {old} => {new}")
+                script = substitute(text, bin_dir, wheel)
                 out = subprocess.run(["bash", "-uo", "pipefail", "-c", allowing(script, b.exits)], cwd=scratch,
                                      env=env, capture_output=True, text=True)
             missing = [x for x in b.expect if x not in out.stdout + out.stderr]
