@@ -30,7 +30,7 @@ release_bin() {
         echo "$LOOPTIME_BIN_DIR/$name"
         return
     fi
-    cargo build --release -q "$@" >&2
+    cargo build --release -q "$@" >&2 || return
     echo "$TARGET_DIR/release/$name"
 }
 
