@@ -12,7 +12,8 @@
 #   LOOPTIME_BIN_DIR=DIR bash bench/first_episode.sh
 #       the clone, the serve and the analysis with the binaries in DIR and
 #       no build (the docs runner's smoke run: it checks the script, not
-#       the build's time, which is the figure; build_s then reads 0)
+#       the build's time, which is the figure; the build's columns then
+#       read "-", never a figure of a build that did not happen)
 #
 # Prints one line per revision: rev, build seconds, serve + analyze
 # seconds, total seconds, the number of compiled units, and the size of
@@ -38,7 +39,6 @@ for rev in "${revs[@]}"; do
     t0=$(date +%s.%N)
     if [[ -n "${LOOPTIME_BIN_DIR:-}" ]]; then
         bin=$LOOPTIME_BIN_DIR
-        mkdir -p "$CARGO_TARGET_DIR/release/.fingerprint"
     else
         cargo build --release -q "${extra[@]}" 2>"$dir/build.log"
     fi
@@ -46,10 +46,16 @@ for rev in "${revs[@]}"; do
     "$bin/looptime" serve --control-timing >/dev/null
     "$bin/analyze_control_timing" --episode runs/latest >/dev/null
     t2=$(date +%s.%N)
-    units=$(find "$CARGO_TARGET_DIR/release/.fingerprint" -mindepth 1 -maxdepth 1 -type d | wc -l)
-    size=$(du -sh "$CARGO_TARGET_DIR/release" | cut -f1)
-    awk -v r="${rev:0:10}" -v a="$t0" -v b="$t1" -v c="$t2" -v u="$units" -v z="$size" \
-        'BEGIN { printf "%-10s %9.1f %9.1f %9.1f %6d %8s\n", r, b - a, c - b, c - a, u, z }'
+    if [[ -n "${LOOPTIME_BIN_DIR:-}" ]]; then
+        build=- units=- size=- total=-
+    else
+        build=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+        total=$(awk -v a="$t0" -v c="$t2" 'BEGIN { printf "%.1f", c - a }')
+        units=$(find "$CARGO_TARGET_DIR/release/.fingerprint" -mindepth 1 -maxdepth 1 -type d | wc -l)
+        size=$(du -sh "$CARGO_TARGET_DIR/release" | cut -f1)
+    fi
+    run=$(awk -v b="$t1" -v c="$t2" 'BEGIN { printf "%.1f", c - b }')
+    printf '%-10s %9s %9s %9s %6s %8s\n' "${rev:0:10}" "$build" "$run" "$total" "$units" "$size"
     if [[ "${TIMINGS:-0}" == 1 ]]; then
         keep="/tmp/looptime-timings-${rev:0:10}.html"
         cp "$CARGO_TARGET_DIR/cargo-timings/cargo-timing.html" "$keep"
