@@ -145,13 +145,24 @@ pub fn compare_gate(
                 } else {
                     "passed"
                 },
-                detail: format!(
-                    "{}: {}, Holm-adjusted p {:.4} ({})",
-                    t.verdict.word(),
-                    t.shift,
-                    t.p_holm,
-                    t.why
-                ),
+                detail: if t.verdict == Verdict::NoClearChange {
+                    format!(
+                        "{}: {}, Holm-adjusted p {:.4} ({}); {}",
+                        t.verdict.word(),
+                        t.shift,
+                        t.p_holm,
+                        t.why,
+                        t.could_have_seen()
+                    )
+                } else {
+                    format!(
+                        "{}: {}, Holm-adjusted p {:.4} ({})",
+                        t.verdict.word(),
+                        t.shift,
+                        t.p_holm,
+                        t.why
+                    )
+                },
                 name: t.name,
             }
         })

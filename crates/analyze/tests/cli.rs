@@ -93,6 +93,9 @@ fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
 /// A declared compute budget and deadline tolerance.
 #[path = "cli/budget.rs"]
 mod budget;
+/// The comparison calibrated where CI runs, on recorded pairs.
+#[path = "cli/calibrated.rs"]
+mod calibrated;
 #[path = "cli/callbacks.rs"]
 mod callbacks;
 #[path = "cli/cpu.rs"]
@@ -874,7 +877,7 @@ mod compare {
     }
 
     #[test]
-    fn sessions_compare_rollout_by_rollout_with_two_level_intervals() {
+    fn sessions_compare_rollout_by_rollout_with_run_level_intervals() {
         // Two sessions of three synthetic rollouts (150 cycles each, seeds
         // 1-3 and 11-13); B has 1 ms more in every adapter_decode span.
         use synthetic::{write, Synth};
@@ -967,7 +970,10 @@ mod compare {
             "{}",
             t.stdout
         );
-        assert!(t.stdout.contains("two-level"), "{}", t.stdout);
+        // Both sides hold 3 rollouts: the run-level test (docs/compare.md).
+        assert!(t.stdout.contains("run-level CI"), "{}", t.stdout);
+        assert_eq!(d["test_median"]["method"], "rollouts", "{d}");
+        assert_eq!(d["test_median"]["rollouts"], serde_json::json!([3, 3]));
     }
 
     #[test]

@@ -13,7 +13,8 @@
 
 use std::path::Path;
 
-use super::resample::{t975, Rng, Rollouts};
+use super::resample::{Rng, Rollouts};
+use super::student;
 use super::{compare, BootstrapConfig, MAX_BOOTSTRAP_SAMPLES};
 use crate::analysis::analyze;
 use crate::evidence::{load_episode, mix, LoadOptions};
@@ -85,7 +86,7 @@ fn interval(
             (wa + wb).powi(2) / (wa * wa / na + wb * wb / nb),
         )
     };
-    let w = inflate * t975(nu) / 1.959_963_984_540_054;
+    let w = inflate * student::quantile(0.975, nu) / 1.959_963_984_540_054;
     d.sort_by(f64::total_cmp);
     let at = |q: f64| d[((q * d.len() as f64).ceil() as usize).clamp(1, d.len()) - 1];
     let widen = |q: f64| observed + w * (q - observed);

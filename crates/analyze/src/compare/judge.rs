@@ -3,7 +3,36 @@
 //! (docs/compare.md, The verdict).
 
 use super::resample::holm;
+use super::student;
 use super::*;
+
+/// Holm's level for each p-value of a family: `α / (m − i)` for the
+/// `i`-th smallest (0-based; ties in input order, as [`holm`] sorts), the
+/// threshold the step-down procedure holds that p-value to.
+fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]).then(a.cmp(&b)));
+    let mut out = vec![alpha; m];
+    for (i, &j) in order.iter().enumerate() {
+        out[j] = alpha / (m - i) as f64;
+    }
+    out
+}
+
+/// The power the minimum detectable shift is stated at.
+pub const DETECTION_POWER: f64 = 0.8;
+
+/// Sets a test's level and its minimum detectable shift: the |shift| a
+/// two-sided t test at `level` with the test's standard error and ν calls
+/// with [`DETECTION_POWER`], `(t_{1 − level/2}(ν) + t_{0.8}(ν)) · se`, never
+/// below `floor` (a shift below the floor is never called).
+fn detectable(t: &mut TestInference, level: f64, floor: f64, round: fn(f64) -> f64) {
+    t.level = level;
+    let nu = t.df.max(f64::MIN_POSITIVE);
+    let k = student::quantile(1.0 - level / 2.0, nu) + student::quantile(DETECTION_POWER, nu);
+    t.detectable = round((k * t.se).max(floor));
+}
 
 /// One test's verdict, by the rule of docs/compare.md (One inference per
 /// test): a direction (−1, 0 or +1) needs the Holm-adjusted p below
@@ -89,6 +118,7 @@ pub(super) fn judge(
     }
     family.extend(rates.iter().map(|r| r.p));
     let adjusted = holm(&family);
+    let mut levels = holm_levels(&family, FAMILY_ALPHA).into_iter();
     let tests = family.len();
     let ms = |ns: f64| format!("{:+.3} ms", ns / 1e6);
     let per_1000 = |x: f64| format!("{x:+.3} per 1,000 cycles");
@@ -98,24 +128,28 @@ pub(super) fn judge(
         m.p_median_holm = next.next().unwrap_or(1.0);
         m.p_p99_holm = m.p_p99.map(|_| next.next().unwrap_or(1.0));
         let (floor_m, floor_p) = noise_floors(m.a.median_ns, m.a.p99_ns, nominal_ns);
+        let tenth = |x: f64| (x * 10.0).round() / 10.0;
+        detectable(
+            &mut m.test_median,
+            levels.next().unwrap_or(FAMILY_ALPHA),
+            floor_m,
+            tenth,
+        );
+        if let Some(t) = m.test_p99.as_mut() {
+            detectable(t, levels.next().unwrap_or(FAMILY_ALPHA), floor_p, tenth);
+        }
         let (sm, why_m) = shift(
             m.p_median_holm,
-            m.diff_median_ns as f64,
+            m.test_median.estimate,
             span(m.ci_median_ns),
             floor_m,
             tests,
             &ms,
         );
-        let p99 = m.p_p99_holm.map(|p| {
-            shift(
-                p,
-                m.diff_p99_ns as f64,
-                span(m.ci_p99_ns),
-                floor_p,
-                tests,
-                &ms,
-            )
-        });
+        let p99_estimate = m.test_p99.as_ref().map_or(0.0, |t| t.estimate);
+        let p99 = m
+            .p_p99_holm
+            .map(|p| shift(p, p99_estimate, span(m.ci_p99_ns), floor_p, tests, &ms));
         m.verdict_median = verdict(sm, 0);
         m.verdict_p99 = p99.as_ref().map(|(s, _)| verdict(*s, 0));
         m.verdict = verdict(sm, p99.as_ref().map_or(0, |(s, _)| *s));
@@ -126,9 +160,15 @@ pub(super) fn judge(
         r.p_holm = next.next().unwrap_or(1.0);
         // Noise floor: one event per 1,000 cycles, or a quarter of A's rate.
         let floor = (0.25 * r.a_per_1000).max(1.0);
+        detectable(
+            &mut r.test,
+            levels.next().unwrap_or(FAMILY_ALPHA),
+            floor,
+            |x| (x * 1e4).round() / 1e4,
+        );
         let (dir, why) = shift(
             r.p_holm,
-            r.diff_per_1000,
+            r.test.estimate,
             r.ci_per_1000,
             floor,
             tests,
@@ -148,6 +188,33 @@ pub(super) fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holm_levels_follow_the_rank_and_the_detectable_shift_the_t_quantiles() {
+        // Ranks by p: 0.04 is 3rd of 3 (α/1), 0.01 1st (α/3), 0.02 2nd (α/2).
+        let l = holm_levels(&[0.04, 0.01, 0.02], 0.05);
+        assert_eq!(l, vec![0.05, 0.05 / 3.0, 0.025]);
+        // The case: 5 gated tests at ν = 4, the first rank's level
+        // 0.01: t_{0.995}(4) + t_{0.8}(4) = 4.6041 + 0.9410 = 5.5451
+        // standard errors (SciPy's t.ppf), against 2.7764 + 0.9410 = 3.717
+        // unadjusted at 5 %.
+        let mut t = TestInference {
+            method: "rollouts".into(),
+            rollouts: [3, 3],
+            estimate: 0.0,
+            se: 1_000.0,
+            df: 4.0,
+            level: 0.05,
+            detectable: 0.0,
+        };
+        detectable(&mut t, 0.01, 0.0, |x| x.round());
+        assert_eq!(t.detectable, 5_545.0);
+        detectable(&mut t, 0.05, 0.0, |x| x.round());
+        assert_eq!(t.detectable, 3_717.0);
+        // Never below the noise floor.
+        detectable(&mut t, 0.05, 20_000.0, |x| x.round());
+        assert_eq!(t.detectable, 20_000.0);
+    }
 
     #[test]
     fn a_verdict_needs_p_the_interval_and_the_floor_and_says_which_failed() {

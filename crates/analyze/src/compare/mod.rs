@@ -15,8 +15,10 @@ use crate::evidence::Evidence;
 #[cfg(test)]
 mod hand_test;
 pub(crate) mod resample;
+mod run_level;
+pub(crate) mod student;
 
-use resample::{bootstrap_diffs, rank, Rng, Rollouts};
+use resample::{bootstrap_diffs, rank, Estimate, Rng, Rollouts};
 
 /// One side of a comparison: its episodes (the rollouts of a session, or
 /// episode directories given one by one), each analysed.
@@ -62,22 +64,57 @@ fn side(v: &[i64]) -> Side {
     }
 }
 
-/// What one metric's bootstrap gives: the 95 % intervals of
-/// (median B − median A) and (p99 B − p99 A), their standard errors, and
-/// each side's (weighted mean) block length.
+/// What one metric's test gives: the 95 % intervals, p-values, standard
+/// errors and degrees of freedom of (median B − median A) and
+/// (p99 B − p99 A), how they were made, and each side's (weighted mean)
+/// block length.
 struct Boot {
-    ci_median: [i64; 2],
-    ci_p99: [i64; 2],
-    p_median: f64,
-    p_p99: f64,
+    median: Estimate,
+    p99: Estimate,
+    method: &'static str,
+    rollouts: [u64; 2],
     block_a: f64,
     block_b: f64,
 }
 
-/// The two-level stationary block bootstrap of one metric (see
-/// [`resample::bootstrap_diffs`]): rollouts with replacement, then blocks
-/// of each drawn rollout, the block length from each rollout's own
-/// series; A's resample, then B's, each round.
+/// Which test a pair of sides gets: the run-level test when both hold two
+/// or more rollouts with samples, else the two-level bootstrap.
+fn method(a: &[&[i64]], b: &[&[i64]]) -> &'static str {
+    if a.len() >= 2 && b.len() >= 2 {
+        "rollouts"
+    } else {
+        "bootstrap"
+    }
+}
+
+/// `K` statistics' differences by the pair's test ([`method`]): the
+/// run-level test ([`run_level::run_level`]) or the two-level stationary
+/// block bootstrap ([`resample::bootstrap_diffs`]: rollouts with
+/// replacement, then blocks of each drawn rollout, the block length from
+/// each rollout's own series; A's resample, then B's, each round), seeded
+/// by the test's name. Returns the estimates, the method and each side's
+/// block length.
+fn infer<const K: usize>(
+    a: &[&[i64]],
+    b: &[&[i64]],
+    observed: [f64; K],
+    stat: impl Fn(&mut [i64]) -> [f64; K],
+    cfg: BootstrapConfig,
+    name: &str,
+) -> ([Estimate; K], &'static str, [f64; 2]) {
+    let mut rng = Rng::new(name_seed(cfg.seed, name));
+    let mut ra = Rollouts::new(a.to_vec(), MAX_BOOTSTRAP_SAMPLES);
+    let mut rb = Rollouts::new(b.to_vec(), MAX_BOOTSTRAP_SAMPLES);
+    let how = method(a, b);
+    let e = if how == "rollouts" {
+        run_level::run_level(a, b, MAX_BOOTSTRAP_SAMPLES, stat, cfg.resamples, &mut rng)
+    } else {
+        bootstrap_diffs(&mut ra, &mut rb, observed, stat, cfg.resamples, &mut rng)
+    };
+    (e, how, [ra.mean_length(), rb.mean_length()])
+}
+
+/// One metric's test of its median and p99 ([`infer`]).
 fn bootstrap(
     a: &[&[i64]],
     b: &[&[i64]],
@@ -85,26 +122,51 @@ fn bootstrap(
     cfg: BootstrapConfig,
     name: &str,
 ) -> Boot {
-    let mut rng = Rng::new(name_seed(cfg.seed, name));
-    let mut ra = Rollouts::new(a.to_vec(), MAX_BOOTSTRAP_SAMPLES);
-    let mut rb = Rollouts::new(b.to_vec(), MAX_BOOTSTRAP_SAMPLES);
-    let [m, p] = bootstrap_diffs(
-        &mut ra,
-        &mut rb,
+    let ([median, p99], method, [block_a, block_b]) = infer(
+        a,
+        b,
         observed.map(|x| x as f64),
         |v| [rank(v, 0.5) as f64, rank(v, 0.99) as f64],
-        cfg.resamples,
-        &mut rng,
+        cfg,
+        name,
     );
-    let ci = |i: [f64; 2]| i.map(|x| x.round() as i64);
     Boot {
-        ci_median: ci(m.interval),
-        ci_p99: ci(p.interval),
-        p_median: m.p,
-        p_p99: p.p,
-        block_a: ra.mean_length(),
-        block_b: rb.mean_length(),
+        median,
+        p99,
+        method,
+        rollouts: [a.len() as u64, b.len() as u64],
+        block_a,
+        block_b,
     }
+}
+
+/// A test's inference record before the verdict sets its level and its
+/// detectable shift ([`judge`]); `round` rounds its figures.
+fn inference(
+    e: &Estimate,
+    method: &str,
+    rollouts: [u64; 2],
+    round: fn(f64) -> f64,
+) -> TestInference {
+    TestInference {
+        method: method.to_string(),
+        rollouts,
+        estimate: round(e.estimate),
+        se: round(e.se),
+        df: (e.df * 100.0).round() / 100.0,
+        level: FAMILY_ALPHA,
+        detectable: 0.0,
+    }
+}
+
+/// Rounds ns figures to 0.1 ns.
+fn tenth(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Rounds per-1,000 figures to 10⁻⁴.
+fn r4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
 }
 
 /// The rate the reports give for period and command interval: one
@@ -342,15 +404,13 @@ fn compare_rate(
     let pooled_mean =
         |s: &[&[i64]]| s.iter().flat_map(|v| v.iter()).sum::<i64>() as f64 / count(s) as f64;
     let (ma, mb) = (pooled_mean(&a), pooled_mean(&b));
-    let mut rng = Rng::new(name_seed(cfg.seed, &format!("{}/{}/", key.0, key.1)));
     let (na, nb) = (count(&a), count(&b));
-    let mut ra = Rollouts::new(a, MAX_BOOTSTRAP_SAMPLES);
-    let mut rb = Rollouts::new(b, MAX_BOOTSTRAP_SAMPLES);
     let diff = mb - ma;
     let mean = |v: &mut [i64]| [v.iter().sum::<i64>() as f64 / v.len().max(1) as f64];
-    let [e] = bootstrap_diffs(&mut ra, &mut rb, [diff], mean, cfg.resamples, &mut rng);
+    let rollouts = [a.len() as u64, b.len() as u64];
+    let name = format!("{}/{}/", key.0, key.1);
+    let ([e], how, blocks) = infer(&a, &b, [diff], mean, cfg, &name);
     let p = e.p;
-    let r4 = |x: f64| (x * 1e4).round() / 1e4;
     let r2 = |x: f64| (x * 100.0).round() / 100.0;
     Some(RateComparison {
         phase: key.0.clone(),
@@ -361,9 +421,10 @@ fn compare_rate(
         b_per_1000: r4(mb),
         diff_per_1000: r4(diff),
         ci_per_1000: e.interval.map(r4),
-        block_length: [r2(ra.mean_length()), r2(rb.mean_length())],
+        block_length: blocks.map(r2),
         p,
         p_holm: 1.0,
+        test: inference(&e, how, rollouts, r4),
         verdict: Verdict::NoClearChange,
         why: String::new(),
     })
@@ -450,6 +511,7 @@ fn compare_metric(
         (base != 0).then(|| ((d as f64 / base.unsigned_abs() as f64) * 1e4).round() / 1e4)
     };
     let (a_hz, b_hz, diff_hz, rel_diff_hz) = hz_figures(key, sides);
+    let ci = |i: [f64; 2]| i.map(|x| x.round() as i64);
     Some(MetricComparison {
         phase: key.0.clone(),
         diff_hz,
@@ -461,20 +523,22 @@ fn compare_metric(
         b_hz,
         diff_median_ns: dm,
         rel_diff_median: rel(dm, a_side.median_ns),
-        ci_median_ns: boot.ci_median,
+        ci_median_ns: ci(boot.median.interval),
         diff_p99_ns: dp,
         rel_diff_p99: rel(dp, a_side.p99_ns),
-        ci_p99_ns: boot.ci_p99,
+        ci_p99_ns: ci(boot.p99.interval),
         diff_p999_ns: b_side.p999_ns - a_side.p999_ns,
         tail_warning: tail_warning(a_side.beyond_p999.min(b_side.beyond_p999)),
         block_length: [
             (boot.block_a * 100.0).round() / 100.0,
             (boot.block_b * 100.0).round() / 100.0,
         ],
-        p_median: boot.p_median,
+        p_median: boot.median.p,
         p_median_holm: 1.0,
-        p_p99: p99_tested.then_some(boot.p_p99),
+        p_p99: p99_tested.then_some(boot.p99.p),
         p_p99_holm: None,
+        test_median: inference(&boot.median, boot.method, boot.rollouts, tenth),
+        test_p99: p99_tested.then(|| inference(&boot.p99, boot.method, boot.rollouts, tenth)),
         // Set by `judge`, once the whole family's p-values are known.
         verdict_median: Verdict::NoClearChange,
         verdict_p99: None,

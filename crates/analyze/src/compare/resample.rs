@@ -9,6 +9,8 @@
 //! Every step is deterministic given the generator's seed; docs/compare.md
 //! gives the exact order of draws.
 
+use super::student;
+
 /// The bootstrap's generator: PCG64 Mcg (`rand_pcg::Pcg64Mcg`, 128-bit
 /// state, multiplier 0x2360ed051fc65da44385df649fccf645), seeded through
 /// `SeedableRng::seed_from_u64`.
@@ -280,9 +282,15 @@ pub(crate) fn variance(v: &[f64]) -> f64 {
     v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
 }
 
-/// The bootstrap's answer for one statistic's difference (B − A).
+/// A test's answer for one statistic's difference (B − A), by the
+/// bootstrap ([`bootstrap_diffs`]) or the run-level test
+/// ([`super::run_level`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Estimate {
+    /// The difference the test judges: the observed pooled difference
+    /// (the bootstrap), or the mean of B's rollouts' statistics less A's
+    /// (the run-level test).
+    pub(crate) estimate: f64,
     /// The widened 95 % percentile interval.
     pub(crate) interval: [f64; 2],
     /// The widened standard error: the standard deviation (divisor
@@ -291,6 +299,9 @@ pub(crate) struct Estimate {
     /// The two-sided p-value of the bootstrap test the interval inverts
     /// ([`bootstrap_p`]), from the same widened differences.
     pub(crate) p: f64,
+    /// The degrees of freedom of the widening's Student quantile (ν, by
+    /// Welch–Satterthwaite from the sides' blocks).
+    pub(crate) df: f64,
 }
 
 /// The two-sided p-value of "no difference", read from the widened
@@ -300,36 +311,50 @@ pub(crate) struct Estimate {
 /// * `c` = how many of the `R` lie on the far side of zero from the
 ///   `observed` difference, zero included; `p = 2 (c + 1) / (R + 1)`,
 ///   capped at 1 (1 when nothing was observed). This is the test the
-///   95 % percentile interval inverts: the interval holds zero exactly
-///   when `c` reaches the interval's tail count `k = ⌈0.025 R⌉`, and then
-///   `p ≥ 2 (k + 1) / (R + 1) > 0.05`.
+///   95 % percentile interval inverts. The tail count `k` is the
+///   interval's own, for the end that faces zero: for a positive
+///   difference the lower end is the `⌈0.025 R⌉`-th smallest, so it lies
+///   above zero exactly when `c < k = ⌈0.025 R⌉`; for a negative one the
+///   upper end is the `⌈0.975 R⌉`-th smallest, below zero exactly when
+///   `c < k = R − ⌈0.975 R⌉ + 1` (11 at 400 resamples, where the lower
+///   end's is 10). When `c ≥ k` the interval holds zero and
+///   `p ≥ 2 (k + 1) / (R + 1) > 0.05`, since `k ≥ 0.025 R` on either side.
 /// * When `c < k` (the interval excludes zero) the count only bounds `p`
 ///   from above (`2 / (R + 1)` at best: 0.005 at 400 resamples, which
 ///   Holm's thresholds over tens of tests never reach), so the tail the
 ///   interval faces is extrapolated: with `m` the widened differences'
-///   median and `q` their 2.5th (or, for a negative difference, 97.5th)
-///   percentile, the normal tail of scale `|m − q| / 1.96` fitted to that
-///   side alone gives `p = 2 Φ(−|m| / scale)`, never above the count's
-///   bound. The fit uses the side facing zero only, so a skewed or
-///   zero-inflated statistic is judged by the tail that decides it.
+///   median and `q` the interval's end that faces zero (its 2.5th
+///   percentile, or for a negative difference its 97.5th), the normal
+///   tail of scale `|m − q| / 1.96` fitted to that side alone gives
+///   `p = 2 Φ(−|m| / scale)`, never above the count's bound. As `q` lies
+///   between zero and `m`, `|m| / scale > 1.96` and `p < 0.05`: no p at or
+///   above 0.05 beside an interval that excludes zero, in either
+///   direction.
 pub(crate) fn bootstrap_p(w: &[f64], observed: f64) -> f64 {
     let r = w.len();
     if observed == 0.0 || r == 0 {
         return 1.0;
     }
-    let far = if observed > 0.0 {
-        w.iter().take_while(|&&x| x <= 0.0).count()
+    let lower = looptime_capture::quantile::nearest_rank_index(r, 0.025);
+    let upper = looptime_capture::quantile::nearest_rank_index(r, 0.975);
+    let (far, tail, facing) = if observed > 0.0 {
+        (
+            w.iter().take_while(|&&x| x <= 0.0).count(),
+            lower + 1,
+            w[lower],
+        )
     } else {
-        w.iter().rev().take_while(|&&x| x >= 0.0).count()
+        (
+            w.iter().rev().take_while(|&&x| x >= 0.0).count(),
+            r - upper,
+            w[upper],
+        )
     };
     let counted = (2.0 * (far as f64 + 1.0) / (r as f64 + 1.0)).min(1.0);
-    let tail = (0.025 * r as f64).ceil() as usize;
     if far >= tail {
         return counted;
     }
-    let at = |q: f64| w[looptime_capture::quantile::nearest_rank_index(r, q)];
-    let median = at(0.5);
-    let facing = if observed > 0.0 { at(0.025) } else { at(0.975) };
+    let median = w[looptime_capture::quantile::nearest_rank_index(r, 0.5)];
     let scale = (median - facing).abs() / Z975;
     let fitted = if scale > 0.0 {
         two_sided_p(median / scale)
@@ -350,7 +375,8 @@ pub(crate) fn bootstrap_p(w: &[f64], observed: f64) -> f64 {
 /// ([`Rollouts::inflation`]) and `t = t_{0.975}(ν) / z_{0.975}` the ratio of
 /// Student's to the normal 97.5 % quantile, `ν` by Welch–Satterthwaite
 /// from the sides' degrees of freedom ([`Rollouts::degrees_of_freedom`]):
-/// `ν = (V_a' + V_b')² / (V_a'²/ν_a + V_b'²/ν_b)` with `V' = f·V`. The
+/// `ν = (V_a' + V_b')² / (V_a'²/ν_a + V_b'²/ν_b)` with `V' = f·V`
+/// (Student's quantile exact: [`student::quantile`]). The
 /// interval ends are `observed + w · (q − observed)` for the 2.5th and
 /// 97.5th nearest-rank percentiles `q`; the standard error is the
 /// differences' standard deviation times `w / t`; the p-value is
@@ -390,7 +416,7 @@ pub(crate) fn bootstrap_diffs<const K: usize>(
                 (wa + wb).powi(2) / (wa * wa / na + wb * wb / nb),
             )
         };
-        let w = inflate * t975(nu) / Z975;
+        let w = inflate * student::quantile(0.975, nu) / Z975;
         let se = variance(&d).sqrt() * inflate;
         // Widened around the observed difference (w > 0 keeps the order).
         for x in d.iter_mut() {
@@ -399,28 +425,17 @@ pub(crate) fn bootstrap_diffs<const K: usize>(
         d.sort_by(f64::total_cmp);
         let at = |q: f64| d[looptime_capture::quantile::nearest_rank_index(d.len(), q)];
         Estimate {
+            estimate: observed[k],
             interval: [at(0.025), at(0.975)],
             se,
             p: bootstrap_p(&d, observed[k]),
+            df: nu,
         }
     })
 }
 
 /// The standard normal's 97.5 % quantile.
-const Z975: f64 = 1.959_963_984_540_054;
-
-/// Student's t 97.5 % quantile with `nu` degrees of freedom, by the
-/// Cornish–Fisher expansion in `1/ν` to the fourth term (Abramowitz &
-/// Stegun 26.7.5): within 3 × 10⁻³ of the exact value for `ν ≥ 5`, exact in
-/// the limit; `ν` below 3 is taken as 3.
-pub(crate) fn t975(nu: f64) -> f64 {
-    let z = Z975;
-    let n = nu.max(3.0);
-    let (z3, z5, z7) = (z.powi(3), z.powi(5), z.powi(7));
-    z + (z3 + z) / (4.0 * n)
-        + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * n * n)
-        + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * n.powi(3))
-}
+pub(crate) const Z975: f64 = 1.959_963_984_540_054;
 
 /// Nearest-rank quantile of `v` (reorders `v`; 0 when empty).
 pub(crate) fn rank(v: &mut [i64], q: f64) -> i64 {

@@ -78,21 +78,6 @@ fn iid_data_gets_block_length_one_and_ar1_longer_blocks() {
 }
 
 #[test]
-fn student_quantiles_match_the_tables() {
-    // Tabulated t_{0.975}: ν = 5: 2.5706, 10: 2.2281, 30: 2.0423,
-    // 120: 1.9799; ν → ∞: 1.95996.
-    for (nu, t) in [
-        (5.0, 2.5706),
-        (10.0, 2.2281),
-        (30.0, 2.0423),
-        (120.0, 1.9799),
-    ] {
-        assert!((t975(nu) - t).abs() < 3e-3, "ν = {nu}: {} vs {t}", t975(nu));
-    }
-    assert!((t975(1e12) - Z975).abs() < 1e-9);
-}
-
-#[test]
 fn holm_adjusts_step_down_and_keeps_order() {
     // Hand-computed: sorted 0.01, 0.02, 0.04 → ×3, ×2, ×1 = 0.03, 0.04,
     // 0.04 (made non-decreasing), back in input order.
@@ -358,4 +343,45 @@ fn the_bootstrap_p_inverts_the_interval_and_extrapolates_its_tail() {
     assert!((p - 42.0 / 401.0).abs() < 1e-12, "{p}");
     // Nothing observed: p = 1.
     assert_eq!(bootstrap_p(&w, 0.0), 1.0);
+}
+
+#[test]
+fn p_and_interval_agree_at_the_edge_in_both_directions_at_every_resample_count() {
+    // For R resampled differences with exactly c of them on the far side
+    // of zero (zero included), in either direction, the interval (the
+    // nearest-rank 2.5th and 97.5th percentiles, as bootstrap_diffs reads
+    // them) excludes zero exactly when p < 0.05. At R = 400 the lower end
+    // leaves 9 values below it and the upper end 10 above it: before the
+    // tail count followed the direction, a negative shift with 10 values
+    // at or above zero read p = 22/401 = 0.0549 beside an interval that
+    // excluded zero.
+    let at = |d: &[f64], q: f64| d[looptime_capture::quantile::nearest_rank_index(d.len(), q)];
+    for r in [37usize, 399, 400, 401, 1000] {
+        for c in 0..=(r / 10) {
+            for sign in [1.0, -1.0] {
+                // c values at or below zero (above, for a negative shift):
+                // 0, −1, −2, …; the others 1, 2, 3, …
+                let mut d: Vec<f64> = (0..r)
+                    .map(|i| {
+                        let x = if i < c {
+                            -(i as f64)
+                        } else {
+                            (i - c + 1) as f64
+                        };
+                        sign * x
+                    })
+                    .collect();
+                d.sort_by(f64::total_cmp);
+                let observed = sign * at(&d, 0.5).abs();
+                let (lo, hi) = (at(&d, 0.025), at(&d, 0.975));
+                let excludes = lo > 0.0 || hi < 0.0;
+                let p = bootstrap_p(&d, observed);
+                assert_eq!(
+                    p < 0.05,
+                    excludes,
+                    "R {r}, c {c}, sign {sign}: p {p}, interval [{lo}, {hi}]"
+                );
+            }
+        }
+    }
 }

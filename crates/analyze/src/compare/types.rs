@@ -111,6 +111,37 @@ pub enum Verdict {
     Mixed,
 }
 
+/// How one test was made, and the smallest change it would have called
+/// (docs/compare.md, The run-level test and The smallest change each test
+/// would have called).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TestInference {
+    /// `rollouts`: the run-level test (Welch's t over the rollouts' own
+    /// statistics), when both sides hold two or more rollouts with
+    /// samples; `bootstrap`: the two-level stationary bootstrap, when a
+    /// side holds one.
+    pub method: String,
+    /// Rollouts with samples on each side (A, B).
+    pub rollouts: [u64; 2],
+    /// The difference the test judges (B − A; ns, or per 1,000 for a
+    /// rate), to 0.1 ns (10⁻⁴): with `rollouts`, the mean of B's
+    /// rollouts' statistics less A's (each rollout weighted equally); with
+    /// `bootstrap`, the pooled difference.
+    pub estimate: f64,
+    /// Its standard error, likewise rounded.
+    pub se: f64,
+    /// The degrees of freedom of its t, to 0.01.
+    pub df: f64,
+    /// The level the verdict holds the unadjusted p to: Holm's
+    /// `α / (m − i)` at the test's rank `i` (0-based, ascending p) in its
+    /// family of `m`.
+    pub level: f64,
+    /// The minimum detectable shift: the |shift| the verdict would call
+    /// with 80 % probability, `(t_{1 − level/2}(ν) + t_{0.8}(ν)) · se`, but
+    /// never below the test's noise floor (rounded as `estimate`).
+    pub detectable: f64,
+}
+
 /// One metric, A against B.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MetricComparison {
@@ -174,6 +205,10 @@ pub struct MetricComparison {
     pub p_p99: Option<f64>,
     /// `p_p99` after Holm's adjustment.
     pub p_p99_holm: Option<f64>,
+    /// How the median test was made and what it could have seen.
+    pub test_median: TestInference,
+    /// The same for the p99 test, when the p99 is tested.
+    pub test_p99: Option<TestInference>,
     /// The median test's own verdict (better, worse or no clear change),
     /// what a CI gate on `PHASE/METRIC:median` reads.
     pub verdict_median: Verdict,
@@ -218,6 +253,8 @@ pub struct RateComparison {
     pub p: f64,
     /// After Holm's adjustment.
     pub p_holm: f64,
+    /// How the test was made and what it could have seen.
+    pub test: TestInference,
     /// better / worse / no clear change.
     pub verdict: Verdict,
     /// Why, in words (as [`MetricComparison::why_median`]).
@@ -294,6 +331,30 @@ pub struct TestCase {
     pub shift: String,
     /// Why the verdict is what it is.
     pub why: String,
+    /// The smallest |shift| the test would have called with 80 %
+    /// probability, in the shift's unit (`+0.532 ms`, `4.000 per 1,000
+    /// cycles`): [`TestInference::detectable`].
+    pub detectable: String,
+    /// Rollouts with samples on each side (A, B).
+    pub rollouts: [u64; 2],
+}
+
+impl TestCase {
+    /// What a "no clear change" could have seen, in the words every
+    /// surface uses: `a shift of 0.532 ms would have been called with 80 %
+    /// probability (3 rollouts a side)`.
+    pub fn could_have_seen(&self) -> String {
+        let [a, b] = self.rollouts;
+        let sides = match (a, b) {
+            (1, 1) => "1 rollout a side".to_string(),
+            (a, b) if a == b => format!("{a} rollouts a side"),
+            (a, b) => format!("{a} and {b} rollouts"),
+        };
+        format!(
+            "a shift of {} would have been called with 80 % probability ({sides})",
+            self.detectable
+        )
+    }
 }
 
 /// A test whose verdict is not "no clear change": what a comparison leads
@@ -375,6 +436,11 @@ impl RateComparison {
     }
 }
 
+/// A detectable shift in ns as the tests show it: `0.532 ms`.
+fn detect_ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
 impl Comparison {
     /// Every test of the comparison, in the report's order: each metric's
     /// median test, then its p99 test when tested; then each rate's test.
@@ -400,6 +466,8 @@ impl Comparison {
                     interval(m.ci_median_ns)
                 ),
                 why: m.why_median.clone(),
+                detectable: detect_ms(m.test_median.detectable),
+                rollouts: m.test_median.rollouts,
             });
             if let (Some(v), Some(p)) = (m.verdict_p99, m.p_p99_holm) {
                 out.push(TestCase {
@@ -411,6 +479,11 @@ impl Comparison {
                     p_holm: p,
                     shift: format!("Δ p99 {} ms {}", ms(m.diff_p99_ns), interval(m.ci_p99_ns)),
                     why: m.why_p99.clone().unwrap_or_default(),
+                    detectable: m
+                        .test_p99
+                        .as_ref()
+                        .map_or_else(String::new, |t| detect_ms(t.detectable)),
+                    rollouts: m.test_median.rollouts,
                 });
             }
         }
@@ -427,6 +500,8 @@ impl Comparison {
                     r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1]
                 ),
                 why: r.why.clone(),
+                detectable: format!("{:.3} per 1,000 cycles", r.test.detectable),
+                rollouts: r.test.rollouts,
             });
         }
         out

@@ -118,20 +118,49 @@ fn sides(o: &mut String, c: &Comparison) -> bool {
     sessions
 }
 
-/// The metric tests, with per-rollout figures for sessions.
-fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
-    let _ =
-        writeln!(
-        o,
-        "\nmetrics (ms; Δ = B − A; 95 % {}stationary block-bootstrap CI, {} resamples, seed {})",
-        if sessions { "two-level (rollouts, then blocks) " } else { "" },
+/// How the intervals were made, for the tables' headers: the run-level
+/// test's, the bootstrap's, or both (a metric some rollouts lack).
+fn interval_words(c: &Comparison, sessions: bool) -> String {
+    let methods: Vec<&str> = c
+        .metrics
+        .iter()
+        .map(|m| m.test_median.method.as_str())
+        .chain(c.rates.iter().map(|r| r.test.method.as_str()))
+        .collect();
+    let run_level = methods.contains(&"rollouts");
+    let boot = methods.contains(&"bootstrap");
+    let bootstrap = format!(
+        "{}stationary block-bootstrap CI, {} resamples, seed {}",
+        if sessions {
+            "two-level (rollouts, then blocks) "
+        } else {
+            ""
+        },
         c.bootstrap.resamples,
         c.bootstrap.seed
+    );
+    let rollouts = format!(
+        "run-level CI (Welch's t over each rollout's own statistic; {} within-rollout resamples, seed {})",
+        c.bootstrap.resamples, c.bootstrap.seed
+    );
+    match (run_level, boot) {
+        (true, true) => format!("{rollouts}; a test with one rollout on a side: {bootstrap}"),
+        (true, false) => rollouts,
+        _ => bootstrap,
+    }
+}
+
+/// The metric tests, with per-rollout figures for sessions.
+fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
+    let _ = writeln!(
+        o,
+        "\nmetrics (ms; Δ = B − A; 95 % {})",
+        interval_words(c, sessions)
     );
     let mu = &c.multiplicity;
     let _ = writeln!(
         o,
-        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor; the intervals shown are each test's own, unadjusted",
+        "  {} tests over {} metrics, {} (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor; the intervals shown are each test's own, unadjusted; `detect` is the smallest |Δ p50| the test would have called with 80 % probability",
         mu.tests,
         mu.metrics,
         if mu.method == "holm" { "Holm-adjusted" } else { mu.method.as_str() },
@@ -140,8 +169,8 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
     );
     let _ = writeln!(
         o,
-        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  verdict",
-        "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "Δ p99", "CI Δ p99"
+        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>9} {:>21}  verdict",
+        "phase", "metric", "A p50", "B p50", "Δ p50", "CI Δ p50", "detect", "Δ p99", "CI Δ p99"
     );
     // Overlap rows that are zero on both sides say nothing: folded into
     // one line. They stay in the JSON and the Holm family.
@@ -164,13 +193,14 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
     let name = m.display_name();
     let _ = writeln!(
         o,
-        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>21}  {}",
+        "  {:<9} {:<40} {:>9} {:>9} {:>9} {:>21} {:>9} {:>9} {:>21}  {}",
         m.phase,
         name,
         ms(m.a.median_ns),
         ms(m.b.median_ns),
         ms(m.diff_median_ns),
         format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
+        super::fixed(m.test_median.detectable / 1e6, 3),
         ms(m.diff_p99_ns),
         if m.p_p99.is_some() {
             format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1]))
@@ -195,6 +225,17 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
             "",
             per_rollout(&m.a_rollouts),
             per_rollout(&m.b_rollouts)
+        );
+    }
+    if m.test_median.method == "rollouts" {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} tested Δ p50 (mean of the rollouts' medians) {} ms, se {} ms, ν {:.2}",
+            "",
+            "",
+            super::fixed(m.test_median.estimate / 1e6, 3),
+            super::fixed(m.test_median.se / 1e6, 3),
+            m.test_median.df
         );
     }
     if let Some(w) = &m.tail_warning {
@@ -255,19 +296,21 @@ fn rate_table(o: &mut String, c: &Comparison) {
     if !c.rates.is_empty() {
         let _ = writeln!(
             o,
-            "\nrates (per 1,000 cycles; Δ = B − A; 95 % block-bootstrap CI)"
+            "\nrates (per 1,000 cycles; Δ = B − A; 95 % {}; `detect` as above)",
+            interval_words(c, c.a_episodes.len() > 1 || c.b_episodes.len() > 1)
         );
         for r in &c.rates {
             let what = r.display_name();
             let _ = writeln!(
                 o,
-                "  {:<9} {:<40} {:>9.3} {:>9.3} {:>+9.3} {:>21}  {}",
+                "  {:<9} {:<40} {:>9.3} {:>9.3} {:>+9.3} {:>21} {:>9.3}  {}",
                 r.phase,
                 what,
                 r.a_per_1000,
                 r.b_per_1000,
                 r.diff_per_1000,
                 format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1]),
+                r.test.detectable,
                 if r.verdict == Verdict::Worse {
                     "WORSE"
                 } else {

@@ -154,6 +154,7 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
             );
         }
     }
+    could_have_seen(&mut o, c, g);
     let failed: Vec<_> = g.failed().collect();
     if !failed.is_empty() {
         let _ = writeln!(o, "\n**Failed**\n");
@@ -162,6 +163,51 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
         }
     }
     o
+}
+
+/// The gated tests that read "no clear change", each with the smallest
+/// shift it would have called: a table up to [`LISTED_NO_CHANGE`] of them,
+/// else how many and where the figures are.
+fn could_have_seen(o: &mut String, c: &Comparison, g: &GateResult) {
+    const LISTED_NO_CHANGE: usize = 20;
+    let gated: Vec<&str> = g
+        .cases
+        .iter()
+        .filter(|x| matches!(x.outcome, "passed" | "failed"))
+        .map(|x| x.name.as_str())
+        .collect();
+    let quiet: Vec<_> = c
+        .tests()
+        .into_iter()
+        .filter(|t| t.verdict == crate::compare::Verdict::NoClearChange)
+        .filter(|t| gated.contains(&t.name.as_str()))
+        .collect();
+    if quiet.is_empty() {
+        return;
+    }
+    if quiet.len() > LISTED_NO_CHANGE {
+        let _ = writeln!(
+            o,
+            "\n{} gated tests read \"no clear change\"; the smallest shift each would have called with 80 % probability is its `detectable` in the JSON.",
+            quiet.len()
+        );
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n**No clear change, and what each test could have seen** (the shift it would have called with 80 % probability)\n"
+    );
+    let _ = writeln!(o, "| test | shift | would have called |");
+    let _ = writeln!(o, "|---|---|---|");
+    for t in quiet {
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} |",
+            cell(&t.name),
+            cell(&t.shift),
+            cell(&t.could_have_seen())
+        );
+    }
 }
 
 /// `s` escaped for XML text and attributes.

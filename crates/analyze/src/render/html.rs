@@ -395,15 +395,18 @@ fn budget_table(b: &crate::metrics::BudgetReport) -> Markup {
 fn metrics_table(c: &Comparison) -> Markup {
     let f = |ns: i64| ms(ns as f64);
     html! {
-        h2 { (format!("Metrics (ms, Δ = B − A, 95 % stationary block-bootstrap CI, {} resamples)", c.bootstrap.resamples)) }
-        p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
+        @let run_level = c.metrics.iter().any(|m| m.test_median.method == "rollouts");
+        h2 { (format!("Metrics (ms, Δ = B − A, 95 % {} CI, {} resamples)", if run_level { "run-level" } else { "stationary block-bootstrap" }, c.bootstrap.resamples)) }
+        p { (format!("{} tests over {} metrics, Holm-adjusted (family-wise error {} %): a verdict needs its adjusted p below {}, its interval excluding zero and a shift above the noise floor. \"Detectable\" is the smallest |Δ p50| the test would have called with 80 % probability.", c.multiplicity.tests, c.multiplicity.metrics, c.multiplicity.alpha * 100.0, c.multiplicity.alpha)) }
         @let sessions = c.a_episodes.len() > 1 || c.b_episodes.len() > 1;
-        @if sessions {
+        @if sessions && run_level {
+            p { (format!("A: {} rollouts, B: {} rollouts; the figures pool each side's rollouts; the intervals and p-values are the run-level test's (Welch's t over each rollout's own median or p99, centred on the mean of the rollouts' figures). Per rollout: median / p99.", c.a_episodes.len(), c.b_episodes.len())) }
+        } @else if sessions {
             p { (format!("A: {} rollouts, B: {} rollouts; the figures pool each side's rollouts, the intervals resample rollouts, then blocks within each (two-level bootstrap). Per rollout: median / p99.", c.a_episodes.len(), c.b_episodes.len())) }
         }
         table {
             tr {
-                th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" }
+                th.l { "phase" } th.l { "metric" } th { "A p50" } th { "B p50" } th { "Δ p50" } th { "CI Δ p50" } th { "detectable Δ p50" } th { "Δ p99" } th { "CI Δ p99" } th.l { "verdict" }
                 @if sessions { th.l { "A per rollout" } th.l { "B per rollout" } }
             }
             @for m in c.metrics.iter().filter(|m| !m.is_zero_overlap()) {
@@ -413,6 +416,7 @@ fn metrics_table(c: &Comparison) -> Markup {
                     td.l { (m.phase) } td.l { (m.display_name()) }
                     td { (f(m.a.median_ns)) } td { (f(m.b.median_ns)) } td { (f(m.diff_median_ns)) }
                     td { "[" (f(m.ci_median_ns[0])) ", " (f(m.ci_median_ns[1])) "]" }
+                    td { (ms(m.test_median.detectable)) }
                     td { (f(m.diff_p99_ns)) }
                     @if m.p_p99.is_some() {
                         td { "[" (f(m.ci_p99_ns[0])) ", " (f(m.ci_p99_ns[1])) "]" }
@@ -482,7 +486,7 @@ fn rates_table(c: &Comparison) -> Markup {
         @if !c.rates.is_empty() {
             h2 { "Rates (per 1,000 cycles)" }
             table {
-                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "Holm p" } th.l { "verdict" } }
+                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "detectable Δ" } th { "Holm p" } th.l { "verdict" } }
                 @for r in &c.rates {
                     tr {
                         td.l { (r.phase) }
@@ -490,6 +494,7 @@ fn rates_table(c: &Comparison) -> Markup {
                         td { (format!("{:.3}", r.a_per_1000)) } td { (format!("{:.3}", r.b_per_1000)) }
                         td { (format!("{:+.3}", r.diff_per_1000)) }
                         td { (format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1])) }
+                        td { (format!("{:.3}", r.test.detectable)) }
                         td { (format!("{:.3}", r.p_holm)) }
                         td.l { (r.verdict.word()) }
                     }

@@ -324,7 +324,8 @@ fn fleet_json_over_the_fixtures_is_unchanged() {
         &fixture(""),
         &[
             "fleet",
-            ".",
+            "v1",
+            "v2",
             "--out",
             tmp.path().to_str().unwrap(),
             "--json",
