@@ -92,6 +92,16 @@ pub enum AnalyzeError {
         /// input was left out too, that.
         what: String,
     },
+    /// The compare gate tripped on undecided tests alone (`--fail-on
+    /// undecided`): exit 6; more rollouts a side would decide it.
+    #[error("gate undecided ({subject}, --fail-on undecided): {what}")]
+    GateUndecided {
+        /// What was gated.
+        subject: String,
+        /// The undecided tests, each with what it could have seen and the
+        /// rollouts that would decide it.
+        what: String,
+    },
     /// A usage error found only once the input was read (a `--gate` name
     /// that is no test of the comparison): exit 2.
     #[error("{0}")]
@@ -170,6 +180,7 @@ impl AnalyzeError {
             AnalyzeError::NoEpisodes { .. } | AnalyzeError::FleetFailed { .. } => "no_episodes",
             AnalyzeError::Partial { .. } => "partial",
             AnalyzeError::GateTripped { .. } => "gate",
+            AnalyzeError::GateUndecided { .. } => "gate_undecided",
             AnalyzeError::Usage(_) => "usage",
             AnalyzeError::BadLine { .. } => "bad_line",
             AnalyzeError::BadManifest { .. } => "bad_manifest",

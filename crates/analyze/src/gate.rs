@@ -16,7 +16,7 @@
 //!   no case at all) says so and trips, unless `--allow-empty-gate`: a
 //!   green build must mean that something was checked.
 
-use crate::compare::{Comparison, Verdict};
+use crate::compare::{self, Comparison, GateFamily, GateTest, TestCase, TestInference, Verdict};
 use crate::metrics::{CardState, Report};
 
 /// One test case of a gate.
@@ -29,6 +29,9 @@ pub struct GateCase {
     pub outcome: &'static str,
     /// The figure, interval and threshold in words.
     pub detail: String,
+    /// A gated comparison test that could not have seen the effect the
+    /// user cares about ([`GateTest::undecided`]).
+    pub undecided: bool,
 }
 
 /// What a gate found.
@@ -52,6 +55,15 @@ impl GateResult {
     /// The failed cases.
     pub fn failed(&self) -> impl Iterator<Item = &GateCase> {
         self.cases.iter().filter(|c| c.outcome == "failed")
+    }
+
+    /// Whether the gate tripped on undecided tests alone (no test worse or
+    /// mixed, no warning or empty gate): more rollouts would decide it.
+    pub fn only_undecided(&self) -> bool {
+        self.tripped()
+            && self.failed().all(|c| c.undecided)
+            && self.failed().next().is_some()
+            && (!self.strict || self.warnings.is_empty())
     }
 
     /// The cases checked: passed or failed (not `not judged`, not `not
@@ -98,6 +110,7 @@ pub fn report_gate(r: &Report, fail_on: Option<&str>, allow_empty: bool) -> Gate
                 "passed"
             },
             detail: c.words.clone(),
+            undecided: false,
         })
         .collect();
     GateResult {
@@ -110,7 +123,173 @@ pub fn report_gate(r: &Report, fail_on: Option<&str>, allow_empty: bool) -> Gate
     }
 }
 
-/// The comparison's gate: one case per test (those `gate` lists, or all).
+/// What a compare gate is asked: which tests, at which family-wise error
+/// rate, and the effect each must be able to see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateAsk<'a> {
+    /// `--gate`: the tests (empty: every test).
+    pub tests: &'a [String],
+    /// `--alpha`: the gate's family-wise error rate.
+    pub alpha: f64,
+    /// `--min-effect TEST=VALUE`, in the test's unit as the user gives it
+    /// (ms for a metric's test, per 1,000 for a rate's).
+    pub min_effect: &'a [(String, f64)],
+}
+
+/// The largest number of rollouts a side [`GateTest::rollouts_to_decide`]
+/// looks for.
+const MOST_ROLLOUTS: u64 = 1_000;
+
+/// The gate's own family ([`GateFamily`]): the tests `--gate` names (every
+/// test without it), Holm-adjusted among themselves at `--alpha`, each
+/// with its verdict, its detectable shift at its gate level, and whether
+/// it is undecided against the effect the user cares about.
+///
+/// # Errors
+/// A name in `tests` or `min_effect` that is no test of this comparison,
+/// with what is wrong and the names it has (a usage error).
+pub fn gate_family(c: &Comparison, ask: &GateAsk) -> Result<GateFamily, String> {
+    let all = c.tests();
+    for g in ask.tests {
+        check_name(&all, g, "--gate")?;
+    }
+    for (g, _) in ask.min_effect {
+        check_name(&all, g, "--min-effect")?;
+    }
+    let gated: Vec<&TestCase> = all
+        .iter()
+        .filter(|t| ask.tests.is_empty() || ask.tests.contains(&t.name))
+        .collect();
+    let ps: Vec<f64> = gated.iter().map(|t| t.p).collect();
+    let adjusted = compare::holm(&ps);
+    let levels = compare::holm_levels(&ps, ask.alpha);
+    let tests = gated
+        .iter()
+        .enumerate()
+        .map(|(i, t)| gate_test(t, adjusted[i], levels[i], gated.len(), ask))
+        .collect();
+    Ok(GateFamily {
+        alpha: ask.alpha,
+        named: !ask.tests.is_empty(),
+        tests,
+    })
+}
+
+/// One gated test within the gate's family.
+fn gate_test(t: &TestCase, p_holm: f64, level: f64, family: usize, ask: &GateAsk) -> GateTest {
+    let (scale, round): (f64, fn(f64) -> f64) = if t.is_rate {
+        (1.0, |x| (x * 1e4).round() / 1e4)
+    } else {
+        (1e6, |x| (x * 10.0).round() / 10.0)
+    };
+    let unit = |x: f64| {
+        if t.is_rate {
+            format!("{x:+.3} per 1,000 cycles")
+        } else {
+            format!("{:+.3} ms", x / 1e6)
+        }
+    };
+    let floor = t.inference.floor;
+    let (direction, why) = compare::judge_shift(
+        ask.alpha,
+        p_holm,
+        t.inference.estimate,
+        t.interval,
+        floor,
+        family,
+        &unit,
+    );
+    let mut at_level = t.inference.clone();
+    compare::detectable(&mut at_level, level, floor, round);
+    let min_effect = ask
+        .min_effect
+        .iter()
+        .find(|(n, _)| *n == t.name)
+        .map_or(2.0 * floor, |(_, v)| v * scale);
+    let verdict = compare::verdict_of(direction);
+    let undecided = verdict == Verdict::NoClearChange && at_level.detectable > min_effect;
+    GateTest {
+        name: t.name.clone(),
+        p_holm,
+        verdict,
+        why,
+        level,
+        detectable: at_level.detectable,
+        min_effect: round(min_effect),
+        undecided,
+        rollouts_to_decide: undecided
+            .then(|| rollouts_to_decide(&at_level, level, min_effect))
+            .flatten(),
+    }
+}
+
+/// About how many rollouts a side would bring a test's detectable shift
+/// down to `min_effect` at the spread it measured: the smallest `R'` above
+/// today's smaller side `R` with `(t_{1 − level/2}(ν') + t_{0.8}(ν')) ·
+/// se · √(R / R') ≤ min_effect`, `ν' = 2R' − 2` (the run-level test's
+/// degrees of freedom at equal spreads). `None` when `min_effect` is below
+/// the noise floor (never called) or no `R'` up to [`MOST_ROLLOUTS`] does.
+/// Approximate: the spread rests on a few degrees of freedom.
+fn rollouts_to_decide(t: &TestInference, level: f64, min_effect: f64) -> Option<u64> {
+    if min_effect < t.floor || t.se <= 0.0 {
+        return None;
+    }
+    let r = t.rollouts[0].min(t.rollouts[1]).max(1) as f64;
+    (r as u64 + 1..=MOST_ROLLOUTS).find(|&n| {
+        let nu = 2.0 * n as f64 - 2.0;
+        let k = crate::compare::student::quantile(1.0 - level / 2.0, nu)
+            + crate::compare::student::quantile(0.8, nu);
+        k * t.se * (r / n as f64).sqrt() <= min_effect
+    })
+}
+
+/// `name` is a test of this comparison, or the usage error saying why not.
+fn check_name(all: &[TestCase], name: &str, flag: &str) -> Result<(), String> {
+    if all.iter().any(|t| t.name == name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
+    Err(format!(
+        "{flag} {name} names no test of this comparison; its tests are: {}",
+        names.join(", ")
+    ))
+}
+
+/// What a gated test that reads "no clear change" could have seen, in the
+/// gate's words: its detectable shift at its gate level, and for an
+/// undecided one the effect it missed and the rollouts that would decide.
+pub fn gate_words(t: &TestCase, g: &GateTest) -> String {
+    let unit = |x: f64| {
+        if t.is_rate {
+            format!("{x:.3} per 1,000 cycles")
+        } else {
+            format!("{:.3} ms", x / 1e6)
+        }
+    };
+    let seen = TestCase {
+        detectable: unit(g.detectable),
+        ..t.clone()
+    }
+    .could_have_seen();
+    if !g.undecided {
+        return seen;
+    }
+    let decide = match g.rollouts_to_decide {
+        Some(n) => format!("about {n} rollouts a side would decide it at the measured spread"),
+        None if g.min_effect < t.inference.floor => {
+            "no number of rollouts would: the effect is below the test's noise floor".into()
+        }
+        None => format!("more than {MOST_ROLLOUTS} rollouts a side would be needed"),
+    };
+    format!(
+        "undecided: {seen}, more than the {} it must see (--min-effect); {decide}",
+        unit(g.min_effect)
+    )
+}
+
+/// The comparison's gate: one case per test, the gated ones judged by the
+/// gate's family ([`Comparison::gate`], which [`gate_family`] fills; the
+/// comparison's own verdicts when it is absent).
 ///
 /// # Errors
 /// A name in `gate` that is no test of this comparison, with the names it
@@ -123,20 +302,34 @@ pub fn compare_gate(
     allow_empty: bool,
 ) -> Result<GateResult, String> {
     let all = c.tests();
-    if let Some(unknown) = gate.iter().find(|g| !all.iter().any(|t| &t.name == *g)) {
-        let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
-        return Err(format!(
-            "--gate {unknown} names no test of this comparison; its tests are: {}",
-            names.join(", ")
-        ));
+    for g in gate {
+        check_name(&all, g, "--gate")?;
     }
     let mixed = fail_on == Some("mixed");
+    let on_undecided = fail_on == Some("undecided");
     let cases = all
         .into_iter()
         .map(|t| {
             let listed = gate.is_empty() || gate.contains(&t.name);
-            let trips =
-                t.verdict == Verdict::Worse || (mixed && t.metric_verdict == Verdict::Mixed);
+            let own = c
+                .gate
+                .as_ref()
+                .and_then(|f| f.tests.iter().find(|g| g.name == t.name));
+            let (verdict, p_holm, why) = match own {
+                Some(g) => (g.verdict, g.p_holm, g.why.clone()),
+                None => (t.verdict, t.p_holm, t.why.clone()),
+            };
+            let undecided = own.is_some_and(|g| g.undecided);
+            let trips = verdict == Verdict::Worse
+                || (mixed && t.metric_verdict == Verdict::Mixed)
+                || (on_undecided && undecided);
+            let head = format!(
+                "{}: {}, Holm-adjusted p {:.4} ({})",
+                verdict.word(),
+                t.shift,
+                p_holm,
+                why
+            );
             GateCase {
                 outcome: if !listed {
                     "not gated"
@@ -145,24 +338,12 @@ pub fn compare_gate(
                 } else {
                     "passed"
                 },
-                detail: if t.verdict == Verdict::NoClearChange {
-                    format!(
-                        "{}: {}, Holm-adjusted p {:.4} ({}); {}",
-                        t.verdict.word(),
-                        t.shift,
-                        t.p_holm,
-                        t.why,
-                        t.could_have_seen()
-                    )
-                } else {
-                    format!(
-                        "{}: {}, Holm-adjusted p {:.4} ({})",
-                        t.verdict.word(),
-                        t.shift,
-                        t.p_holm,
-                        t.why
-                    )
+                detail: match (verdict, own) {
+                    (Verdict::NoClearChange, Some(g)) => format!("{head}; {}", gate_words(&t, g)),
+                    (Verdict::NoClearChange, None) => format!("{head}; {}", t.could_have_seen()),
+                    _ => head,
                 },
+                undecided,
                 name: t.name,
             }
         })

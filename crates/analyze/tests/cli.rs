@@ -109,6 +109,9 @@ mod export_mcap;
 mod fleet;
 #[path = "cli/gate.rs"]
 mod gate;
+/// The gate's own family, undecided tests and the looks.
+#[path = "cli/gate_family.rs"]
+mod gate_family;
 #[path = "cli/golden.rs"]
 mod golden;
 #[path = "cli/hardening.rs"]

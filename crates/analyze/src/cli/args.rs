@@ -25,6 +25,11 @@ pub const EXIT_PARTIAL: i32 = 4;
 /// summaries were still written. A write failure (3) wins over it, and it
 /// wins over partial input (4).
 pub const EXIT_GATE: i32 = 5;
+/// The compare gate is undecided (`--fail-on undecided`, docs/ci.md): no
+/// gated test got worse, but some could not have seen the effect asked of
+/// them (`--min-effect`); more rollouts a side would decide. The comparison
+/// and its summaries were written.
+pub const EXIT_UNDECIDED: i32 = 6;
 
 /// Recompute control-loop timing from saved looptime evidence.
 #[derive(Debug, Parser)]
@@ -61,9 +66,21 @@ pub struct Cli {
 pub struct GateArgs {
     /// Exit 5 when the gate trips: for a report `warn` or `fail` (a judged
     /// summary card reaching that state); for `compare` `worse` or `mixed`
-    /// (a gated test with that verdict).
+    /// (a gated test with that verdict), or `undecided` (a gated test
+    /// worse, else exit 6 for one that could not have seen its
+    /// `--min-effect`).
     #[arg(long, value_name = "LEVEL")]
     pub fail_on: Option<String>,
+    /// compare: the gate's family-wise error rate (Holm over the gated
+    /// tests), above 0 and at most 0.05; split it across looks when more
+    /// rollouts are recorded while the gate is undecided (docs/ci.md).
+    #[arg(long, value_name = "ALPHA", default_value_t = crate::compare::FAMILY_ALPHA)]
+    pub alpha: f64,
+    /// compare: the smallest shift a gated test must be able to see,
+    /// `TEST=VALUE` in the test's unit (ms, or per 1,000 for a rate);
+    /// repeatable. Default: twice the test's noise floor.
+    #[arg(long, value_name = "TEST=VALUE", value_parser = parse_min_effect)]
+    pub min_effect: Vec<(String, f64)>,
     /// compare: the tests the gate reads, comma-separated, each
     /// `PHASE/METRIC[/STAGE]:median|p99` or `PHASE/RATE:rate` (default:
     /// every test of the family, as Holm judged it).
@@ -84,6 +101,21 @@ pub struct GateArgs {
     /// Write the gate as JUnit XML here (one test case per card or test).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+}
+
+/// `TEST=VALUE` of `--min-effect`: a test name and a positive number.
+fn parse_min_effect(s: &str) -> Result<(String, f64), String> {
+    let (name, value) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{s}`: give TEST=VALUE, e.g. running/work:median=0.3"))?;
+    let v: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{value}` in `{s}` is not a number (ms, or per 1,000 for a rate)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}`: the effect must be above 0"));
+    }
+    Ok((name.trim().to_string(), v))
 }
 
 /// How to read evidence (shared by every command).

@@ -148,32 +148,49 @@ fn fleet_request(
 /// other command's levels too, since the two are easy to mix up.
 fn check_fail_on(
     gate: &GateArgs,
-    levels: [&str; 2],
+    levels: &[&str],
     (this, other): (&str, &str),
 ) -> std::result::Result<(), UsageError> {
+    let list = |l: &[&str]| {
+        let quoted: Vec<String> = l.iter().map(|x| format!("`{x}`")).collect();
+        match quoted.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => quoted.join(""),
+        }
+    };
     match gate.fail_on.as_deref() {
         Some(l) if !levels.contains(&l) => {
-            let theirs = if levels[0] == "warn" {
-                ["worse", "mixed"]
+            let theirs: &[&str] = if levels[0] == "warn" {
+                &COMPARE_LEVELS
             } else {
-                ["warn", "fail"]
+                &REPORT_LEVELS
             };
             Err(UsageError(format!(
-                "--fail-on {l}: {this} gate takes `{}` or `{}` ({other} takes `{}` or `{}`)",
-                levels[0], levels[1], theirs[0], theirs[1]
+                "--fail-on {l}: {this} gate takes {} ({other} takes {})",
+                list(levels),
+                list(theirs)
             )))
         }
         _ => Ok(()),
     }
 }
 
+/// A report's `--fail-on` levels.
+const REPORT_LEVELS: [&str; 2] = ["warn", "fail"];
+/// compare's `--fail-on` levels.
+const COMPARE_LEVELS: [&str; 3] = ["worse", "mixed", "undecided"];
+
 /// A report's gate: `--fail-on warn|fail`; `--gate` and `--strict` are
 /// compare's.
 fn report_gate_args(gate: GateArgs) -> std::result::Result<GateArgs, UsageError> {
-    check_fail_on(&gate, ["warn", "fail"], ("a report's", "compare's"))?;
-    if !gate.gate.is_empty() || gate.strict {
+    check_fail_on(&gate, &REPORT_LEVELS, ("a report's", "compare's"))?;
+    if !gate.gate.is_empty()
+        || gate.strict
+        || !gate.min_effect.is_empty()
+        || gate.alpha != crate::compare::FAMILY_ALPHA
+    {
         return Err(UsageError(
-            "--gate and --strict apply to compare's gate: analyze_control_timing compare A B --fail-on worse --gate ...".into(),
+            "--gate, --strict, --alpha and --min-effect apply to compare's gate: analyze_control_timing compare A B --fail-on worse --gate ...".into(),
         ));
     }
     Ok(gate)
@@ -191,7 +208,14 @@ fn compare_request(
     (resamples, seed): (u32, u64),
     gate: GateArgs,
 ) -> std::result::Result<Command, UsageError> {
-    check_fail_on(&gate, ["worse", "mixed"], ("compare's", "a report's"))?;
+    check_fail_on(&gate, &COMPARE_LEVELS, ("compare's", "a report's"))?;
+    if !(gate.alpha > 0.0 && gate.alpha <= crate::compare::FAMILY_ALPHA) {
+        return Err(UsageError(format!(
+            "--alpha {}: the gate's family-wise error rate must be above 0 and at most {} (the intervals shown are 95 %)",
+            gate.alpha,
+            crate::compare::FAMILY_ALPHA
+        )));
+    }
     if resamples == 0 {
         return Err(UsageError("--resamples must be at least 1".into()));
     }
@@ -349,6 +373,7 @@ pub fn run(cli: Cli) -> i32 {
                 AnalyzeError::Write { .. } | AnalyzeError::Plot(_) => EXIT_WRITE,
                 AnalyzeError::Partial { .. } => EXIT_PARTIAL,
                 AnalyzeError::GateTripped { .. } => EXIT_GATE,
+                AnalyzeError::GateUndecided { .. } => EXIT_UNDECIDED,
                 _ => EXIT_BAD_INPUT,
             }
         }

@@ -104,6 +104,20 @@ fn gate_verdict(g: &crate::gate::GateResult, partial: Option<&str>) -> Result<()
         .failed()
         .map(|c| format!("{} ({})", c.name, c.detail))
         .collect();
+    if g.only_undecided() {
+        let mut what = format!(
+            "{} undecided: {}; record more rollouts a side and compare again (docs/ci.md, Undecided)",
+            failed.len(),
+            failed.join("; ")
+        );
+        if let Some(p) = partial {
+            what.push_str(&format!("; also {p}"));
+        }
+        return Err(AnalyzeError::GateUndecided {
+            subject: g.subject.clone(),
+            what,
+        });
+    }
     let mut what = if !failed.is_empty() {
         format!("{} failed: {}", failed.len(), failed.join("; "))
     } else if g.checked_nothing() {
@@ -547,6 +561,14 @@ pub fn run_compare(
     let (sa, sb): (Vec<_>, Vec<_>) = (la.iter().collect(), lb.iter().collect());
     let mut c = crate::compare::compare(&sa, &sb, req.bootstrap);
     c.left_out = left_out;
+    if req.gate.fail_on.is_some() || !req.gate.gate.is_empty() {
+        let ask = crate::gate::GateAsk {
+            tests: &req.gate.gate,
+            alpha: req.gate.alpha,
+            min_effect: &req.gate.min_effect,
+        };
+        c.gate = Some(crate::gate::gate_family(&c, &ask).map_err(AnalyzeError::Usage)?);
+    }
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
         let plots = crate::render::plots::compare_plots(&sa, &sb, &c, Some(dir))?;

@@ -9,7 +9,7 @@ use super::*;
 /// Holm's level for each p-value of a family: `α / (m − i)` for the
 /// `i`-th smallest (0-based; ties in input order, as [`holm`] sorts), the
 /// threshold the step-down procedure holds that p-value to.
-fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
+pub(crate) fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]).then(a.cmp(&b)));
@@ -27,8 +27,9 @@ pub const DETECTION_POWER: f64 = 0.8;
 /// two-sided t test at `level` with the test's standard error and ν calls
 /// with [`DETECTION_POWER`], `(t_{1 − level/2}(ν) + t_{0.8}(ν)) · se`, never
 /// below `floor` (a shift below the floor is never called).
-fn detectable(t: &mut TestInference, level: f64, floor: f64, round: fn(f64) -> f64) {
+pub(crate) fn detectable(t: &mut TestInference, level: f64, floor: f64, round: fn(f64) -> f64) {
     t.level = level;
+    t.floor = round(floor);
     let nu = t.df.max(f64::MIN_POSITIVE);
     let k = student::quantile(1.0 - level / 2.0, nu) + student::quantile(DETECTION_POWER, nu);
     t.detectable = round((k * t.se).max(floor));
@@ -47,9 +48,23 @@ fn shift(
     tests: usize,
     unit: &dyn Fn(f64) -> String,
 ) -> (i32, String) {
+    judge_shift(FAMILY_ALPHA, p_adjusted, diff, interval, floor, tests, unit)
+}
+
+/// [`shift`] at a family-wise error rate `alpha` other than
+/// [`FAMILY_ALPHA`] (a gate's `--alpha`).
+pub(crate) fn judge_shift(
+    alpha: f64,
+    p_adjusted: f64,
+    diff: f64,
+    interval: [f64; 2],
+    floor: f64,
+    tests: usize,
+    unit: &dyn Fn(f64) -> String,
+) -> (i32, String) {
     if interval[0] <= 0.0 && interval[1] >= 0.0 {
         (0, "the interval holds zero".into())
-    } else if p_adjusted >= FAMILY_ALPHA {
+    } else if p_adjusted >= alpha {
         (
             0,
             format!(
@@ -69,11 +84,16 @@ fn shift(
         (
             diff.signum() as i32,
             format!(
-                "Holm-adjusted p {p_adjusted:.4} below {FAMILY_ALPHA}, the interval excludes zero, and the shift is above the noise floor of {}",
+                "Holm-adjusted p {p_adjusted:.4} below {alpha}, the interval excludes zero, and the shift is above the noise floor of {}",
                 unit(floor)
             ),
         )
     }
+}
+
+/// The verdict of a test's direction alone (no p99 beside it).
+pub(crate) fn verdict_of(direction: i32) -> Verdict {
+    verdict(direction, 0)
 }
 
 fn verdict(m: i32, p: i32) -> Verdict {
@@ -206,6 +226,7 @@ mod tests {
             df: 4.0,
             level: 0.05,
             detectable: 0.0,
+            floor: 0.0,
         };
         detectable(&mut t, 0.01, 0.0, |x| x.round());
         assert_eq!(t.detectable, 5_545.0);

@@ -33,7 +33,9 @@ mod types;
 use judge::judge;
 #[cfg(test)]
 use judge::noise_floors;
+pub(crate) use judge::{detectable, holm_levels, judge_shift, verdict_of};
 use notes::pair_notes;
+pub(crate) use resample::holm;
 pub use types::*;
 
 use samples::{rate_samples, samples};
@@ -156,6 +158,7 @@ fn inference(
         df: (e.df * 100.0).round() / 100.0,
         level: FAMILY_ALPHA,
         detectable: 0.0,
+        floor: 0.0,
     }
 }
 
@@ -382,6 +385,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         rates,
         multiplicity,
         bootstrap: cfg,
+        gate: None,
         left_out: Vec::new(),
     }
 }

@@ -140,6 +140,50 @@ pub struct TestInference {
     /// with 80 % probability, `(t_{1 − level/2}(ν) + t_{0.8}(ν)) · se`, but
     /// never below the test's noise floor (rounded as `estimate`).
     pub detectable: f64,
+    /// The test's noise floor, in its unit (docs/compare.md, The verdict).
+    pub floor: f64,
+}
+
+/// The gate's own family: the tests `--gate` names (or every test), held
+/// by Holm to `--alpha` among themselves (docs/ci.md, The gate's family).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GateFamily {
+    /// The family-wise error rate of the gate (`--alpha`, default 0.05).
+    pub alpha: f64,
+    /// Whether the tests were named by `--gate` (else every test of the
+    /// comparison is the gate's family).
+    pub named: bool,
+    /// The gated tests, in the report's order.
+    pub tests: Vec<GateTest>,
+}
+
+/// One gated test, judged within the gate's family.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GateTest {
+    /// Its gate name.
+    pub name: String,
+    /// Its p after Holm's adjustment over the gated tests alone.
+    pub p_holm: f64,
+    /// Its verdict within the gate's family (better, worse or no clear
+    /// change), by the rule of the comparison's verdicts at `--alpha`.
+    pub verdict: Verdict,
+    /// Why, in words.
+    pub why: String,
+    /// Holm's level for it within the gate's family.
+    pub level: f64,
+    /// Its minimum detectable shift at that level (its unit).
+    pub detectable: f64,
+    /// The effect the user cares about (`--min-effect`, default twice the
+    /// noise floor), in the test's unit.
+    pub min_effect: f64,
+    /// No clear change, and a detectable shift larger than `min_effect`:
+    /// the comparison could not have seen the effect the user cares about.
+    pub undecided: bool,
+    /// For an undecided test: about how many rollouts a side would bring
+    /// its detectable shift down to `min_effect` at the measured spread
+    /// (null when none would: `min_effect` below the noise floor, or more
+    /// than 1,000).
+    pub rollouts_to_decide: Option<u64>,
 }
 
 /// One metric, A against B.
@@ -337,6 +381,15 @@ pub struct TestCase {
     pub detectable: String,
     /// Rollouts with samples on each side (A, B).
     pub rollouts: [u64; 2],
+    /// Its p-value before any adjustment.
+    pub p: f64,
+    /// Its 95 % interval, in its unit (ns, or per 1,000 for a rate).
+    pub interval: [f64; 2],
+    /// How it was made (its estimate, se, ν, noise floor).
+    pub inference: TestInference,
+    /// Whether it is a rate's test (its unit per 1,000), else a metric's
+    /// (ns).
+    pub is_rate: bool,
 }
 
 impl TestCase {
@@ -468,8 +521,14 @@ impl Comparison {
                 why: m.why_median.clone(),
                 detectable: detect_ms(m.test_median.detectable),
                 rollouts: m.test_median.rollouts,
+                p: m.p_median,
+                interval: m.ci_median_ns.map(|x| x as f64),
+                inference: m.test_median.clone(),
+                is_rate: false,
             });
-            if let (Some(v), Some(p)) = (m.verdict_p99, m.p_p99_holm) {
+            if let (Some(v), Some(p), Some(raw), Some(inference)) =
+                (m.verdict_p99, m.p_p99_holm, m.p_p99, m.test_p99.as_ref())
+            {
                 out.push(TestCase {
                     name: format!("{base}:p99"),
                     phase: m.phase.clone(),
@@ -479,11 +538,12 @@ impl Comparison {
                     p_holm: p,
                     shift: format!("Δ p99 {} ms {}", ms(m.diff_p99_ns), interval(m.ci_p99_ns)),
                     why: m.why_p99.clone().unwrap_or_default(),
-                    detectable: m
-                        .test_p99
-                        .as_ref()
-                        .map_or_else(String::new, |t| detect_ms(t.detectable)),
-                    rollouts: m.test_median.rollouts,
+                    detectable: detect_ms(inference.detectable),
+                    rollouts: inference.rollouts,
+                    p: raw,
+                    interval: m.ci_p99_ns.map(|x| x as f64),
+                    inference: inference.clone(),
+                    is_rate: false,
                 });
             }
         }
@@ -502,6 +562,10 @@ impl Comparison {
                 why: r.why.clone(),
                 detectable: format!("{:.3} per 1,000 cycles", r.test.detectable),
                 rollouts: r.test.rollouts,
+                p: r.p,
+                interval: r.ci_per_1000,
+                inference: r.test.clone(),
+                is_rate: true,
             });
         }
         out
@@ -569,6 +633,10 @@ pub struct Comparison {
     pub multiplicity: Multiplicity,
     /// The bootstrap used.
     pub bootstrap: BootstrapConfig,
+    /// The gate's family, when a gate was asked for (`--fail-on` or
+    /// `--gate`): each gated test judged among the gated tests alone.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gate: Option<GateFamily>,
     /// Rollout directories of either side that hold no evidence and were
     /// left out (`A: <dir>`, `B: <dir>`); the command then exits with the
     /// partial-input code. Absent when none was.

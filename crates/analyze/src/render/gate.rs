@@ -37,7 +37,12 @@ fn headline(g: &GateResult) -> String {
         .fail_on
         .as_deref()
         .map_or(String::new(), |l| format!(" (--fail-on {l})"));
-    if failed > 0 {
+    if g.only_undecided() {
+        format!(
+            "**gate undecided**: {failed} of {} checked could not have seen the effect asked of them; record more rollouts a side{level}",
+            g.checked()
+        )
+    } else if failed > 0 {
         format!(
             "**gate tripped**: {failed} of {} checked failed{level}",
             g.checked()
@@ -176,11 +181,19 @@ fn could_have_seen(o: &mut String, c: &Comparison, g: &GateResult) {
         .filter(|x| matches!(x.outcome, "passed" | "failed"))
         .map(|x| x.name.as_str())
         .collect();
-    let quiet: Vec<_> = c
+    let family = c.gate.as_ref();
+    let quiet: Vec<(crate::compare::TestCase, String)> = c
         .tests()
         .into_iter()
-        .filter(|t| t.verdict == crate::compare::Verdict::NoClearChange)
         .filter(|t| gated.contains(&t.name.as_str()))
+        .filter_map(
+            |t| match family.and_then(|f| f.tests.iter().find(|x| x.name == t.name)) {
+                Some(own) => (own.verdict == crate::compare::Verdict::NoClearChange)
+                    .then(|| (t.clone(), crate::gate::gate_words(&t, own))),
+                None => (t.verdict == crate::compare::Verdict::NoClearChange)
+                    .then(|| (t.clone(), t.could_have_seen())),
+            },
+        )
         .collect();
     if quiet.is_empty() {
         return;
@@ -188,24 +201,24 @@ fn could_have_seen(o: &mut String, c: &Comparison, g: &GateResult) {
     if quiet.len() > LISTED_NO_CHANGE {
         let _ = writeln!(
             o,
-            "\n{} gated tests read \"no clear change\"; the smallest shift each would have called with 80 % probability is its `detectable` in the JSON.",
+            "\n{} gated tests read \"no clear change\"; the smallest shift each would have called with 80 % probability is its `detectable` in the JSON (`gate.tests`).",
             quiet.len()
         );
         return;
     }
     let _ = writeln!(
         o,
-        "\n**No clear change, and what each test could have seen** (the shift it would have called with 80 % probability)\n"
+        "\n**No clear change, and what each test could have seen** (the shift it would have called with 80 % probability, at its level in the gate's family)\n"
     );
     let _ = writeln!(o, "| test | shift | would have called |");
     let _ = writeln!(o, "|---|---|---|");
-    for t in quiet {
+    for (t, words) in quiet {
         let _ = writeln!(
             o,
             "| `{}` | {} | {} |",
             cell(&t.name),
             cell(&t.shift),
-            cell(&t.could_have_seen())
+            cell(&words)
         );
     }
 }

@@ -107,26 +107,29 @@ fn a_missed_work_shift_says_how_large_a_shift_it_could_have_seen() {
     let mds = t["detectable"].as_f64().unwrap();
     assert!(mds > 500_000.0, "{t}");
     assert!((5_000_000.0..6_000_000.0).contains(&mds), "{t}");
-    // What the text says beside it, and the gate's message.
+    // The gate's message and its JUnit case say it too, at the test's
+    // level in the gate's own family (one test: α itself, so a smaller
+    // detectable shift than at its rank among the comparison's tests,
+    // still far above the +0.5 ms).
     let tmp = tempfile::tempdir().unwrap();
     let xml = tmp.path().join("timing.xml");
-    let r = pair(
-        "work-shift",
-        &[
-            "--fail-on",
-            "worse",
-            "--gate",
-            "running/work:median",
-            "--junit",
-            xml.to_str().unwrap(),
-        ],
-    );
+    let gate = ["--fail-on", "worse", "--gate", "running/work:median"];
+    let mut args = gate.to_vec();
+    args.extend(["--junit", xml.to_str().unwrap()]);
+    let r = pair("work-shift", &args);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut args = gate.to_vec();
+    args.push("--json");
+    let g: Value = serde_json::from_str(&pair("work-shift", &args).stdout).unwrap();
+    let own = &g["gate"]["tests"][0];
+    assert_eq!(own["level"], 0.05, "{own}");
+    let at_gate = own["detectable"].as_f64().unwrap();
+    assert!(at_gate > 500_000.0 && at_gate < mds, "{own}");
     let xml = std::fs::read_to_string(&xml).unwrap();
     assert!(
         xml.contains(&format!(
             "a shift of {:.3} ms would have been called with 80 % probability (3 rollouts a side)",
-            mds / 1e6
+            at_gate / 1e6
         )),
         "{xml}"
     );

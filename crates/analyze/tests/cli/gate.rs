@@ -163,7 +163,8 @@ fn the_gate_reads_warnings_only_with_strict_and_refuses_unknown_names() {
     let r = compare(&same, &["--fail-on", "fail"]);
     assert_eq!(r.code, 2);
     assert!(
-        r.stderr.contains("compare's gate takes `worse` or `mixed`"),
+        r.stderr
+            .contains("compare's gate takes `worse`, `mixed` or `undecided`"),
         "{}",
         r.stderr
     );

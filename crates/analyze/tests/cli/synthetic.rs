@@ -46,6 +46,9 @@ pub struct Synth {
     pub decode_tail_every: u64,
     /// See `decode_tail_every`.
     pub decode_tail_ns: u64,
+    /// Added to every adapter_decode span and left out of the manifest:
+    /// a host's run-to-run offset, ns.
+    pub host_offset_ns: u64,
     /// The manifest's `source_hash`, when set.
     pub source_hash: Option<&'static str>,
     /// The manifest's `host.hostname`, when set.
@@ -64,6 +67,7 @@ impl Default for Synth {
             late_every: 0,
             decode_tail_every: 0,
             decode_tail_ns: 0,
+            host_offset_ns: 0,
             source_hash: None,
             hostname: None,
         }
@@ -111,7 +115,10 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
         } else {
             0
         };
-        let decode = around(s.seed, 6 * i + 2, 300_000, 60_000) + s.decode_extra_ns + tail;
+        let decode = around(s.seed, 6 * i + 2, 300_000, 60_000)
+            + s.decode_extra_ns
+            + s.host_offset_ns
+            + tail;
         let send = around(s.seed, 6 * i + 3, 150_000, 30_000);
         let executor = around(s.seed, 6 * i + 4, 200_000, 40_000) + send;
         let recording = around(s.seed, 6 * i + 5, 250_000, 50_000);
