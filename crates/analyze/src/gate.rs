@@ -151,10 +151,10 @@ const MOST_ROLLOUTS: u64 = 1_000;
 pub fn gate_family(c: &Comparison, ask: &GateAsk) -> Result<GateFamily, String> {
     let all = c.tests();
     for g in ask.tests {
-        check_name(&all, g, "--gate")?;
+        check_name(c, &all, g, "--gate")?;
     }
     for (g, _) in ask.min_effect {
-        check_name(&all, g, "--min-effect")?;
+        check_name(c, &all, g, "--min-effect")?;
     }
     let gated: Vec<&TestCase> = all
         .iter()
@@ -243,10 +243,30 @@ fn rollouts_to_decide(t: &TestInference, level: f64, min_effect: f64) -> Option<
     })
 }
 
-/// `name` is a test of this comparison, or the usage error saying why not.
-fn check_name(all: &[TestCase], name: &str, flag: &str) -> Result<(), String> {
+/// `name` is a test of this comparison, or the usage error saying why not:
+/// a p99 test whose metric exists but has fewer than
+/// [`MIN_SAMPLES_FOR_P99_VERDICT`](crate::compare::MIN_SAMPLES_FOR_P99_VERDICT)
+/// samples on a side is named as such, with the counts.
+fn check_name(c: &Comparison, all: &[TestCase], name: &str, flag: &str) -> Result<(), String> {
     if all.iter().any(|t| t.name == name) {
         return Ok(());
+    }
+    if let Some(base) = name.strip_suffix(":p99") {
+        let metric = c.metrics.iter().find(|m| {
+            let full = match &m.stage {
+                Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
+                None => format!("{}/{}", m.phase, m.metric),
+            };
+            full == base
+        });
+        if let Some(m) = metric {
+            return Err(format!(
+                "{flag} {name}: the test exists, but was not made: a p99 test needs at least {} samples a side (so that 10 lie above the p99), and this comparison has {} in A and {} in B; record longer or more rollouts (configs/ci.toml gives 1,200 a side at 3 rollouts), or gate {base}:median",
+                compare::thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT as u64),
+                m.a.count,
+                m.b.count
+            ));
+        }
     }
     let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
     Err(format!(
@@ -303,7 +323,7 @@ pub fn compare_gate(
 ) -> Result<GateResult, String> {
     let all = c.tests();
     for g in gate {
-        check_name(&all, g, "--gate")?;
+        check_name(c, &all, g, "--gate")?;
     }
     let mixed = fail_on == Some("mixed");
     let on_undecided = fail_on == Some("undecided");
@@ -323,13 +343,18 @@ pub fn compare_gate(
             let trips = verdict == Verdict::Worse
                 || (mixed && t.metric_verdict == Verdict::Mixed)
                 || (on_undecided && undecided);
-            let head = format!(
-                "{}: {}, Holm-adjusted p {:.4} ({})",
-                verdict.word(),
-                t.shift,
-                p_holm,
-                why
-            );
+            // The reason names the adjusted p itself unless it is about the
+            // interval or the floor: say it once.
+            let head = if why.contains("Holm-adjusted p") {
+                format!("{}: {} ({why})", verdict.word(), t.shift)
+            } else {
+                format!(
+                    "{}: {}, Holm-adjusted p {:.4} ({why})",
+                    verdict.word(),
+                    t.shift,
+                    p_holm
+                )
+            };
             GateCase {
                 outcome: if !listed {
                     "not gated"

@@ -308,6 +308,7 @@ fn export_request(
 /// (`crates/commands`) both call it.
 pub fn main_entry() -> i32 {
     use clap::Parser;
+    quiet_on_closed_pipe();
     match Cli::try_parse() {
         Ok(cli) => run(cli),
         Err(e) => {
@@ -321,6 +322,21 @@ pub fn main_entry() -> i32 {
                 EXIT_OK
             }
         }
+    }
+}
+
+/// A closed stdout or stderr (`analyze_control_timing … | head -5`) ends
+/// the program quietly, as it ends `cat` or `grep`: SIGPIPE's default
+/// action is restored (Rust's runtime ignores it, so a write to a closed
+/// pipe would return an error that `println!` turns into a panic, exit 101).
+/// Files the program writes are written atomically (`atomic`), so a
+/// reader that goes away never leaves half a file behind.
+#[allow(unsafe_code)]
+fn quiet_on_closed_pipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler of ours and
+    // touches no Rust state; it runs once, before any thread is spawned.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -98,6 +98,14 @@ fn write_gate_files(
 /// naming what failed and, when some input was left out too, that.
 fn gate_verdict(g: &crate::gate::GateResult, partial: Option<&str>) -> Result<()> {
     if !g.tripped() {
+        if g.checked_nothing() {
+            // Allowed to pass empty: say so where the user looks, not only
+            // in --markdown.
+            eprintln!(
+                "gate passed with nothing checked (--allow-empty-gate): {}",
+                crate::render::gate::nothing_checked(g)
+            );
+        }
         return Ok(());
     }
     let failed: Vec<String> = g

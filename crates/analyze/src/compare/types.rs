@@ -489,6 +489,31 @@ impl RateComparison {
     }
 }
 
+/// `n` with a comma between thousands (1,000).
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// A signed difference or interval end in ns, in ms: three decimals
+/// (`+0.483`), or six when a value that is not zero would round to zero
+/// at three (`+0.000400`), so that an interval's ends always show which
+/// side of zero they lie on.
+pub fn signed_ms(ns: i64) -> String {
+    if ns != 0 && ns.abs() < 500 {
+        format!("{:+.6}", ns as f64 / 1e6)
+    } else {
+        format!("{:+.3}", ns as f64 / 1e6)
+    }
+}
+
 /// A detectable shift in ns as the tests show it: `0.532 ms`.
 fn detect_ms(ns: f64) -> String {
     format!("{:.3} ms", ns / 1e6)
@@ -498,7 +523,7 @@ impl Comparison {
     /// Every test of the comparison, in the report's order: each metric's
     /// median test, then its p99 test when tested; then each rate's test.
     pub fn tests(&self) -> Vec<TestCase> {
-        let ms = |ns: i64| format!("{:+.3}", ns as f64 / 1e6);
+        let ms = signed_ms;
         let interval = |ci: [i64; 2]| format!("[{}, {}] ms", ms(ci[0]), ms(ci[1]));
         let mut out = Vec::new();
         for m in &self.metrics {

@@ -310,13 +310,46 @@ fn words(
     if let Some(c) = check("late_answers") {
         stale += &format!(", {:.2} % late answers", c.value);
     }
+    if let Some(c) = check("budget_overruns") {
+        stale += &format!(", {:.2} % of cycles over the compute budget", c.value);
+    }
+    if let Some(c) = check("completion_misses") {
+        stale += &format!(", {:.2} % completion misses", c.value);
+    }
     format!(
-        "{}: {} — {rate}{p99}, {}, {} skipped{stale}{diag}",
+        "{}: {}{} — {rate}{p99}, {}, {} skipped{stale}{diag}",
         p.phase,
         state.word(),
+        deciding(state, checks),
         count(p.overruns, "overrun"),
         p.skipped
     )
+}
+
+/// The checks that set a flagged card's state, named beside it (`FAIL
+/// (over the compute budget 100.00 %)`), so that every surface that
+/// prints the card's words (the text, the gate's message, the Markdown,
+/// the JUnit failure) says what failed; empty for a passing or not
+/// judged card.
+fn deciding(state: CardState, checks: &[CardCheck]) -> String {
+    if !matches!(state, CardState::Warn | CardState::Fail) {
+        return String::new();
+    }
+    let named: Vec<String> = checks
+        .iter()
+        .filter(|c| c.state == state)
+        .map(|c| match c.check.as_str() {
+            "rate" => format!("rate {}", signed_pct(c.value, 2)),
+            "p99_period" => format!("p99 period {}", signed_pct(c.value, 1)),
+            "overruns" => count(c.value as u64, "overrun"),
+            "stale_uses" => format!("stale uses {:.2} %", c.value),
+            "late_answers" => format!("late answers {:.2} %", c.value),
+            "budget_overruns" => format!("over the compute budget {:.2} %", c.value),
+            "completion_misses" => format!("completion misses {:.2} %", c.value),
+            other => format!("{other} {}", c.value),
+        })
+        .collect();
+    format!(" ({})", named.join(", "))
 }
 
 #[cfg(test)]

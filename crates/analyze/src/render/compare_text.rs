@@ -19,19 +19,6 @@ pub fn per_rollout(r: &[RolloutFigures]) -> String {
         .join(" ")
 }
 
-/// `n` with a comma between thousands (1,000).
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Render a comparison as text: which runs, what differs, the metric
 /// tests, the rates.
 pub fn render(c: &Comparison) -> String {
@@ -190,6 +177,14 @@ fn metric_table(o: &mut String, c: &Comparison, sessions: bool) {
 /// sessions) its per-rollout figures, its tail warning and its rate.
 fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bool) {
     let ms = |ns: i64| super::fixed(ns as f64 / 1e6, 3);
+    // An interval's end that is not zero shows its side of zero.
+    let end = |ns: i64| {
+        if ns != 0 && ns.abs() < 500 {
+            crate::compare::signed_ms(ns)
+        } else {
+            ms(ns)
+        }
+    };
     let name = m.display_name();
     let _ = writeln!(
         o,
@@ -199,15 +194,15 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
         ms(m.a.median_ns),
         ms(m.b.median_ns),
         ms(m.diff_median_ns),
-        format!("[{}, {}]", ms(m.ci_median_ns[0]), ms(m.ci_median_ns[1])),
+        format!("[{}, {}]", end(m.ci_median_ns[0]), end(m.ci_median_ns[1])),
         super::fixed(m.test_median.detectable / 1e6, 3),
         ms(m.diff_p99_ns),
         if m.p_p99.is_some() {
-            format!("[{}, {}]", ms(m.ci_p99_ns[0]), ms(m.ci_p99_ns[1]))
+            format!("[{}, {}]", end(m.ci_p99_ns[0]), end(m.ci_p99_ns[1]))
         } else {
             format!(
                 "not tested (n < {})",
-                thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT)
+                crate::compare::thousands(crate::compare::MIN_SAMPLES_FOR_P99_VERDICT as u64)
             )
         },
         if m.verdict == Verdict::Worse {

@@ -294,3 +294,44 @@ fn on_the_spiky_config_the_stage_caption_says_what_the_diagnosis_counts() {
         "the old legend is back"
     );
 }
+
+#[test]
+fn a_card_that_fails_on_its_budget_names_the_budget_on_every_surface() {
+    // 200 running cycles on time, every one working 3 ms against a
+    // declared 2 ms budget: the rate, p99 period and overruns all pass;
+    // 200 of 200 over the budget (100 % > the 1 % warn share) fail the
+    // card. The card's words, which the text, the gate's message, the
+    // Markdown and the JUnit failure all print, name that check.
+    let tmp = tempfile::tempdir().unwrap();
+    declared_episode(tmp.path(), 200, 1);
+    let (md, xml) = (tmp.path().join("s.md"), tmp.path().join("t.xml"));
+    let r = analyze(&[
+        "--episode",
+        tmp.path().to_str().unwrap(),
+        "--fail-on",
+        "fail",
+        "--markdown",
+        md.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let named = "FAIL (over the compute budget 100.00 %)";
+    assert!(
+        r.stdout.contains(&format!("running: {named}")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains(named), "{}", r.stderr);
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains(named), "{md}");
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    assert!(xml.contains(named), "{xml}");
+    // The figure itself stands in the words too.
+    assert!(
+        r.stdout
+            .contains("100.00 % of cycles over the compute budget"),
+        "{}",
+        r.stdout
+    );
+}

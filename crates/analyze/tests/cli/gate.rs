@@ -388,3 +388,38 @@ fn the_documented_gate_catches_a_slower_stage_and_passes_a_copy_of_itself() {
         r.stdout
     );
 }
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    // `compare … --json | head -c 10`: the reader goes away while the
+    // comparison (78 kB of JSON, more than a pipe holds) is written. The
+    // command ends as `cat` does, by SIGPIPE, with nothing on stderr:
+    // before, it said "cannot write <stdout>: Broken pipe" and exited 3,
+    // and with stderr on the same pipe (`2>&1 | head -5`) its eprintln!
+    // panicked (exit 101).
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let (a, b) = (fixture("v1/serve-episode"), fixture("v2/serve-episode"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
+        .args([
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {stderr}",
+        out.status
+    );
+}

@@ -719,8 +719,11 @@ fn write_errors_state_the_os_error_once_and_exit_3() {
         r.stderr.trim(),
         "error: cannot write /nonexistent/x.json: No such file or directory (os error 2)"
     );
-    // stdout is a pipe whose reader is gone before the analyzer starts, so
-    // its first write fails with EPIPE, whatever the machine's load.
+    // stdout is a pipe whose reader is gone before the analyzer starts: it
+    // ends as `cat` does, by SIGPIPE, quietly (a closed pipe is the
+    // reader's choice, not a failed write; tests/cli/gate.rs holds it for
+    // a reader that goes away mid-stream).
+    use std::os::unix::process::ExitStatusExt;
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_analyze_control_timing"))
@@ -730,11 +733,8 @@ fn write_errors_state_the_os_error_once_and_exit_3() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert_eq!(
-        stderr.trim(),
-        "error: cannot write <stdout>: Broken pipe (os error 32)"
-    );
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{stderr}");
+    assert_eq!(stderr.trim(), "");
 }
 
 #[test]
