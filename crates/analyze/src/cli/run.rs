@@ -149,6 +149,25 @@ fn gate_verdict(g: &crate::gate::GateResult, partial: Option<&str>) -> Result<()
     })
 }
 
+/// The gate's own family, when a gate was asked for (`--fail-on` or
+/// `--gate`).
+fn gate_family(
+    c: &crate::compare::Comparison,
+    args: &GateArgs,
+) -> Result<Option<crate::compare::GateFamily>> {
+    if args.fail_on.is_none() && args.gate.is_empty() {
+        return Ok(None);
+    }
+    let ask = crate::gate::GateAsk {
+        tests: &args.gate,
+        alpha: args.alpha,
+        min_effect: &args.min_effect,
+    };
+    crate::gate::gate_family(c, &ask)
+        .map(Some)
+        .map_err(AnalyzeError::Usage)
+}
+
 /// Save `json` to `output` (if given), then print JSON or the text form.
 fn emit(
     out: &mut dyn Write,
@@ -569,14 +588,7 @@ pub fn run_compare(
     let (sa, sb): (Vec<_>, Vec<_>) = (la.iter().collect(), lb.iter().collect());
     let mut c = crate::compare::compare(&sa, &sb, req.bootstrap);
     c.left_out = left_out;
-    if req.gate.fail_on.is_some() || !req.gate.gate.is_empty() {
-        let ask = crate::gate::GateAsk {
-            tests: &req.gate.gate,
-            alpha: req.gate.alpha,
-            min_effect: &req.gate.min_effect,
-        };
-        c.gate = Some(crate::gate::gate_family(&c, &ask).map_err(AnalyzeError::Usage)?);
-    }
+    c.gate = gate_family(&c, &req.gate)?;
     if let Some(dir) = &req.output.html {
         make_dir(dir)?;
         let plots = crate::render::plots::compare_plots(&sa, &sb, &c, Some(dir))?;

@@ -304,18 +304,7 @@ fn words(
         ),
         (None, None) => "; not judged: no pace to judge against".to_string(),
     };
-    let mut stale = check("stale_uses").map_or(String::new(), |c| {
-        format!(", {:.2} % stale data-age uses", c.value)
-    });
-    if let Some(c) = check("late_answers") {
-        stale += &format!(", {:.2} % late answers", c.value);
-    }
-    if let Some(c) = check("budget_overruns") {
-        stale += &format!(", {:.2} % of cycles over the compute budget", c.value);
-    }
-    if let Some(c) = check("completion_misses") {
-        stale += &format!(", {:.2} % completion misses", c.value);
-    }
+    let stale = share_figures(checks);
     format!(
         "{}: {}{} — {rate}{p99}, {}, {} skipped{stale}{diag}",
         p.phase,
@@ -324,6 +313,24 @@ fn words(
         count(p.overruns, "overrun"),
         p.skipped
     )
+}
+
+/// The shares a card's checks judge beyond the rate and the period, as its
+/// words give them: stale data-age uses, late answers, the declared budget's
+/// overruns and completion misses.
+fn share_figures(checks: &[CardCheck]) -> String {
+    [
+        ("stale_uses", "stale data-age uses"),
+        ("late_answers", "late answers"),
+        ("budget_overruns", "of cycles over the compute budget"),
+        ("completion_misses", "completion misses"),
+    ]
+    .iter()
+    .filter_map(|(name, words)| {
+        let c = checks.iter().find(|c| c.check == *name)?;
+        Some(format!(", {:.2} % {words}", c.value))
+    })
+    .collect()
 }
 
 /// The checks that set a flagged card's state, named beside it (`FAIL

@@ -212,27 +212,7 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
         }
     );
     reasons(o, m);
-    if sessions {
-        let _ = writeln!(
-            o,
-            "  {:<9} {:<40} per rollout, p50/p99: A {}  B {}",
-            "",
-            "",
-            per_rollout(&m.a_rollouts),
-            per_rollout(&m.b_rollouts)
-        );
-    }
-    if m.test_median.method == "rollouts" {
-        let _ = writeln!(
-            o,
-            "  {:<9} {:<40} tested Δ p50 (mean of the rollouts' medians) {} ms, se {} ms, ν {:.2}",
-            "",
-            "",
-            super::fixed(m.test_median.estimate / 1e6, 3),
-            super::fixed(m.test_median.se / 1e6, 3),
-            m.test_median.df
-        );
-    }
+    rollout_lines(o, m, sessions);
     if let Some(w) = &m.tail_warning {
         let _ = writeln!(
             o,
@@ -254,6 +234,32 @@ fn metric_row(o: &mut String, m: &crate::compare::MetricComparison, sessions: bo
                 "  command Hz"
             },
             m.rel_diff_hz.unwrap_or(0.0) * 100.0
+        );
+    }
+}
+
+/// Under a metric's row of a comparison of sessions: each rollout's
+/// figures, and, for the run-level test, the Δ it tested.
+fn rollout_lines(o: &mut String, m: &crate::compare::MetricComparison, sessions: bool) {
+    if sessions {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} per rollout, p50/p99: A {}  B {}",
+            "",
+            "",
+            per_rollout(&m.a_rollouts),
+            per_rollout(&m.b_rollouts)
+        );
+    }
+    if m.test_median.method == "rollouts" {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} tested Δ p50 (mean of the rollouts' medians) {} ms, se {} ms, ν {:.2}",
+            "",
+            "",
+            super::fixed(m.test_median.estimate / 1e6, 3),
+            super::fixed(m.test_median.se / 1e6, 3),
+            m.test_median.df
         );
     }
 }
