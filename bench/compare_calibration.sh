@@ -136,7 +136,7 @@ fi
 if [ -n "$RECORDED" ] && [ -f "$RECORDED/load.txt" ]; then
   cp "$RECORDED/load.txt" "$OUT/load.txt"
 else
-  echo "load at start: $(cat /proc/loadavg)" >"$OUT/load.txt"
+  printf 'condition: %s\nload at start: %s\n' "${LOAD:-quiet}" "$(cat /proc/loadavg)" >"$OUT/load.txt"
 fi
 start=$(date +%s)
 rounds=1
@@ -253,11 +253,11 @@ for r in results:
         print("pair", r["pair"], "A/A moved:", r["aa_moved"], "shift detected:", r["shift_detected"],
               "other stages worse:", r["shift_other_stages_worse"], "camera age worse:", r["camera_age_worse"])
 PY
-python3 - "$OUT" "$PAIRS" "$SHIFT_PAIRS" "$ROLLOUTS" "$SHIFTS_US" "$GATE" "${LOAD:-quiet}" <<'PY'
+python3 - "$OUT" "$PAIRS" "$SHIFT_PAIRS" "$ROLLOUTS" "$SHIFTS_US" "$GATE" <<'PY'
 # The gate's table: false alarms over every A/A pair, power per shift.
 import json, math, pathlib, sys
 out, pairs, shift_pairs, rollouts = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-shifts, gate, load = sys.argv[5].split(), sys.argv[6].split(","), sys.argv[7]
+shifts, gate = sys.argv[5].split(), sys.argv[6].split(",")
 
 def binom_cdf(k, n, p):
     return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(k + 1))
@@ -327,7 +327,8 @@ for us in shifts:
         rows.append(f"| +{us} µs on adapter_decode | the gate tripped | {rate(trip, m)} |")
         rows.append(f"| +{us} µs on adapter_decode | running/work:median worse in the gate | {rate(work, m)} |")
         rows.append(f"| +{us} µs on adapter_decode | running/work:median worse in the whole family | {rate(famwork, m)} |")
-table = (f"Load: {load} ({(out / 'load.txt').read_text().strip()}); {rollouts} rollouts a side; "
+load = "; ".join((out / "load.txt").read_text().split("\n")).strip("; ")
+table = (f"{load}; {rollouts} rollouts a side; "
          f"gate {','.join(gate)}; rates with their Clopper-Pearson 95 % interval\n\n"
          "| pairs | criterion | rate |\n|---|---|---|\n" + "\n".join(rows) + "\n")
 (out / "gate_table.md").write_text(table)

@@ -205,9 +205,10 @@ fn gate_test(t: &TestCase, p_holm: f64, level: f64, family: usize, ask: &GateAsk
         .min_effect
         .iter()
         .find(|(n, _)| *n == t.name)
-        .map_or(2.0 * floor, |(_, v)| v * scale);
+        .map(|(_, v)| v * scale);
     let verdict = compare::verdict_of(direction);
-    let undecided = verdict == Verdict::NoClearChange && at_level.detectable > min_effect;
+    let undecided =
+        verdict == Verdict::NoClearChange && min_effect.is_some_and(|m| at_level.detectable > m);
     GateTest {
         name: t.name.clone(),
         p_holm,
@@ -215,11 +216,11 @@ fn gate_test(t: &TestCase, p_holm: f64, level: f64, family: usize, ask: &GateAsk
         why,
         level,
         detectable: at_level.detectable,
-        min_effect: round(min_effect),
+        min_effect: min_effect.map(round),
         undecided,
-        rollouts_to_decide: undecided
-            .then(|| rollouts_to_decide(&at_level, level, min_effect))
-            .flatten(),
+        rollouts_to_decide: min_effect
+            .filter(|_| undecided)
+            .and_then(|m| rollouts_to_decide(&at_level, level, m)),
     }
 }
 
@@ -294,16 +295,17 @@ pub fn gate_words(t: &TestCase, g: &GateTest) -> String {
     if !g.undecided {
         return seen;
     }
+    let min_effect = g.min_effect.unwrap_or(0.0);
     let decide = match g.rollouts_to_decide {
         Some(n) => format!("about {n} rollouts a side would decide it at the measured spread"),
-        None if g.min_effect < t.inference.floor => {
+        None if min_effect < t.inference.floor => {
             "no number of rollouts would: the effect is below the test's noise floor".into()
         }
         None => format!("more than {MOST_ROLLOUTS} rollouts a side would be needed"),
     };
     format!(
         "undecided: {seen}, more than the {} it must see (--min-effect); {decide}",
-        unit(g.min_effect)
+        unit(min_effect)
     )
 }
 

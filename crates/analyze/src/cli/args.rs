@@ -78,7 +78,7 @@ pub struct GateArgs {
     pub alpha: f64,
     /// compare: the smallest shift a gated test must be able to see,
     /// `TEST=VALUE` in the test's unit (ms, or per 1,000 for a rate);
-    /// repeatable. Default: twice the test's noise floor.
+    /// repeatable. A test without one is never undecided.
     #[arg(long, value_name = "TEST=VALUE", value_parser = parse_min_effect)]
     pub min_effect: Vec<(String, f64)>,
     /// compare: the tests the gate reads, comma-separated, each

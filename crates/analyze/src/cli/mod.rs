@@ -209,6 +209,11 @@ fn compare_request(
     gate: GateArgs,
 ) -> std::result::Result<Command, UsageError> {
     check_fail_on(&gate, &COMPARE_LEVELS, ("compare's", "a report's"))?;
+    if gate.fail_on.as_deref() == Some("undecided") && gate.min_effect.is_empty() {
+        return Err(UsageError(
+            "--fail-on undecided needs the effect each test must see: --min-effect TEST=VALUE (e.g. running/work:median=0.3, in ms; docs/ci.md, Undecided)".into(),
+        ));
+    }
     if !(gate.alpha > 0.0 && gate.alpha <= crate::compare::FAMILY_ALPHA) {
         return Err(UsageError(format!(
             "--alpha {}: the gate's family-wise error rate must be above 0 and at most {} (the intervals shown are 95 %)",

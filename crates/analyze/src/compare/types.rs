@@ -173,11 +173,12 @@ pub struct GateTest {
     pub level: f64,
     /// Its minimum detectable shift at that level (its unit).
     pub detectable: f64,
-    /// The effect the user cares about (`--min-effect`, default twice the
-    /// noise floor), in the test's unit.
-    pub min_effect: f64,
+    /// The effect the user cares about (`--min-effect`), in the test's
+    /// unit; null for a test without one.
+    pub min_effect: Option<f64>,
     /// No clear change, and a detectable shift larger than `min_effect`:
-    /// the comparison could not have seen the effect the user cares about.
+    /// the comparison could not have seen the effect the user cares about
+    /// (never for a test without `min_effect`).
     pub undecided: bool,
     /// For an undecided test: about how many rollouts a side would bring
     /// its detectable shift down to `min_effect` at the measured spread

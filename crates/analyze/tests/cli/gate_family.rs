@@ -152,6 +152,17 @@ fn the_looks_record_more_rollouts_while_undecided_and_stop_at_a_decision() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.contains("undecided: a shift of"), "{md}");
+    // Undecided needs the effect named: without --min-effect, a usage
+    // error (under load, three rollouts a side cannot see twice any
+    // recommended test's noise floor, so no default would mean anything:
+    // docs/compare.md, The gate under load).
+    let r = run(tmp.path(), 3, &["--gate", DECODE, "--fail-on", "undecided"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--fail-on undecided needs"),
+        "{}",
+        r.stderr
+    );
     // An --alpha above the 95 % intervals' 0.05 is refused by name.
     let r = run(tmp.path(), 3, &["--alpha", "0.1"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
