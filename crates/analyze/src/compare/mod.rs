@@ -29,6 +29,7 @@ mod judge;
 mod notes;
 pub use differences::manifest_differences;
 mod samples;
+mod test_types;
 mod types;
 use judge::judge;
 #[cfg(test)]
@@ -36,6 +37,7 @@ use judge::noise_floors;
 pub(crate) use judge::{detectable, holm_levels, judge_shift, verdict_of};
 use notes::pair_notes;
 pub(crate) use resample::holm;
+pub use test_types::*;
 pub use types::*;
 
 use samples::{rate_samples, samples};

@@ -1,0 +1,96 @@
+//! A verdict, a test's inference record and a CI gate's own family, as `--json`
+//! writes them (docs/compare.md, The run-level test; docs/ci.md, The
+//! gate's family is the gate). The rung below `types`: what a
+//! comparison's tests and its gate carry, apart from the metrics.
+
+use serde::{Deserialize, Serialize};
+
+/// better / worse / no clear change / mixed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// B is lower (closer to nominal) beyond noise.
+    Better,
+    /// B is higher beyond noise.
+    Worse,
+    /// No shift beyond noise.
+    NoClearChange,
+    /// The median and the p99 moved in opposite directions.
+    Mixed,
+}
+
+/// How one test was made, and the smallest change it would have called
+/// (docs/compare.md, The run-level test and The smallest change each test
+/// would have called).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TestInference {
+    /// `rollouts`: the run-level test (Welch's t over the rollouts' own
+    /// statistics), when both sides hold two or more rollouts with
+    /// samples; `bootstrap`: the two-level stationary bootstrap, when a
+    /// side holds one.
+    pub method: String,
+    /// Rollouts with samples on each side (A, B).
+    pub rollouts: [u64; 2],
+    /// The difference the test judges (B − A; ns, or per 1,000 for a
+    /// rate), to 0.1 ns (10⁻⁴): with `rollouts`, the mean of B's
+    /// rollouts' statistics less A's (each rollout weighted equally); with
+    /// `bootstrap`, the pooled difference.
+    pub estimate: f64,
+    /// Its standard error, likewise rounded.
+    pub se: f64,
+    /// The degrees of freedom of its t, to 0.01.
+    pub df: f64,
+    /// The level the verdict holds the unadjusted p to: Holm's
+    /// `α / (m − i)` at the test's rank `i` (0-based, ascending p) in its
+    /// family of `m`.
+    pub level: f64,
+    /// The minimum detectable shift: the |shift| the verdict would call
+    /// with 80 % probability, `(t_{1 − level/2}(ν) + t_{0.8}(ν)) · se`, but
+    /// never below the test's noise floor (rounded as `estimate`).
+    pub detectable: f64,
+    /// The test's noise floor, in its unit (docs/compare.md, The verdict).
+    pub floor: f64,
+}
+
+/// The gate's own family: the tests `--gate` names (or every test), held
+/// by Holm to `--alpha` among themselves (docs/ci.md, The gate's family).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GateFamily {
+    /// The family-wise error rate of the gate (`--alpha`, default 0.05).
+    pub alpha: f64,
+    /// Whether the tests were named by `--gate` (else every test of the
+    /// comparison is the gate's family).
+    pub named: bool,
+    /// The gated tests, in the report's order.
+    pub tests: Vec<GateTest>,
+}
+
+/// One gated test, judged within the gate's family.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GateTest {
+    /// Its gate name.
+    pub name: String,
+    /// Its p after Holm's adjustment over the gated tests alone.
+    pub p_holm: f64,
+    /// Its verdict within the gate's family (better, worse or no clear
+    /// change), by the rule of the comparison's verdicts at `--alpha`.
+    pub verdict: Verdict,
+    /// Why, in words.
+    pub why: String,
+    /// Holm's level for it within the gate's family.
+    pub level: f64,
+    /// Its minimum detectable shift at that level (its unit).
+    pub detectable: f64,
+    /// The effect the user cares about (`--min-effect`), in the test's
+    /// unit; null for a test without one.
+    pub min_effect: Option<f64>,
+    /// No clear change, and a detectable shift larger than `min_effect`:
+    /// the comparison could not have seen the effect the user cares about
+    /// (never for a test without `min_effect`).
+    pub undecided: bool,
+    /// For an undecided test: about how many rollouts a side would bring
+    /// its detectable shift down to `min_effect` at the measured spread
+    /// (null when none would: `min_effect` below the noise floor, or more
+    /// than 1,000).
+    pub rollouts_to_decide: Option<u64>,
+}
