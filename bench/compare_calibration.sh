@@ -67,6 +67,19 @@
 #
 #   LOAD=stress PAIRS=60 SHIFT_PAIRS=20 SHIFTS_US="135 270 486" CAMERA=0 \
 #     RUN='duration_s = 4.0; warmup_s = 0.5' bash bench/compare_calibration.sh
+#
+# The loop's rate as a change: RATES_HZ (for example "95 86") records B
+# sessions whose config declares a slower loop (run.rate_hz, a declared
+# drop), RTFS (for example "0.86") B sessions run at that real-time factor
+# (the same declared rate, an undeclared drop); each is its own kind,
+# judged against the pair's A side for the first SHIFT_PAIRS pairs, and
+# gate_table.md gives the gate's and running/loop_hz's power on each.
+# With RECORDED, a kind the earlier run lacks is recorded now (under LOAD
+# if it is set), so rate drops can join a calibration recorded before:
+#
+#   RECORDED=/tmp/cal-loaded OUT=/tmp/cal-loaded-rates LOAD=stress PAIRS=60 SHIFT_PAIRS=20 \
+#     SHIFTS_US="135 270 486" RATES_HZ="95 86" RTFS=0.86 CAMERA=0 \
+#     RUN='duration_s = 4.0; warmup_s = 0.5' bash bench/compare_calibration.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/target_dir.sh
@@ -79,6 +92,8 @@ RECORDED=${RECORDED:-}
 SHIFT_PAIRS=${SHIFT_PAIRS:-$PAIRS}
 SHIFTS_US=${SHIFTS_US:-$SHIFT_US}
 read -r -a SHIFTS <<<"$SHIFTS_US"
+read -r -a RATES <<<"${RATES_HZ:-}"
+read -r -a FACTORS <<<"${RTFS:-}"
 CAMERA=${CAMERA:-1}
 LOAD=${LOAD:-}
 GATE=${GATE:-running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate}
@@ -95,11 +110,19 @@ for us in "${SHIFTS[@]}"; do
   printf '[run]\nepisodes = %s\n%s\n[stats]\ninterval_s = 0\n[stages.adapter_decode.cost]\nmean_us = %s\n' \
     "$per_session" "$RUN" "$((300 + us))" >"$OUT/configs/s$us.toml"
 done
+for hz in "${RATES[@]}"; do
+  printf '[run]\nepisodes = %s\nrate_hz = %s\n%s\n[stats]\ninterval_s = 0\n' "$per_session" "$hz" "$RUN" >"$OUT/configs/hz$hz.toml"
+done
+for f in "${FACTORS[@]}"; do
+  printf '[run]\nepisodes = %s\nrtf = %s\n%s\n[stats]\ninterval_s = 0\n' "$per_session" "$f" "$RUN" >"$OUT/configs/rtf$f.toml"
+done
 printf '[run]\nepisodes = %s\n%s\n[stats]\ninterval_s = 0\n[stages.camera_read]\nmode = "background"\n[stages.camera_read.cost]\nmean_us = 20.0\njitter_us = 5.0\n' \
   "$per_session" "$RUN" >"$OUT/configs/camera.toml"
 ROBOT=${ROBOT:-}
 kinds=(default camera)
 for us in "${SHIFTS[@]}"; do kinds+=("s$us"); done
+for hz in "${RATES[@]}"; do kinds+=("hz$hz"); done
+for f in "${FACTORS[@]}"; do kinds+=("rtf$f"); done
 if [ -n "$ROBOT" ]; then
   for c in "${kinds[@]}"; do
     printf '[robot]\ntransport = "%s"\n' "$ROBOT" >>"$OUT/configs/$c.toml"
@@ -113,7 +136,7 @@ if [ -n "$DECLARE" ]; then
 fi
 
 session() { # name config -> prints the session directory
-  if [ -n "$RECORDED" ]; then
+  if [ -n "$RECORDED" ] && [ -f "$RECORDED/runs/$1.path" ]; then
     cat "$RECORDED/runs/$1.path"
     return
   fi
@@ -127,7 +150,7 @@ side_args() { # flag kind pair -> --a DIR --a DIR ... for the side's sessions
 }
 
 mkdir -p "$OUT/runs" "$OUT/pairs"
-if [ -n "$LOAD" ] && [ -z "$RECORDED" ]; then
+if [ -n "$LOAD" ]; then
   # The load beside every recording: two CPU hogs on the runner's cores.
   stress-ng --cpu 2 --quiet &
   stress_pid=$!
@@ -147,6 +170,8 @@ pair_kinds() {
   local out=(a b)
   if [ "$1" -lt "$SHIFT_PAIRS" ]; then
     for us in "${SHIFTS[@]}"; do out+=("s$us"); done
+    for hz in "${RATES[@]}"; do out+=("hz$hz"); done
+    for f in "${FACTORS[@]}"; do out+=("rtf$f"); done
     [ "$CAMERA" = 1 ] && out+=(c)
   fi
   echo "${out[@]}"
@@ -176,7 +201,7 @@ for i in $(seq 0 $((PAIRS - 1))); do
     for kind in "${ks[@]}"; do
       k=$((k + 1))
       cfg="$OUT/configs/default.toml"
-      [[ "$kind" = s* ]] && cfg="$OUT/configs/$kind.toml"
+      [[ "$kind" = s* || "$kind" = hz* || "$kind" = rtf* ]] && cfg="$OUT/configs/$kind.toml"
       [ "$kind" = c ] && cfg="$OUT/configs/camera.toml"
       dir=$(session "$kind$i.$r" "$cfg")
       echo "$dir" >"$OUT/runs/$kind$i.$r.path"
@@ -190,6 +215,11 @@ for i in $(seq 0 $((PAIRS - 1))); do
     for us in "${SHIFTS[@]}"; do
       mapfile -t S < <(side_args --b "s$us" "$i")
       gate_cmp "$OUT/pairs/shift${us}_$i.json" "${A[@]}" "${S[@]}"
+    done
+    for kind in "${RATES[@]/#/hz}" "${FACTORS[@]/#/rtf}"; do
+      [ -n "$kind" ] || continue
+      mapfile -t S < <(side_args --b "$kind" "$i")
+      gate_cmp "$OUT/pairs/${kind}_$i.json" "${A[@]}" "${S[@]}"
     done
     if [ "$CAMERA" = 1 ]; then
       mapfile -t C < <(side_args --b c "$i")
@@ -214,6 +244,7 @@ for i in range(pairs):
     c = load(f"aa{i}.json")
     moved = [name(m) + ":" + m["verdict"] for m in c["metrics"] if m["verdict"] != "no_clear_change"]
     moved += [f"{r['phase']}/{r['metric']}:{r['verdict']}" for r in c["rates"] if r["verdict"] != "no_clear_change"]
+    moved += [f"{h['phase']}/{h['metric']}:{h['verdict']}" for h in c.get("hz", []) if h["verdict"] != "no_clear_change"]
     aa_pass += not moved
     metrics_tested.append(c["multiplicity"]["tests"])
     age_tested.append(sum(m["metric"] == "age_at_use" for m in c["metrics"]) + sum(r["metric"].startswith("stale:") for r in c["rates"]))
@@ -253,11 +284,12 @@ for r in results:
         print("pair", r["pair"], "A/A moved:", r["aa_moved"], "shift detected:", r["shift_detected"],
               "other stages worse:", r["shift_other_stages_worse"], "camera age worse:", r["camera_age_worse"])
 PY
-python3 - "$OUT" "$PAIRS" "$SHIFT_PAIRS" "$ROLLOUTS" "$SHIFTS_US" "$GATE" <<'PY'
+python3 - "$OUT" "$PAIRS" "$SHIFT_PAIRS" "$ROLLOUTS" "$SHIFTS_US" "$GATE" "${RATES_HZ:-}" "${RTFS:-}" <<'PY'
 # The gate's table: false alarms over every A/A pair, power per shift.
 import json, math, pathlib, sys
 out, pairs, shift_pairs, rollouts = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 shifts, gate = sys.argv[5].split(), sys.argv[6].split(",")
+rates, factors = sys.argv[7].split(), sys.argv[8].split()
 
 def binom_cdf(k, n, p):
     return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(k + 1))
@@ -285,6 +317,8 @@ def tests(c):
     for r in c["rates"]:
         kind = "share" if r["metric"] == "late_answers" else "rate"
         yield f"{r['phase']}/{r['metric']}:{kind}", r["verdict"]
+    for h in c.get("hz", []):
+        yield f"{h['phase']}/{h['metric']}", h["verdict"]
 
 def gate_verdicts(c):
     """The gated tests' verdicts: the gate's family where the analyzer
@@ -312,8 +346,12 @@ for i in range(pairs):
     gat += any(v != "no_clear_change" for v in gate_verdicts(c).values())
 rows.append(f"| A/A | false alarm: any test moved (whole family) | {rate(fam, n)} |")
 rows.append(f"| A/A | false alarm: any gated test moved (the gate) | {rate(gat, n)} |")
+for name in ("running/loop_hz", "running/work_cpu:median"):
+    k = sum(dict(tests(c)).get(name, "no_clear_change") != "no_clear_change"
+            for c in (load_pair(f"aa{i}.json") for i in range(pairs)) if c is not None)
+    rows.append(f"| A/A | false alarm: {name} moved (whole family) | {rate(k, n)} |")
 for us in shifts:
-    trip = work = famwork = m = 0
+    trip = work = famwork = m = cpu = famcpu = 0
     for i in range(shift_pairs):
         c = load_pair(f"shift{us}_{i}.json")
         if c is None:
@@ -323,10 +361,34 @@ for us in shifts:
         trip += any(v == "worse" for v in g.values())
         work += g.get("running/work:median") == "worse"
         famwork += dict(tests(c)).get("running/work:median") == "worse"
+        cpu += g.get("running/work_cpu:median") == "worse"
+        famcpu += dict(tests(c)).get("running/work_cpu:median") == "worse"
     if m:
         rows.append(f"| +{us} µs on adapter_decode | the gate tripped | {rate(trip, m)} |")
         rows.append(f"| +{us} µs on adapter_decode | running/work:median worse in the gate | {rate(work, m)} |")
         rows.append(f"| +{us} µs on adapter_decode | running/work:median worse in the whole family | {rate(famwork, m)} |")
+        if "running/work_cpu:median" in gate:
+            rows.append(f"| +{us} µs on adapter_decode | running/work_cpu:median worse in the gate | {rate(cpu, m)} |")
+        rows.append(f"| +{us} µs on adapter_decode | running/work_cpu:median worse in the whole family | {rate(famcpu, m)} |")
+def rate_rows(kind, label):
+    trip = hz = famhz = m = 0
+    for i in range(shift_pairs):
+        c = load_pair(f"{kind}_{i}.json")
+        if c is None:
+            continue
+        m += 1
+        g = gate_verdicts(c)
+        trip += any(v == "worse" for v in g.values())
+        hz += g.get("running/loop_hz") == "worse"
+        famhz += dict(tests(c)).get("running/loop_hz") == "worse"
+    if m:
+        rows.append(f"| {label} | the gate tripped | {rate(trip, m)} |")
+        rows.append(f"| {label} | running/loop_hz worse in the gate | {rate(hz, m)} |")
+        rows.append(f"| {label} | running/loop_hz worse in the whole family | {rate(famhz, m)} |")
+for hz in rates:
+    rate_rows(f"hz{hz}", f"rate_hz 100 -> {hz} (declared)")
+for f in factors:
+    rate_rows(f"rtf{f}", f"--rtf {f} (undeclared)")
 load = "; ".join((out / "load.txt").read_text().split("\n")).strip("; ")
 table = (f"{load}; {rollouts} rollouts a side; "
          f"gate {','.join(gate)}; rates with their Clopper-Pearson 95 % interval\n\n"

@@ -285,8 +285,10 @@ def check_synopsis(b: Block, bin_dir: Path, env: dict) -> list:
 
 def ci_repo(parent: Path, env: dict) -> tuple:
     """A local git repository `parent/repo` as a CI job checks it out: a
-    base commit (the repository's configs/) and a change commit after it;
-    returns it and the base's SHA. A job's `../base` worktree lands in
+    base commit (the repository's configs/) and a change commit after it
+    that edits configs/ci.toml (rate_hz 100 -> 86: a recipe that records
+    the base with the base's config shows it on B, `run.rate_hz` among the
+    settings differing); returns it and the base's SHA. A job's `../base` worktree lands in
     `parent`, so two jobs of one page do not meet."""
     repo = parent / "repo"
     repo.mkdir(parents=True)
@@ -300,6 +302,10 @@ def ci_repo(parent: Path, env: dict) -> tuple:
     git("commit", "-q", "-m", "base")
     base = git("rev-parse", "HEAD")
     (repo / "CHANGE").write_text("the change under test\n")
+    ci = repo / "configs" / "ci.toml"
+    text = ci.read_text()
+    assert "rate_hz = 100.0" in text, "configs/ci.toml no longer says rate_hz = 100.0; docs_run.ci_repo edits it"
+    ci.write_text(text.replace("rate_hz = 100.0", "rate_hz = 86.0"))
     git("add", "-A")
     git("commit", "-q", "-m", "change")
     return repo, base
@@ -328,7 +334,19 @@ def run_gitlab(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) ->
     art = job.get("artifacts", {})
     paths = [*art.get("paths", []), *art.get("reports", {}).values()]
     missing = [x for x in paths if not (repo / x).exists()]
-    return [f"{b.where()}: the job's artifacts {missing} were not written"] if missing else []
+    if missing:
+        return [f"{b.where()}: the job's artifacts {missing} were not written"]
+    return change_seen(b, repo / "summary.md")
+
+
+def change_seen(b: Block, summary: Path) -> list:
+    """The change commit's config edit shows on B: the summary names
+    `run.rate_hz` among the settings differing (a recipe that records both
+    sides with the change's config compares 86 Hz with 86 Hz)."""
+    if summary.exists() and "`run.rate_hz`" in summary.read_text():
+        return []
+    return [f"{b.where()}: the summary does not name `run.rate_hz` among the settings differing: the change "
+            "commit's configs/ci.toml (rate_hz 100 -> 86) did not reach B, or the base side was recorded with it"]
 
 
 def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) -> list:
@@ -368,7 +386,7 @@ def run_workflow(b: Block, scratch: Path, bin_dir: Path, wheel: str, env: dict) 
         return [failed]
     if not summary.exists() or not summary.read_text().strip():
         return [f"{b.where()}: the workflow wrote no step summary"]
-    return []
+    return change_seen(b, summary)
 
 
 def tail(out: subprocess.CompletedProcess, n: int = 25) -> str:

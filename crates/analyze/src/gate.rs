@@ -43,7 +43,9 @@ pub struct GateResult {
     pub fail_on: Option<String>,
     /// Its cases, in the report's order.
     pub cases: Vec<GateCase>,
-    /// Warnings about the comparison itself (none for a report).
+    /// Warnings about the comparison itself that `--strict` trips on
+    /// (none for a report): every pair warning but the
+    /// [`EXPECTED_IN_CI`] ones.
     pub warnings: Vec<String>,
     /// Whether `--strict` makes those warnings trip it.
     pub strict: bool,
@@ -132,7 +134,7 @@ pub struct GateAsk<'a> {
     /// `--alpha`: the gate's family-wise error rate.
     pub alpha: f64,
     /// `--min-effect TEST=VALUE`, in the test's unit as the user gives it
-    /// (ms for a metric's test, per 1,000 for a rate's).
+    /// (ms for a metric's test, per 1,000 for a rate's, Hz for loop_hz).
     pub min_effect: &'a [(String, f64)],
 }
 
@@ -177,18 +179,8 @@ pub fn gate_family(c: &Comparison, ask: &GateAsk) -> Result<GateFamily, String> 
 
 /// One gated test within the gate's family.
 fn gate_test(t: &TestCase, p_holm: f64, level: f64, family: usize, ask: &GateAsk) -> GateTest {
-    let (scale, round): (f64, fn(f64) -> f64) = if t.is_rate {
-        (1.0, |x| (x * 1e4).round() / 1e4)
-    } else {
-        (1e6, |x| (x * 10.0).round() / 10.0)
-    };
-    let unit = |x: f64| {
-        if t.is_rate {
-            format!("{x:+.3} per 1,000 cycles")
-        } else {
-            format!("{:+.3} ms", x / 1e6)
-        }
-    };
+    let (scale, round) = (t.unit.user_scale(), t.unit.round());
+    let unit = |x: f64| t.unit.signed(x);
     let floor = t.inference.floor;
     let (direction, why) = compare::judge_shift(
         ask.alpha,
@@ -206,7 +198,8 @@ fn gate_test(t: &TestCase, p_holm: f64, level: f64, family: usize, ask: &GateAsk
         .iter()
         .find(|(n, _)| *n == t.name)
         .map(|(_, v)| v * scale);
-    let verdict = compare::verdict_of(direction);
+    // A slower rate is worse: a Hz test's direction is reversed.
+    let verdict = compare::verdict_of(direction * t.unit.worse_sign() as i32);
     let undecided =
         verdict == Verdict::NoClearChange && min_effect.is_some_and(|m| at_level.detectable > m);
     GateTest {
@@ -269,6 +262,14 @@ fn check_name(c: &Comparison, all: &[TestCase], name: &str, flag: &str) -> Resul
             ));
         }
     }
+    // `running/loop_hz:rate`: the Hz tests carry no suffix.
+    if let Some((base, _)) = name.rsplit_once(':') {
+        if all.iter().any(|t| t.name == base) {
+            return Err(format!(
+                "{flag} {name} names no test of this comparison; the test is {base} (a loop or command rate in Hz has no `:median`, `:p99` or `:rate` suffix)"
+            ));
+        }
+    }
     let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
     Err(format!(
         "{flag} {name} names no test of this comparison; its tests are: {}",
@@ -280,13 +281,7 @@ fn check_name(c: &Comparison, all: &[TestCase], name: &str, flag: &str) -> Resul
 /// gate's words: its detectable shift at its gate level, and for an
 /// undecided one the effect it missed and the rollouts that would decide.
 pub fn gate_words(t: &TestCase, g: &GateTest) -> String {
-    let unit = |x: f64| {
-        if t.is_rate {
-            format!("{x:.3} per 1,000 cycles")
-        } else {
-            format!("{:.3} ms", x / 1e6)
-        }
-    };
+    let unit = |x: f64| t.unit.size(x);
     let seen = TestCase {
         detectable: unit(g.detectable),
         ..t.clone()
@@ -308,6 +303,14 @@ pub fn gate_words(t: &TestCase, g: &GateTest) -> String {
         unit(min_effect)
     )
 }
+
+/// The pair warnings every CI pair is expected to show, which `--strict`
+/// does not trip on (docs/ci.md, `--strict`): an A/A pair, where no config
+/// setting differs, and a change's own source (its source hash differs).
+pub const EXPECTED_IN_CI: &[&str] = &[
+    "no config setting differs",
+    "the two runs were built from different source",
+];
 
 /// The comparison's gate: one case per test, the gated ones judged by the
 /// gate's family ([`Comparison::gate`], which [`gate_family`] fills; the
@@ -379,7 +382,12 @@ pub fn compare_gate(
         subject: format!("compare {} vs {}", c.a, c.b),
         fail_on: fail_on.map(str::to_string),
         cases,
-        warnings: c.warnings.clone(),
+        warnings: c
+            .warnings
+            .iter()
+            .filter(|w| !EXPECTED_IN_CI.iter().any(|e| w.starts_with(e)))
+            .cloned()
+            .collect(),
         strict,
         allow_empty,
     })

@@ -1201,10 +1201,11 @@ mod plots_and_html {
         assert_eq!(mu["method"], "holm");
         // One median test per metric, one p99 test for metrics with at
         // least 1,000 samples a side (none in this 70-cycle fixture), one
-        // test per rate: tests = metrics here.
+        // test per rate, one per loop or command Hz: tests = metrics here.
         assert_eq!(mu["tests"], mu["metrics"]);
-        let n_metrics =
-            c["metrics"].as_array().unwrap().len() + c["rates"].as_array().unwrap().len();
+        let n_metrics = c["metrics"].as_array().unwrap().len()
+            + c["rates"].as_array().unwrap().len()
+            + c["hz"].as_array().unwrap().len();
         assert_eq!(mu["metrics"], n_metrics);
         let miss = c["rates"]
             .as_array()

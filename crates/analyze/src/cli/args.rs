@@ -77,7 +77,7 @@ pub struct GateArgs {
     #[arg(long, value_name = "ALPHA", default_value_t = crate::compare::FAMILY_ALPHA)]
     pub alpha: f64,
     /// compare: the smallest shift a gated test must be able to see,
-    /// `TEST=VALUE` in the test's unit (ms, or per 1,000 for a rate);
+    /// `TEST=VALUE` in the test's unit (ms, per 1,000 for a rate, Hz for loop_hz);
     /// repeatable. A test without one is never undecided.
     #[arg(long, value_name = "TEST=VALUE", value_parser = parse_min_effect)]
     pub min_effect: Vec<(String, f64)>,
@@ -111,7 +111,7 @@ fn parse_min_effect(s: &str) -> Result<(String, f64), String> {
     let v: f64 = value
         .trim()
         .parse()
-        .map_err(|_| format!("`{value}` in `{s}` is not a number (ms, or per 1,000 for a rate)"))?;
+        .map_err(|_| format!("`{value}` in `{s}` is not a number (ms, per 1,000 for a rate, Hz for loop_hz and command_hz)"))?;
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("`{s}`: the effect must be above 0"));
     }

@@ -123,12 +123,13 @@ pub(super) fn noise_floors(a_median_ns: i64, a_p99_ns: i64, nominal_ns: Option<u
 }
 
 /// Holm's adjustment over every test of the comparison (each metric's
-/// median and p99 tests and each rate's test), then each verdict from its
-/// adjusted p-values and noise floors (side A's nominal period sets their
-/// least value).
+/// median and p99 tests, each rate's test, each loop and command Hz
+/// test), then each verdict from its adjusted p-values and noise floors
+/// (side A's nominal period sets their least value).
 pub(super) fn judge(
     metrics: &mut [MetricComparison],
     rates: &mut [RateComparison],
+    hz: &mut [HzComparison],
     nominal_ns: Option<u64>,
 ) -> Multiplicity {
     let mut family: Vec<f64> = Vec::new();
@@ -137,6 +138,7 @@ pub(super) fn judge(
         family.extend(m.p_p99);
     }
     family.extend(rates.iter().map(|r| r.p));
+    family.extend(hz.iter().map(|h| h.p));
     let adjusted = holm(&family);
     let mut levels = holm_levels(&family, FAMILY_ALPHA).into_iter();
     let tests = family.len();
@@ -197,9 +199,26 @@ pub(super) fn judge(
         r.verdict = verdict(dir, 0);
         r.why = why;
     }
+    for h in hz.iter_mut() {
+        h.p_holm = next.next().unwrap_or(1.0);
+        let floor = h.floor();
+        let unit = TestUnit::Hz;
+        detectable(
+            &mut h.test,
+            levels.next().unwrap_or(FAMILY_ALPHA),
+            floor,
+            unit.round(),
+        );
+        let (dir, why) = shift(h.p_holm, h.test.estimate, h.ci_hz, floor, tests, &|x| {
+            unit.signed(x)
+        });
+        // A slower rate is worse: the direction of the shift, reversed.
+        h.verdict = verdict(-dir, 0);
+        h.why = why;
+    }
     Multiplicity {
         method: "holm".into(),
-        metrics: (metrics.len() + rates.len()) as u64,
+        metrics: (metrics.len() + rates.len() + hz.len()) as u64,
         tests: family.len() as u64,
         alpha: FAMILY_ALPHA,
     }

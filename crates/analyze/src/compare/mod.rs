@@ -25,9 +25,11 @@ use resample::{bootstrap_diffs, rank, Estimate, Rng, Rollouts};
 pub type SideInput<'a> = [&'a Analysis];
 
 mod differences;
+mod hz;
 mod judge;
 mod notes;
 pub use differences::manifest_differences;
+pub use hz::HzComparison;
 mod samples;
 mod test_types;
 mod types;
@@ -303,6 +305,7 @@ fn metric_rank(m: &str) -> usize {
     [
         "period",
         "work",
+        "work_cpu",
         "sleep_overshoot",
         "deadline_lag",
         "command_interval",
@@ -316,12 +319,17 @@ fn metric_rank(m: &str) -> usize {
 }
 
 /// The comparison's tests before Holm: one per metric (phase, metric,
-/// stage) both sides have, and one per rate, in the report's order.
+/// stage) both sides have, one per rate, and one per loop or command Hz,
+/// in the report's order.
 fn tests(
     a: &SideInput,
     b: &SideInput,
     cfg: BootstrapConfig,
-) -> (Vec<MetricComparison>, Vec<RateComparison>) {
+) -> (
+    Vec<MetricComparison>,
+    Vec<RateComparison>,
+    Vec<HzComparison>,
+) {
     let sa = side_samples(a);
     let sb = side_samples(b);
     let judged = judged_phase(a);
@@ -342,7 +350,9 @@ fn tests(
         })
         .collect();
     rates.sort_by_key(|r| (phase_rank(&r.phase), r.metric.clone()));
-    (metrics, rates)
+    let mut hz = hz::hz_tests(a, b, cfg);
+    hz.sort_by_key(|h| (phase_rank(&h.phase), h.metric != "loop_hz"));
+    (metrics, rates, hz)
 }
 
 /// Compare two sides, each one or more loaded episodes (with their
@@ -363,11 +373,11 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         .map(|d| d.key.clone())
         .collect();
     let (warnings, caveats) = pair_notes(a, b, &differences, &settings);
-    let (mut metrics, mut rates) = tests(a, b, cfg);
+    let (mut metrics, mut rates, mut hz) = tests(a, b, cfg);
     let nominal = a
         .first()
         .and_then(|x| crate::metrics::nominal_period(&x.evidence.header));
-    let multiplicity = judge(&mut metrics, &mut rates, nominal);
+    let multiplicity = judge(&mut metrics, &mut rates, &mut hz, nominal);
     let dirs = |side: &SideInput| {
         side.iter()
             .map(|a| a.evidence.dir.display().to_string())
@@ -385,6 +395,7 @@ pub fn compare(a: &SideInput, b: &SideInput, cfg: BootstrapConfig) -> Comparison
         caveats,
         metrics,
         rates,
+        hz,
         multiplicity,
         bootstrap: cfg,
         gate: None,

@@ -30,6 +30,7 @@ pub(super) fn pair_notes(
     }
     let mut caveats = Vec::new();
     for (label, side) in [("A", a), ("B", b)] {
+        caveats.extend(no_cycle_cpu(label, side));
         for (i, r) in side.iter().map(|a| &a.report).enumerate() {
             for c in &r.caveats {
                 caveats.push(format!("{}: {c}", episode_label(label, side, i)));
@@ -37,6 +38,24 @@ pub(super) fn pair_notes(
         }
     }
     (warnings, caveats)
+}
+
+/// Why `work_cpu` is not tested, when a side's evidence has no per-cycle
+/// CPU time: its CPU-time mode is `spans` or `off` (docs/compare.md, The
+/// cycle's CPU time).
+fn no_cycle_cpu(label: &str, side: &SideInput) -> Option<String> {
+    use looptime_capture::CpuTimeMode;
+    let mode = side
+        .iter()
+        .map(|a| a.evidence.header.cpu_mode())
+        .find(|m| *m != CpuTimeMode::Cycle)?;
+    let word = match mode {
+        CpuTimeMode::Spans => "spans",
+        _ => "off",
+    };
+    Some(format!(
+        "{label}: work_cpu (the cycle's CPU time) is not tested: its evidence records CPU time in `{word}` mode, not per cycle; record in the default `cycle` mode to test it"
+    ))
 }
 
 /// Warnings about one side of several episodes: a rollout whose config,

@@ -34,6 +34,11 @@ pub(super) fn samples(a: &Analysis) -> Samples {
         if let Some(x) = cc.work[i] {
             push(p, "work", None, "value", x);
         }
+        // The cycle's thread CPU time (`cycle` CPU-time mode): moves with
+        // the code, not with the neighbours.
+        if let Some(x) = cc.cpu[i] {
+            push(p, "work_cpu", None, "value", x);
+        }
         if let Some(x) = cc.overshoot[i] {
             push(p, "sleep_overshoot", None, "value", x);
         }

@@ -19,6 +19,64 @@ pub enum Verdict {
     Mixed,
 }
 
+/// The unit of a test's shift, and which way is worse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestUnit {
+    /// A metric's median or p99, in ns: higher is worse.
+    Ns,
+    /// A rate per 1,000 cycles (or answers, uses, arrivals): higher is
+    /// worse.
+    Per1000,
+    /// A loop or command rate in Hz: lower is worse.
+    Hz,
+}
+
+impl TestUnit {
+    /// The direction a verdict takes from a shift's sign: `+1` (worse)
+    /// for a positive shift in ns or per 1,000, for a negative one in Hz.
+    pub fn worse_sign(self) -> f64 {
+        match self {
+            TestUnit::Hz => -1.0,
+            _ => 1.0,
+        }
+    }
+
+    /// A shift in this unit as every surface prints it (ns are shown in
+    /// ms): `+0.483 ms`, `+4.000 per 1,000 cycles`, `-13.8000 Hz`.
+    pub fn signed(self, x: f64) -> String {
+        match self {
+            TestUnit::Ns => format!("{:+.3} ms", x / 1e6),
+            TestUnit::Per1000 => format!("{x:+.3} per 1,000 cycles"),
+            TestUnit::Hz => format!("{x:+.4} Hz"),
+        }
+    }
+
+    /// A size (a detectable shift, a floor) in this unit: `0.532 ms`.
+    pub fn size(self, x: f64) -> String {
+        match self {
+            TestUnit::Ns => format!("{:.3} ms", x / 1e6),
+            TestUnit::Per1000 => format!("{x:.3} per 1,000 cycles"),
+            TestUnit::Hz => format!("{x:.4} Hz"),
+        }
+    }
+
+    /// How many of its figures one unit of `--min-effect` is (ms → ns).
+    pub fn user_scale(self) -> f64 {
+        match self {
+            TestUnit::Ns => 1e6,
+            _ => 1.0,
+        }
+    }
+
+    /// Rounds a figure as the JSON keeps it: 0.1 ns, 10⁻⁴ otherwise.
+    pub fn round(self) -> fn(f64) -> f64 {
+        match self {
+            TestUnit::Ns => |x| (x * 10.0).round() / 10.0,
+            _ => |x| (x * 1e4).round() / 1e4,
+        }
+    }
+}
+
 /// How one test was made, and the smallest change it would have called
 /// (docs/compare.md, The run-level test and The smallest change each test
 /// would have called).

@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::test_types::{GateFamily, TestInference, Verdict};
+use super::test_types::{GateFamily, TestInference, TestUnit, Verdict};
+use super::HzComparison;
 
 /// Comparison format identifier.
 pub const COMPARISON_FORMAT: &str = "looptime-comparison/2";
@@ -270,7 +271,8 @@ impl MetricComparison {
 /// ([`Comparison::tests`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestCase {
-    /// Its gate name: `PHASE/METRIC[/STAGE]:median|p99` or `PHASE/RATE:rate`.
+    /// Its gate name: `PHASE/METRIC[/STAGE]:median|p99`, `PHASE/RATE:rate`
+    /// or `PHASE/loop_hz` and `PHASE/command_hz`.
     pub name: String,
     /// The phase.
     pub phase: String,
@@ -296,13 +298,12 @@ pub struct TestCase {
     pub rollouts: [u64; 2],
     /// Its p-value before any adjustment.
     pub p: f64,
-    /// Its 95 % interval, in its unit (ns, or per 1,000 for a rate).
+    /// Its 95 % interval, in its unit (ns, per 1,000 for a rate, Hz).
     pub interval: [f64; 2],
     /// How it was made (its estimate, se, ν, noise floor).
     pub inference: TestInference,
-    /// Whether it is a rate's test (its unit per 1,000), else a metric's
-    /// (ns).
-    pub is_rate: bool,
+    /// Its unit (ns, per 1,000 or Hz), and so which way is worse.
+    pub unit: TestUnit,
 }
 
 impl TestCase {
@@ -434,7 +435,8 @@ fn detect_ms(ns: f64) -> String {
 
 impl Comparison {
     /// Every test of the comparison, in the report's order: each metric's
-    /// median test, then its p99 test when tested; then each rate's test.
+    /// median test, then its p99 test when tested; each rate's test; each
+    /// loop or command Hz test.
     pub fn tests(&self) -> Vec<TestCase> {
         let ms = signed_ms;
         let interval = |ci: [i64; 2]| format!("[{}, {}] ms", ms(ci[0]), ms(ci[1]));
@@ -462,7 +464,7 @@ impl Comparison {
                 p: m.p_median,
                 interval: m.ci_median_ns.map(|x| x as f64),
                 inference: m.test_median.clone(),
-                is_rate: false,
+                unit: TestUnit::Ns,
             });
             if let (Some(v), Some(p), Some(raw), Some(inference)) =
                 (m.verdict_p99, m.p_p99_holm, m.p_p99, m.test_p99.as_ref())
@@ -481,7 +483,7 @@ impl Comparison {
                     p: raw,
                     interval: m.ci_p99_ns.map(|x| x as f64),
                     inference: inference.clone(),
-                    is_rate: false,
+                    unit: TestUnit::Ns,
                 });
             }
         }
@@ -503,7 +505,28 @@ impl Comparison {
                 p: r.p,
                 interval: r.ci_per_1000,
                 inference: r.test.clone(),
-                is_rate: true,
+                unit: TestUnit::Per1000,
+            });
+        }
+        for h in &self.hz {
+            out.push(TestCase {
+                name: format!("{}/{}", h.phase, h.metric),
+                phase: h.phase.clone(),
+                label: h.display_name().to_string(),
+                verdict: h.verdict,
+                metric_verdict: h.verdict,
+                p_holm: h.p_holm,
+                shift: format!(
+                    "Δ {:+.4} Hz [{:+.4}, {:+.4}]",
+                    h.diff_hz, h.ci_hz[0], h.ci_hz[1]
+                ),
+                why: h.why.clone(),
+                detectable: TestUnit::Hz.size(h.test.detectable),
+                rollouts: h.test.rollouts,
+                p: h.p,
+                interval: h.ci_hz,
+                inference: h.test.clone(),
+                unit: TestUnit::Hz,
             });
         }
         out
@@ -567,6 +590,10 @@ pub struct Comparison {
     pub metrics: Vec<MetricComparison>,
     /// Deadline-miss and late-start rates, by phase.
     pub rates: Vec<RateComparison>,
+    /// Loop Hz and command Hz, by phase (docs/compare.md, The loop's
+    /// rate). Absent from comparisons written before them.
+    #[serde(default)]
+    pub hz: Vec<HzComparison>,
     /// The multiplicity control of the verdicts.
     pub multiplicity: Multiplicity,
     /// The bootstrap used.

@@ -26,6 +26,7 @@ pub fn render(c: &Comparison) -> String {
     let sessions = sides(&mut o, c);
     metric_table(&mut o, c, sessions);
     rate_table(&mut o, c);
+    hz_table(&mut o, c);
     o
 }
 
@@ -113,6 +114,7 @@ fn interval_words(c: &Comparison, sessions: bool) -> String {
         .iter()
         .map(|m| m.test_median.method.as_str())
         .chain(c.rates.iter().map(|r| r.test.method.as_str()))
+        .chain(c.hz.iter().map(|h| h.test.method.as_str()))
         .collect();
     let run_level = methods.contains(&"rollouts");
     let boot = methods.contains(&"bootstrap");
@@ -321,6 +323,39 @@ fn rate_table(o: &mut String, c: &Comparison) {
             if r.verdict == Verdict::NoClearChange && r.why != "the interval holds zero" {
                 let _ = writeln!(o, "  {:<9} {:<40} no clear change: {}", "", "", r.why);
             }
+        }
+    }
+}
+
+/// The loop's and the commands' rate tests (Hz; lower is worse).
+fn hz_table(o: &mut String, c: &Comparison) {
+    if c.hz.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nloop and command rates (Hz, each rollout's 1e9 / mean interval; Δ = B − A, lower is worse; 95 % {}; `detect` as above)",
+        interval_words(c, c.a_episodes.len() > 1 || c.b_episodes.len() > 1)
+    );
+    for h in &c.hz {
+        let _ = writeln!(
+            o,
+            "  {:<9} {:<40} {:>9.3} {:>9.3} {:>+9.3} {:>21} {:>9.3}  {}",
+            h.phase,
+            h.display_name(),
+            h.a_hz,
+            h.b_hz,
+            h.diff_hz,
+            format!("[{:+.3}, {:+.3}]", h.ci_hz[0], h.ci_hz[1]),
+            h.test.detectable,
+            if h.verdict == Verdict::Worse {
+                "WORSE"
+            } else {
+                h.verdict.word()
+            }
+        );
+        if h.verdict == Verdict::NoClearChange && h.why != "the interval holds zero" {
+            let _ = writeln!(o, "  {:<9} {:<40} no clear change: {}", "", "", h.why);
         }
     }
 }

@@ -125,6 +125,7 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
         cell(&c.b),
         headline(g)
     );
+    settings_line(&mut o, c);
     if !c.warnings.is_empty() {
         let _ = writeln!(o, "**Warnings about the pair**\n");
         for w in &c.warnings {
@@ -168,6 +169,27 @@ pub fn compare_markdown(c: &Comparison, g: &GateResult) -> String {
         }
     }
     o
+}
+
+/// The config settings that differ between the sides, with A's and B's
+/// values: what the change under test is (none: an A/A pair of configs).
+fn settings_line(o: &mut String, c: &Comparison) {
+    let items: Vec<String> = c
+        .differences
+        .iter()
+        .filter(|d| d.kind == "config")
+        .map(|d| {
+            format!(
+                "`{}` ({} → {})",
+                cell(&d.key),
+                cell(&d.a.to_string()),
+                cell(&d.b.to_string())
+            )
+        })
+        .collect();
+    if !items.is_empty() {
+        let _ = writeln!(o, "**Settings differing**: {}\n", items.join(", "));
+    }
 }
 
 /// The gated tests that read "no clear change", each with the smallest

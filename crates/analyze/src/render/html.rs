@@ -474,6 +474,7 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         }
         (metrics_table(c))
         (rates_table(c))
+        (hz_table(c))
         (forest(c))
         h2 { "Plots" }
         (figures(plots, None, None))
@@ -497,6 +498,29 @@ fn rates_table(c: &Comparison) -> Markup {
                         td { (format!("{:.3}", r.test.detectable)) }
                         td { (format!("{:.3}", r.p_holm)) }
                         td.l { (r.verdict.word()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn hz_table(c: &Comparison) -> Markup {
+    html! {
+        @if !c.hz.is_empty() {
+            h2 { "Loop and command rates (Hz; lower is worse)" }
+            table {
+                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "detectable Δ" } th { "Holm p" } th.l { "verdict" } }
+                @for h in &c.hz {
+                    tr {
+                        td.l { (h.phase) }
+                        td.l { (h.display_name()) }
+                        td { (format!("{:.3}", h.a_hz)) } td { (format!("{:.3}", h.b_hz)) }
+                        td { (format!("{:+.3}", h.diff_hz)) }
+                        td { (format!("[{:+.3}, {:+.3}]", h.ci_hz[0], h.ci_hz[1])) }
+                        td { (format!("{:.3}", h.test.detectable)) }
+                        td { (format!("{:.3}", h.p_holm)) }
+                        td.l { (h.verdict.word()) }
                     }
                 }
             }

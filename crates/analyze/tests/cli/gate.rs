@@ -330,7 +330,85 @@ fn a_compare_test_left_out_of_the_gate_is_called_not_gated() {
 
 /// docs/ci.md's recommended gate: the judged phase's period median and
 /// p99, work median, deadline misses and late starts.
-const RECOMMENDED: &str = "running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate";
+const RECOMMENDED: &str = "running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate,running/loop_hz";
+
+#[test]
+fn the_recommended_gate_trips_on_a_declared_and_an_undeclared_rate_drop() {
+    // Recorded sessions, 3 rollouts a side, 400 cycles each. A runs at
+    // 100 Hz. B's loop is released every 11,627,907 ns (86 Hz): declared
+    // (the nominal period and run.rate_hz follow it) or undeclared (the
+    // nominal period stays 10 ms, run.rtf 0.86). Each rollout's loop Hz is
+    // 1e9 / mean period over its 399 periods: the release period's Hz
+    // within 0.01 Hz (the start jitter, u(0..50 µs), moves the mean period
+    // by at most 50 µs / 399 = 0.13 µs), so B − A is −14.0 Hz, far beyond
+    // the noise floor of max(1 % of 100 Hz, 0.1 Hz) = 1 Hz.
+    let tmp = tempfile::tempdir().unwrap();
+    let side = |name: &str, flag: &str, period_ns: u64, declare: bool, seeds: [u64; 3]| {
+        seeds
+            .iter()
+            .flat_map(|&seed| {
+                let s = Synth {
+                    seed,
+                    period_ns,
+                    declare_period: declare,
+                    ..Synth::default()
+                };
+                let dir = write(&tmp.path().join(format!("{name}{seed}")), &s);
+                [flag.to_string(), dir.to_str().unwrap().to_string()]
+            })
+            .collect::<Vec<String>>()
+    };
+    let a = side("a", "--a", 10_000_000, true, [1, 2, 3]);
+    for (name, declare) in [("declared", true), ("undeclared", false)] {
+        let b = side(name, "--b", 11_627_907, declare, [4, 5, 6]);
+        let json = tmp.path().join(format!("{name}.json"));
+        let mut args: Vec<&str> = vec!["compare"];
+        args.extend(a.iter().chain(&b).map(String::as_str));
+        args.extend(["--fail-on", "worse", "--gate", RECOMMENDED, "--json"]);
+        args.extend(["--output", json.to_str().unwrap()]);
+        let r = analyze(&args);
+        assert_eq!(r.code, 5, "{name}: {}\n{}", r.stderr, r.stdout);
+        assert!(r.stderr.contains("running/loop_hz"), "{name}: {}", r.stderr);
+        let c: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let hz = c["hz"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["phase"] == "running" && h["metric"] == "loop_hz")
+            .unwrap();
+        let diff = hz["diff_hz"].as_f64().unwrap();
+        assert!((diff + 14.0).abs() < 0.02, "{name}: {diff}");
+        assert_eq!(hz["verdict"], "worse", "{name}");
+        assert_eq!(hz["test"]["method"], "rollouts", "{name}");
+        assert_eq!(hz["test"]["floor"], 1.0, "{name}");
+        let period = c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["phase"] == "running" && m["metric"] == "period")
+            .unwrap();
+        if declare {
+            // The period test judges |period − nominal| against each
+            // side's own nominal period: a loop that keeps its new, slower
+            // period is no change there. Only the rate test sees it.
+            assert_eq!(period["verdict_median"], "no_clear_change", "{name}");
+        } else {
+            // Undeclared, the period runs 1.63 ms past its nominal 10 ms.
+            assert_eq!(period["verdict_median"], "worse", "{name}");
+        }
+        // The name the issue's user tried first points at the test.
+        let mut args: Vec<&str> = vec!["compare"];
+        args.extend(a.iter().chain(&b).map(String::as_str));
+        args.extend(["--fail-on", "worse", "--gate", "running/loop_hz:rate"]);
+        let r = analyze(&args);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains("the test is running/loop_hz"),
+            "{}",
+            r.stderr
+        );
+    }
+}
 
 #[test]
 fn the_documented_gate_catches_a_slower_stage_and_passes_a_copy_of_itself() {
@@ -421,5 +499,68 @@ fn a_closed_pipe_ends_the_command_quietly() {
         Some(libc::SIGPIPE),
         "{:?} {stderr}",
         out.status
+    );
+}
+
+#[test]
+fn strict_passes_a_change_to_the_code_alone_and_trips_on_another_host() {
+    // 3 rollouts a side of one config, so the pair's only warnings are
+    // the ones B's manifest brings. B built from other source: "no config
+    // setting differs" and "the source hash differs", what every CI pair
+    // of a code change shows; --strict does not trip on them. B on another
+    // host: "different hosts", which it trips on (exit 5).
+    let tmp = tempfile::tempdir().unwrap();
+    let side = |flag: &str, seeds: [u64; 3], s: &Synth| -> Vec<String> {
+        seeds
+            .iter()
+            .flat_map(|&seed| {
+                let dir = write(
+                    &tmp.path().join(format!("{flag}{seed}{:?}", s.hostname)),
+                    &Synth { seed, ..s.clone() },
+                );
+                [flag.to_string(), dir.to_str().unwrap().to_string()]
+            })
+            .collect()
+    };
+    let a = side("--a", [1, 2, 3], &Synth::default());
+    let run = |b: &[String]| {
+        let mut args: Vec<&str> = vec!["compare"];
+        args.extend(a.iter().chain(b).map(String::as_str));
+        args.extend(["--fail-on", "worse", "--gate", RECOMMENDED, "--strict"]);
+        analyze(&args)
+    };
+    let code_only = side(
+        "--b",
+        [4, 5, 6],
+        &Synth {
+            source_hash: Some("0123abcd"),
+            ..Synth::default()
+        },
+    );
+    let r = run(&code_only);
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    // The warnings are still shown; they just do not trip the gate.
+    assert!(
+        r.stdout.contains("no config setting differs"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("different source"), "{}", r.stdout);
+    let other_host = side(
+        "--b",
+        [4, 5, 6],
+        &Synth {
+            source_hash: Some("0123abcd"),
+            hostname: Some("another-runner"),
+            ..Synth::default()
+        },
+    );
+    let r = run(&other_host);
+    assert_eq!(r.code, 5, "{}\n{}", r.stderr, r.stdout);
+    assert!(r.stderr.contains("different hosts"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("no config setting differs"),
+        "{}",
+        r.stderr
     );
 }

@@ -3,8 +3,8 @@
 //! verdicts depend on seeds, never on how loaded the machine is.
 //!
 //! An episode is the v1 serve fixture's header and manifest with `cycles`
-//! running cycles at 100 Hz on the host clock. Cycle `i` is released at
-//! `T0 + i·P`, wakes 100 ns after it and starts 200 ns + `u(0..50 µs)`
+//! running cycles at 100 Hz (or `period_ns`) on the host clock. Cycle `i`
+//! is released at `T0 + i·P`, wakes 100 ns after it and starts 200 ns + `u(0..50 µs)`
 //! after it (the jitter and late starts are settable), then runs its spans
 //! back to back: camera_read (with its
 //! `mode`), adapter_decode, executor with robot_send_command nested in it,
@@ -53,6 +53,13 @@ pub struct Synth {
     pub source_hash: Option<&'static str>,
     /// The manifest's `host.hostname`, when set.
     pub hostname: Option<&'static str>,
+    /// The release period, ns (10 ms: 100 Hz).
+    pub period_ns: u64,
+    /// Whether a period other than 10 ms is declared (the header's
+    /// nominal period and the manifest's `run.rate_hz` follow it), or left
+    /// undeclared (the nominal period stays 10 ms and the manifest's
+    /// `run.rtf` is 10 ms / period, as `looptime serve --rtf` runs it).
+    pub declare_period: bool,
 }
 
 impl Default for Synth {
@@ -70,6 +77,8 @@ impl Default for Synth {
             host_offset_ns: 0,
             source_hash: None,
             hostname: None,
+            period_ns: P,
+            declare_period: true,
         }
     }
 }
@@ -94,11 +103,17 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let fixture_text =
         std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
-    let header = fixture_text.lines().next().unwrap();
-    let mut lines = vec![header.to_string()];
-    let mut prev_end = T0 - P;
+    let mut header = fixture_text.lines().next().unwrap().to_string();
+    if s.declare_period {
+        header = header.replace(
+            &format!("\"nominal_period_ns\":{P}"),
+            &format!("\"nominal_period_ns\":{}", s.period_ns),
+        );
+    }
+    let mut lines = vec![header];
+    let mut prev_end = T0 - s.period_ns;
     for i in 0..s.cycles {
-        let target = T0 + i * P;
+        let target = T0 + i * s.period_ns;
         let every = |k: u64| k > 0 && i % k == 1 % k;
         let start = if every(s.late_every) {
             target + 2_000_000
@@ -165,6 +180,11 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
         .unwrap();
     m["config"]["stages"]["adapter_decode"]["cost"]["mean_us"] =
         json!(mean + s.decode_extra_ns as f64 / 1e3);
+    if s.period_ns != P && s.declare_period {
+        m["config"]["run"]["rate_hz"] = json!(1e9 / s.period_ns as f64);
+    } else if s.period_ns != P {
+        m["config"]["run"]["rtf"] = json!(P as f64 / s.period_ns as f64);
+    }
     if let Some(h) = s.source_hash {
         m["source_hash"] = json!(h);
     }

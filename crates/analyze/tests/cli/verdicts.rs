@@ -122,7 +122,8 @@ fn the_median_noise_floor_is_20_us_here() {
 fn holm_runs_over_every_median_p99_and_rate_test_of_the_comparison() {
     let (_t, c) = pair(&base(), &with_tail());
     // The family in the documented order: each metric's median test, then
-    // its p99 test when it has one, then each rate's test.
+    // its p99 test when it has one, then each rate's test, then each loop
+    // and command Hz test.
     let mut family: Vec<(f64, f64)> = Vec::new();
     for m in c["metrics"].as_array().unwrap() {
         family.push((
@@ -138,6 +139,11 @@ fn holm_runs_over_every_median_p99_and_rate_test_of_the_comparison() {
     }
     for r in c["rates"].as_array().unwrap() {
         family.push((r["p"].as_f64().unwrap(), r["p_holm"].as_f64().unwrap()));
+    }
+    let hz = c["hz"].as_array().unwrap();
+    assert!(!hz.is_empty());
+    for h in hz {
+        family.push((h["p"].as_f64().unwrap(), h["p_holm"].as_f64().unwrap()));
     }
     assert_eq!(c["multiplicity"]["tests"], family.len() as u64);
     assert!(family.len() > 20, "{}", family.len());
