@@ -96,7 +96,7 @@ read -r -a RATES <<<"${RATES_HZ:-}"
 read -r -a FACTORS <<<"${RTFS:-}"
 CAMERA=${CAMERA:-1}
 LOAD=${LOAD:-}
-GATE=${GATE:-running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate}
+GATE=${GATE:-running/period:median,running/period:p99,running/work:median,running/work_cpu:median,running/deadline_miss:rate,running/late_start:rate,running/loop_hz}
 LOOPTIME=$(release_bin looptime -p looptime-cli -p looptime-analyze)
 ANALYZE=${ANALYZE:-$(dirname "$LOOPTIME")/analyze_control_timing}
 rm -rf "$OUT"

@@ -262,6 +262,20 @@ fn check_name(c: &Comparison, all: &[TestCase], name: &str, flag: &str) -> Resul
             ));
         }
     }
+    // The cycle's CPU time is tested only where both sides measured it.
+    if name.contains("/work_cpu:") {
+        let why: Vec<&str> = c
+            .caveats
+            .iter()
+            .filter(|x| x.contains("work_cpu"))
+            .map(String::as_str)
+            .collect();
+        return Err(format!(
+            "{flag} {name}: the test exists only when both sides record CPU time per cycle (thread_cpu_mode `cycle`, the recorder's default), and this comparison's do not ({}); gate the work's wall time ({}) instead, or record in `cycle` mode",
+            if why.is_empty() { "a side has no work_cpu samples".to_string() } else { why.join("; ") },
+            name.replace("/work_cpu:", "/work:")
+        ));
+    }
     // `running/loop_hz:rate`: the Hz tests carry no suffix.
     if let Some((base, _)) = name.rsplit_once(':') {
         if all.iter().any(|t| t.name == base) {

@@ -141,3 +141,15 @@ pub fn kernel_version_string() -> String {
 pub fn thread_cpu_ns() -> u64 {
     looptime_capture::clock::thread_cpu_ns()
 }
+
+/// Restore SIGPIPE's default action (end the process, quietly), which
+/// Rust's runtime sets to ignored: a command that prints and ends then
+/// stops on a closed pipe as `cat` does, instead of getting a write error
+/// that `println!` turns into a panic. Call it before spawning threads.
+pub fn default_sigpipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler and touches no
+    // Rust state.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

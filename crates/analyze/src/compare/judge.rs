@@ -122,6 +122,41 @@ pub(super) fn noise_floors(a_median_ns: i64, a_p99_ns: i64, nominal_ns: Option<u
     )
 }
 
+/// A rate's verdict at its Holm-adjusted `p` and `level` in a family of
+/// `tests`. Noise floor: one event per 1,000 cycles, or a quarter of A's
+/// rate.
+fn judge_rate(r: &mut RateComparison, p: f64, level: f64, tests: usize) {
+    r.p_holm = p;
+    let floor = (0.25 * r.a_per_1000).max(1.0);
+    let unit = TestUnit::Per1000;
+    detectable(&mut r.test, level, floor, unit.round());
+    let (dir, why) = shift(
+        r.p_holm,
+        r.test.estimate,
+        r.ci_per_1000,
+        floor,
+        tests,
+        &|x| unit.signed(x),
+    );
+    r.verdict = verdict(dir, 0);
+    r.why = why;
+}
+
+/// A loop or command Hz test's verdict, as [`judge_rate`]'s; its floor is
+/// max(1 % of A's Hz, 0.1 Hz), and a slower rate is worse.
+fn judge_hz(h: &mut HzComparison, p: f64, level: f64, tests: usize) {
+    h.p_holm = p;
+    let floor = h.floor();
+    let unit = TestUnit::Hz;
+    detectable(&mut h.test, level, floor, unit.round());
+    let (dir, why) = shift(h.p_holm, h.test.estimate, h.ci_hz, floor, tests, &|x| {
+        unit.signed(x)
+    });
+    // A slower rate is worse: the direction of the shift, reversed.
+    h.verdict = verdict(-dir, 0);
+    h.why = why;
+}
+
 /// Holm's adjustment over every test of the comparison (each metric's
 /// median and p99 tests, each rate's test, each loop and command Hz
 /// test), then each verdict from its adjusted p-values and noise floors
@@ -143,7 +178,6 @@ pub(super) fn judge(
     let mut levels = holm_levels(&family, FAMILY_ALPHA).into_iter();
     let tests = family.len();
     let ms = |ns: f64| format!("{:+.3} ms", ns / 1e6);
-    let per_1000 = |x: f64| format!("{x:+.3} per 1,000 cycles");
     let span = |ci: [i64; 2]| ci.map(|x| x as f64);
     let mut next = adjusted.into_iter();
     for m in metrics.iter_mut() {
@@ -179,42 +213,18 @@ pub(super) fn judge(
         m.why_p99 = p99.map(|(_, why)| why);
     }
     for r in rates.iter_mut() {
-        r.p_holm = next.next().unwrap_or(1.0);
-        // Noise floor: one event per 1,000 cycles, or a quarter of A's rate.
-        let floor = (0.25 * r.a_per_1000).max(1.0);
-        detectable(
-            &mut r.test,
+        let (p, level) = (
+            next.next().unwrap_or(1.0),
             levels.next().unwrap_or(FAMILY_ALPHA),
-            floor,
-            |x| (x * 1e4).round() / 1e4,
         );
-        let (dir, why) = shift(
-            r.p_holm,
-            r.test.estimate,
-            r.ci_per_1000,
-            floor,
-            tests,
-            &per_1000,
-        );
-        r.verdict = verdict(dir, 0);
-        r.why = why;
+        judge_rate(r, p, level, tests);
     }
     for h in hz.iter_mut() {
-        h.p_holm = next.next().unwrap_or(1.0);
-        let floor = h.floor();
-        let unit = TestUnit::Hz;
-        detectable(
-            &mut h.test,
+        let (p, level) = (
+            next.next().unwrap_or(1.0),
             levels.next().unwrap_or(FAMILY_ALPHA),
-            floor,
-            unit.round(),
         );
-        let (dir, why) = shift(h.p_holm, h.test.estimate, h.ci_hz, floor, tests, &|x| {
-            unit.signed(x)
-        });
-        // A slower rate is worse: the direction of the shift, reversed.
-        h.verdict = verdict(-dir, 0);
-        h.why = why;
+        judge_hz(h, p, level, tests);
     }
     Multiplicity {
         method: "holm".into(),

@@ -152,3 +152,66 @@ pub struct GateTest {
     /// than 1,000).
     pub rollouts_to_decide: Option<u64>,
 }
+
+/// One test of a comparison: a metric's median test, its p99 test (when
+/// tested), or a rate's test. The one list every surface counts from: the
+/// text's and HTML's "what moved", the Markdown summary and the gate
+/// ([`Comparison::tests`](super::Comparison::tests)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestCase {
+    /// Its gate name: `PHASE/METRIC[/STAGE]:median|p99`, `PHASE/RATE:rate`
+    /// or `PHASE/loop_hz` and `PHASE/command_hz`.
+    pub name: String,
+    /// The phase.
+    pub phase: String,
+    /// The test as tables show it: the metric's display name and
+    /// `median` or `p99`, or the rate's name.
+    pub label: String,
+    /// The test's own verdict (better, worse or no clear change).
+    pub verdict: Verdict,
+    /// Its metric's verdict (`mixed` when the median and p99 tests moved
+    /// in opposite directions; the rate's own verdict for a rate).
+    pub metric_verdict: Verdict,
+    /// Its Holm-adjusted p-value.
+    pub p_holm: f64,
+    /// The shift and its interval in words: `Δ p50 +0.483 ms [+0.2, +0.7]`.
+    pub shift: String,
+    /// Why the verdict is what it is.
+    pub why: String,
+    /// The smallest |shift| the test would have called with 80 %
+    /// probability, in the shift's unit (`+0.532 ms`, `4.000 per 1,000
+    /// cycles`): [`TestInference::detectable`].
+    pub detectable: String,
+    /// Rollouts with samples on each side (A, B).
+    pub rollouts: [u64; 2],
+    /// Its p-value before any adjustment.
+    pub p: f64,
+    /// Its 95 % interval, in its unit (ns, per 1,000 for a rate, Hz).
+    pub interval: [f64; 2],
+    /// How it was made (its estimate, se, ν, noise floor).
+    pub inference: TestInference,
+    /// Its unit (ns, per 1,000 or Hz), and so which way is worse.
+    pub unit: TestUnit,
+}
+
+impl TestCase {
+    /// What a "no clear change" could have seen, in the words every
+    /// surface uses: `a shift of 0.532 ms would have been called with 80 %
+    /// probability (3 rollouts a side)`.
+    pub fn could_have_seen(&self) -> String {
+        let [a, b] = self.rollouts;
+        let sides = match (a, b) {
+            (1, 1) => "1 rollout a side".to_string(),
+            (a, b) if a == b => format!("{a} rollouts a side"),
+            (a, b) => format!("{a} and {b} rollouts"),
+        };
+        format!(
+            "a shift of {} would have been called with 80 % probability ({sides})",
+            self.detectable
+        )
+    }
+}
+
+/// A test whose verdict is not "no clear change": what a comparison leads
+/// with ([`Comparison::moved`](super::Comparison::moved)).
+pub type Moved = TestCase;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::test_types::{GateFamily, TestInference, TestUnit, Verdict};
+use super::test_types::{GateFamily, Moved, TestCase, TestInference, TestUnit, Verdict};
 use super::HzComparison;
 
 /// Comparison format identifier.
@@ -265,69 +265,6 @@ impl MetricComparison {
     }
 }
 
-/// One test of a comparison: a metric's median test, its p99 test (when
-/// tested), or a rate's test. The one list every surface counts from: the
-/// text's and HTML's "what moved", the Markdown summary and the gate
-/// ([`Comparison::tests`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct TestCase {
-    /// Its gate name: `PHASE/METRIC[/STAGE]:median|p99`, `PHASE/RATE:rate`
-    /// or `PHASE/loop_hz` and `PHASE/command_hz`.
-    pub name: String,
-    /// The phase.
-    pub phase: String,
-    /// The test as tables show it: the metric's display name and
-    /// `median` or `p99`, or the rate's name.
-    pub label: String,
-    /// The test's own verdict (better, worse or no clear change).
-    pub verdict: Verdict,
-    /// Its metric's verdict (`mixed` when the median and p99 tests moved
-    /// in opposite directions; the rate's own verdict for a rate).
-    pub metric_verdict: Verdict,
-    /// Its Holm-adjusted p-value.
-    pub p_holm: f64,
-    /// The shift and its interval in words: `Δ p50 +0.483 ms [+0.2, +0.7]`.
-    pub shift: String,
-    /// Why the verdict is what it is.
-    pub why: String,
-    /// The smallest |shift| the test would have called with 80 %
-    /// probability, in the shift's unit (`+0.532 ms`, `4.000 per 1,000
-    /// cycles`): [`TestInference::detectable`].
-    pub detectable: String,
-    /// Rollouts with samples on each side (A, B).
-    pub rollouts: [u64; 2],
-    /// Its p-value before any adjustment.
-    pub p: f64,
-    /// Its 95 % interval, in its unit (ns, per 1,000 for a rate, Hz).
-    pub interval: [f64; 2],
-    /// How it was made (its estimate, se, ν, noise floor).
-    pub inference: TestInference,
-    /// Its unit (ns, per 1,000 or Hz), and so which way is worse.
-    pub unit: TestUnit,
-}
-
-impl TestCase {
-    /// What a "no clear change" could have seen, in the words every
-    /// surface uses: `a shift of 0.532 ms would have been called with 80 %
-    /// probability (3 rollouts a side)`.
-    pub fn could_have_seen(&self) -> String {
-        let [a, b] = self.rollouts;
-        let sides = match (a, b) {
-            (1, 1) => "1 rollout a side".to_string(),
-            (a, b) if a == b => format!("{a} rollouts a side"),
-            (a, b) => format!("{a} and {b} rollouts"),
-        };
-        format!(
-            "a shift of {} would have been called with 80 % probability ({sides})",
-            self.detectable
-        )
-    }
-}
-
-/// A test whose verdict is not "no clear change": what a comparison leads
-/// with ([`Comparison::moved`]).
-pub type Moved = TestCase;
-
 impl RateComparison {
     /// The rate's name in the reports' vocabulary (docs/metrics.md,
     /// Vocabulary): `overruns` for the `deadline_miss` series, `late
@@ -433,102 +370,112 @@ fn detect_ms(ns: f64) -> String {
     format!("{:.3} ms", ns / 1e6)
 }
 
+/// A metric's tests: its median test, and its p99 test when tested.
+fn metric_tests(m: &MetricComparison) -> Vec<TestCase> {
+    let ms = signed_ms;
+    let interval = |ci: [i64; 2]| format!("[{}, {}] ms", ms(ci[0]), ms(ci[1]));
+    let mut out = Vec::new();
+    let base = match &m.stage {
+        Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
+        None => format!("{}/{}", m.phase, m.metric),
+    };
+    out.push(TestCase {
+        name: format!("{base}:median"),
+        phase: m.phase.clone(),
+        label: format!("{} median", m.display_name()),
+        verdict: m.verdict_median,
+        metric_verdict: m.verdict,
+        p_holm: m.p_median_holm,
+        shift: format!(
+            "Δ p50 {} ms {}",
+            ms(m.diff_median_ns),
+            interval(m.ci_median_ns)
+        ),
+        why: m.why_median.clone(),
+        detectable: detect_ms(m.test_median.detectable),
+        rollouts: m.test_median.rollouts,
+        p: m.p_median,
+        interval: m.ci_median_ns.map(|x| x as f64),
+        inference: m.test_median.clone(),
+        unit: TestUnit::Ns,
+    });
+    if let (Some(v), Some(p), Some(raw), Some(inference)) =
+        (m.verdict_p99, m.p_p99_holm, m.p_p99, m.test_p99.as_ref())
+    {
+        out.push(TestCase {
+            name: format!("{base}:p99"),
+            phase: m.phase.clone(),
+            label: format!("{} p99", m.display_name()),
+            verdict: v,
+            metric_verdict: m.verdict,
+            p_holm: p,
+            shift: format!("Δ p99 {} ms {}", ms(m.diff_p99_ns), interval(m.ci_p99_ns)),
+            why: m.why_p99.clone().unwrap_or_default(),
+            detectable: detect_ms(inference.detectable),
+            rollouts: inference.rollouts,
+            p: raw,
+            interval: m.ci_p99_ns.map(|x| x as f64),
+            inference: inference.clone(),
+            unit: TestUnit::Ns,
+        });
+    }
+    out
+}
+
+/// A rate's test.
+fn rate_test(r: &RateComparison) -> TestCase {
+    TestCase {
+        name: format!("{}/{}:{}", r.phase, r.metric, r.gate_kind()),
+        phase: r.phase.clone(),
+        label: r.display_name(),
+        verdict: r.verdict,
+        metric_verdict: r.verdict,
+        p_holm: r.p_holm,
+        shift: format!(
+            "{:+.3} per 1,000 cycles [{:+.3}, {:+.3}]",
+            r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1]
+        ),
+        why: r.why.clone(),
+        detectable: format!("{:.3} per 1,000 cycles", r.test.detectable),
+        rollouts: r.test.rollouts,
+        p: r.p,
+        interval: r.ci_per_1000,
+        inference: r.test.clone(),
+        unit: TestUnit::Per1000,
+    }
+}
+
+/// A loop or command Hz test.
+fn hz_test(h: &HzComparison) -> TestCase {
+    TestCase {
+        name: format!("{}/{}", h.phase, h.metric),
+        phase: h.phase.clone(),
+        label: h.display_name().to_string(),
+        verdict: h.verdict,
+        metric_verdict: h.verdict,
+        p_holm: h.p_holm,
+        shift: format!(
+            "Δ {:+.4} Hz [{:+.4}, {:+.4}]",
+            h.diff_hz, h.ci_hz[0], h.ci_hz[1]
+        ),
+        why: h.why.clone(),
+        detectable: TestUnit::Hz.size(h.test.detectable),
+        rollouts: h.test.rollouts,
+        p: h.p,
+        interval: h.ci_hz,
+        inference: h.test.clone(),
+        unit: TestUnit::Hz,
+    }
+}
+
 impl Comparison {
     /// Every test of the comparison, in the report's order: each metric's
     /// median test, then its p99 test when tested; each rate's test; each
     /// loop or command Hz test.
     pub fn tests(&self) -> Vec<TestCase> {
-        let ms = signed_ms;
-        let interval = |ci: [i64; 2]| format!("[{}, {}] ms", ms(ci[0]), ms(ci[1]));
-        let mut out = Vec::new();
-        for m in &self.metrics {
-            let base = match &m.stage {
-                Some(s) => format!("{}/{}/{s}", m.phase, m.metric),
-                None => format!("{}/{}", m.phase, m.metric),
-            };
-            out.push(TestCase {
-                name: format!("{base}:median"),
-                phase: m.phase.clone(),
-                label: format!("{} median", m.display_name()),
-                verdict: m.verdict_median,
-                metric_verdict: m.verdict,
-                p_holm: m.p_median_holm,
-                shift: format!(
-                    "Δ p50 {} ms {}",
-                    ms(m.diff_median_ns),
-                    interval(m.ci_median_ns)
-                ),
-                why: m.why_median.clone(),
-                detectable: detect_ms(m.test_median.detectable),
-                rollouts: m.test_median.rollouts,
-                p: m.p_median,
-                interval: m.ci_median_ns.map(|x| x as f64),
-                inference: m.test_median.clone(),
-                unit: TestUnit::Ns,
-            });
-            if let (Some(v), Some(p), Some(raw), Some(inference)) =
-                (m.verdict_p99, m.p_p99_holm, m.p_p99, m.test_p99.as_ref())
-            {
-                out.push(TestCase {
-                    name: format!("{base}:p99"),
-                    phase: m.phase.clone(),
-                    label: format!("{} p99", m.display_name()),
-                    verdict: v,
-                    metric_verdict: m.verdict,
-                    p_holm: p,
-                    shift: format!("Δ p99 {} ms {}", ms(m.diff_p99_ns), interval(m.ci_p99_ns)),
-                    why: m.why_p99.clone().unwrap_or_default(),
-                    detectable: detect_ms(inference.detectable),
-                    rollouts: inference.rollouts,
-                    p: raw,
-                    interval: m.ci_p99_ns.map(|x| x as f64),
-                    inference: inference.clone(),
-                    unit: TestUnit::Ns,
-                });
-            }
-        }
-        for r in &self.rates {
-            out.push(TestCase {
-                name: format!("{}/{}:{}", r.phase, r.metric, r.gate_kind()),
-                phase: r.phase.clone(),
-                label: r.display_name(),
-                verdict: r.verdict,
-                metric_verdict: r.verdict,
-                p_holm: r.p_holm,
-                shift: format!(
-                    "{:+.3} per 1,000 cycles [{:+.3}, {:+.3}]",
-                    r.diff_per_1000, r.ci_per_1000[0], r.ci_per_1000[1]
-                ),
-                why: r.why.clone(),
-                detectable: format!("{:.3} per 1,000 cycles", r.test.detectable),
-                rollouts: r.test.rollouts,
-                p: r.p,
-                interval: r.ci_per_1000,
-                inference: r.test.clone(),
-                unit: TestUnit::Per1000,
-            });
-        }
-        for h in &self.hz {
-            out.push(TestCase {
-                name: format!("{}/{}", h.phase, h.metric),
-                phase: h.phase.clone(),
-                label: h.display_name().to_string(),
-                verdict: h.verdict,
-                metric_verdict: h.verdict,
-                p_holm: h.p_holm,
-                shift: format!(
-                    "Δ {:+.4} Hz [{:+.4}, {:+.4}]",
-                    h.diff_hz, h.ci_hz[0], h.ci_hz[1]
-                ),
-                why: h.why.clone(),
-                detectable: TestUnit::Hz.size(h.test.detectable),
-                rollouts: h.test.rollouts,
-                p: h.p,
-                interval: h.ci_hz,
-                inference: h.test.clone(),
-                unit: TestUnit::Hz,
-            });
-        }
+        let mut out: Vec<TestCase> = self.metrics.iter().flat_map(metric_tests).collect();
+        out.extend(self.rates.iter().map(rate_test));
+        out.extend(self.hz.iter().map(hz_test));
         out
     }
 

@@ -330,7 +330,7 @@ fn a_compare_test_left_out_of_the_gate_is_called_not_gated() {
 
 /// docs/ci.md's recommended gate: the judged phase's period median and
 /// p99, work median, deadline misses and late starts.
-const RECOMMENDED: &str = "running/period:median,running/period:p99,running/work:median,running/deadline_miss:rate,running/late_start:rate,running/loop_hz";
+const RECOMMENDED: &str = "running/period:median,running/period:p99,running/work:median,running/work_cpu:median,running/deadline_miss:rate,running/late_start:rate,running/loop_hz";
 
 #[test]
 fn the_recommended_gate_trips_on_a_declared_and_an_undeclared_rate_drop() {
@@ -351,6 +351,7 @@ fn the_recommended_gate_trips_on_a_declared_and_an_undeclared_rate_drop() {
                     seed,
                     period_ns,
                     declare_period: declare,
+                    cycle_cpu: true,
                     ..Synth::default()
                 };
                 let dir = write(&tmp.path().join(format!("{name}{seed}")), &s);
@@ -426,6 +427,7 @@ fn the_documented_gate_catches_a_slower_stage_and_passes_a_copy_of_itself() {
                     &Synth {
                         seed,
                         decode_extra_ns: extra,
+                        cycle_cpu: true,
                         ..base()
                     },
                 );
@@ -522,7 +524,11 @@ fn strict_passes_a_change_to_the_code_alone_and_trips_on_another_host() {
             })
             .collect()
     };
-    let a = side("--a", [1, 2, 3], &Synth::default());
+    let cpu = Synth {
+        cycle_cpu: true,
+        ..Synth::default()
+    };
+    let a = side("--a", [1, 2, 3], &cpu);
     let run = |b: &[String]| {
         let mut args: Vec<&str> = vec!["compare"];
         args.extend(a.iter().chain(b).map(String::as_str));
@@ -534,7 +540,7 @@ fn strict_passes_a_change_to_the_code_alone_and_trips_on_another_host() {
         [4, 5, 6],
         &Synth {
             source_hash: Some("0123abcd"),
-            ..Synth::default()
+            ..cpu.clone()
         },
     );
     let r = run(&code_only);
@@ -552,7 +558,7 @@ fn strict_passes_a_change_to_the_code_alone_and_trips_on_another_host() {
         &Synth {
             source_hash: Some("0123abcd"),
             hostname: Some("another-runner"),
-            ..Synth::default()
+            ..cpu.clone()
         },
     );
     let r = run(&other_host);
@@ -560,6 +566,53 @@ fn strict_passes_a_change_to_the_code_alone_and_trips_on_another_host() {
     assert!(r.stderr.contains("different hosts"), "{}", r.stderr);
     assert!(
         !r.stderr.contains("no config setting differs"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn work_cpu_is_a_test_where_both_sides_record_cpu_per_cycle_and_says_why_not_elsewhere() {
+    // Per-cycle CPU time on both sides (the recorder's default mode): the
+    // work_cpu test exists, B's +1 ms of adapter_decode moves it by +1 ms
+    // (cpu_ns is the work's wall time less 10 µs), and it trips the gate.
+    let cpu = Synth {
+        cycle_cpu: true,
+        ..base()
+    };
+    let slow = Synth {
+        decode_extra_ns: 1_000_000,
+        ..cpu.clone()
+    };
+    let p = pair(&cpu, &slow);
+    let r = compare(
+        &p,
+        &["--fail-on", "worse", "--gate", "running/work_cpu:median"],
+    );
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("running/work_cpu:median (worse"),
+        "{}",
+        r.stderr
+    );
+    // The v1 header's `spans` mode on both sides: no per-cycle CPU time,
+    // so no work_cpu test; the caveat says so, and gating it is a usage
+    // error that says why and what to gate instead.
+    let p = pair(&base(), &with_tail());
+    let r = compare(&p, &[]);
+    assert!(
+        r.stdout
+            .contains("work_cpu (the cycle's CPU time) is not tested"),
+        "{}",
+        r.stdout
+    );
+    let r = compare(
+        &p,
+        &["--fail-on", "worse", "--gate", "running/work_cpu:median"],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("record CPU time per cycle") && r.stderr.contains("running/work:median"),
         "{}",
         r.stderr
     );

@@ -60,6 +60,11 @@ pub struct Synth {
     /// undeclared (the nominal period stays 10 ms and the manifest's
     /// `run.rtf` is 10 ms / period, as `looptime serve --rtf` runs it).
     pub declare_period: bool,
+    /// Record CPU time per cycle (`thread_cpu_mode` `cycle`, schema 2, as
+    /// `serve` records by default): each cycle's `cpu_ns` is its work's
+    /// wall time less 10 µs, spans are wall-only. Otherwise the v1
+    /// header's `spans` mode, each span's CPU time its wall time.
+    pub cycle_cpu: bool,
 }
 
 impl Default for Synth {
@@ -79,6 +84,7 @@ impl Default for Synth {
             hostname: None,
             period_ns: P,
             declare_period: true,
+            cycle_cpu: false,
         }
     }
 }
@@ -109,6 +115,15 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
             &format!("\"nominal_period_ns\":{P}"),
             &format!("\"nominal_period_ns\":{}", s.period_ns),
         );
+    }
+    if s.cycle_cpu {
+        let mut h: Value = serde_json::from_str(&header).unwrap();
+        h["schema_version"] = json!(2);
+        h["thread_cpu_mode"] = json!("cycle");
+        for st in h["stages"].as_array_mut().unwrap() {
+            st["cpu_time"] = json!(false);
+        }
+        header = h.to_string();
     }
     let mut lines = vec![header];
     let mut prev_end = T0 - s.period_ns;
@@ -144,8 +159,13 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
             } else {
                 json!({})
             };
+            let cpu = if s.cycle_cpu {
+                Value::Null
+            } else {
+                json!(wall)
+            };
             json!({"stage": stage, "parent": parent, "depth": depth, "start_ns": at,
-                   "wall_ns": wall, "cpu_ns": wall, "closed_by_cycle_end": false, "attrs": attrs})
+                   "wall_ns": wall, "cpu_ns": cpu, "closed_by_cycle_end": false, "attrs": attrs})
         };
         let mut spans = vec![span("camera_read", camera, None, 0, t)];
         t += camera;
@@ -162,9 +182,12 @@ pub fn write(dir: &Path, s: &Synth) -> PathBuf {
         t += executor;
         spans.push(span("recording", recording, None, 0, t));
         t += recording;
-        let c = json!({"type": "cycle", "cycle": i, "phase": "running", "start_ns": start,
+        let mut c = json!({"type": "cycle", "cycle": i, "phase": "running", "start_ns": start,
             "end_ns": t, "target_ns": target, "sleep_start_ns": prev_end, "wake_ns": target + 100,
             "overdue": false, "skipped": 0, "spans_dropped": 0, "values": {}, "spans": spans});
+        if s.cycle_cpu {
+            c["cpu_ns"] = json!(t - start - 10_000);
+        }
         lines.push(c.to_string());
         prev_end = t;
     }

@@ -280,13 +280,44 @@ pub fn main_entry() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    if !matches!(cli.command, Command::Serve(_) | Command::RobotPeer(_)) {
+        quiet_on_closed_pipe();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             EXIT_ERROR
         }
     }
+}
+
+/// A command that prints and ends (`looptime default-config | head -3`,
+/// `probe`, `watch`, `recover`) ends quietly on a closed stdout or stderr,
+/// as `cat` does: SIGPIPE's default action is restored (Rust's runtime
+/// ignores it, and `println!` would panic on the write error). `serve` and
+/// `robot-peer` keep it ignored: a reader that goes away must not end a
+/// recording or a peer mid-run, so their every write ignores a closed
+/// pipe instead.
+fn quiet_on_closed_pipe() {
+    looptime_runtime::sys::default_sigpipe();
+}
+
+/// A line on stdout that never panics: a closed pipe is ignored (the
+/// long-running commands' output, [`quiet_on_closed_pipe`]).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+
+/// A line on stderr that never panics.
+macro_rules! warn_line {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
 }
 
 /// Run the CLI; returns the process exit code.
@@ -337,7 +368,9 @@ pub fn run(cli: Cli) -> Result<i32> {
                 serve::serve(&opts, stop, state, &mut out, || Box::new(std::io::stderr()));
             watcher.stop();
             let outcome = outcome?;
-            out.flush()?;
+            // A reader that went away (`serve | head -3`) loses the rest of
+            // the lines, never the recording: it is written by now.
+            let _ = out.flush();
             Ok(if outcome.stopped {
                 EXIT_ABORTED
             } else {
@@ -416,12 +449,11 @@ fn robot_peer(a: &RobotPeerArgs) -> Result<i32> {
     };
     let sock = std::net::UdpSocket::bind(("127.0.0.1", a.port))
         .context("binding the robot peer's UDP socket")?;
-    println!("robot-peer: listening on {}", sock.local_addr()?);
-    std::io::stdout().flush()?;
+    say!("robot-peer: listening on {}", sock.local_addr()?);
     let stop = AtomicBool::new(false);
     let wait = std::time::Duration::from_secs_f64(a.wait);
     let r = crate::robot::serve_client(&sock, spec, wait, &stop).context("robot peer")?;
-    println!(
+    say!(
         "robot-peer: sent {} states ({} held by stalls and sent in bursts), {} answered before the next was due",
         r.sent, r.held, r.answered_in_time
     );
@@ -484,12 +516,12 @@ impl SignalWatcher {
                     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
                     if seen == 1 {
                         match meets {
-                            StopMeets::RunningLoop => eprintln!("[run] {name}: stopping after the current cycle; its evidence is written and marked aborted, and no further rollout starts"),
-                            StopMeets::Finishing => eprintln!("[run] {name}: the loop had already run its last cycle; its evidence is being written and stays complete, and no further rollout starts"),
-                            StopMeets::NoLoop => eprintln!("[run] {name}: no loop is running; a rollout being prepared stops before its first cycle (written marked aborted), and no further rollout starts"),
+                            StopMeets::RunningLoop => warn_line!("[run] {name}: stopping after the current cycle; its evidence is written and marked aborted, and no further rollout starts"),
+                            StopMeets::Finishing => warn_line!("[run] {name}: the loop had already run its last cycle; its evidence is being written and stays complete, and no further rollout starts"),
+                            StopMeets::NoLoop => warn_line!("[run] {name}: no loop is running; a rollout being prepared stops before its first cycle (written marked aborted), and no further rollout starts"),
                         }
                     } else {
-                        eprintln!(
+                        warn_line!(
                             "[run] {name} again: still stopping; the evidence being written will be complete in a moment and is not skipped. `kill -9 {}` stops at once and loses what is not yet written",
                             std::process::id()
                         );

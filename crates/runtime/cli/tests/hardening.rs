@@ -489,3 +489,52 @@ fn the_robot_peer_and_the_robot_section_refuse_what_cannot_run() {
         assert!(stderr(&o).contains(want), "{text}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn a_closed_pipe_ends_a_printing_command_quietly_and_never_a_recording() {
+    use std::os::unix::process::ExitStatusExt;
+    // `looptime default-config | head -0`: the reader is gone before the
+    // write. Before, println! panicked (exit 101, "failed printing to
+    // stdout"); now the command ends by SIGPIPE, as `cat` does, silently.
+    let mut child = looptime()
+        .arg("default-config")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.signal(), Some(libc_sigpipe()), "{o:?}");
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    // `serve … | head -1`: the reader goes away before the run ends. The
+    // recording must not die with it: both stdout and stderr closed, the
+    // rollout is written complete and serve exits 0 (before, its final
+    // flush turned the closed pipe into "error: Broken pipe", exit 1).
+    let _guard = serve_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cfg = write_config(
+        dir.path(),
+        "[run]\nrtf = 0.0\nduration_s = 0.2\nwarmup_s = 0.0\n",
+    );
+    let mut child = looptime()
+        .args(["serve", "--control-timing", "--config"])
+        .arg(&cfg)
+        .arg("--runs-dir")
+        .arg(&runs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let summary = read_summary(runs.join("latest").join(SUMMARY_FILE)).unwrap();
+    assert_eq!(summary.status, CaptureStatus::Complete);
+}
+
+/// SIGPIPE's number on Linux.
+fn libc_sigpipe() -> i32 {
+    13
+}
