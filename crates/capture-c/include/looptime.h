@@ -480,6 +480,7 @@ int32_t looptime_builder_nominal_period_ns(looptime_builder *b, uint64_t ns);
 /**
  * Declare the compute budget of each cycle's work (ns), written to the
  * header: work beyond it is a budget overrun, for statistics only.
+ * 0 to 10 s; `LOOPTIME_UNDECLARED` leaves it undeclared.
  *
  * # Safety
  * `b` is NULL or a live builder.

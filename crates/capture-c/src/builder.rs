@@ -9,7 +9,7 @@ use looptime_capture::{
 };
 
 use crate::consts::*;
-use crate::error::{capture_fail, fail, guard, null_error, unknown_id};
+use crate::error::{capture_fail, fail, guard, null_error, unknown_id, Fail};
 use crate::ptr::{free_handle, handle, handle_ref, put, text};
 
 /// Registers names and capacities before the loop; then
@@ -162,8 +162,22 @@ pub unsafe extern "C" fn looptime_builder_nominal_period_ns(b: *mut Builder, ns:
     })
 }
 
+/// A budget or tolerance as the builder takes it: 0 to 10 s, or
+/// `LOOPTIME_UNDECLARED` (left undeclared, so the scheduler's default can
+/// be passed on as it is); any other value is refused by name.
+fn declared(name: &str, ns: u64) -> Result<(), Fail> {
+    if ns == looptime_capture::UNDECLARED_NS || ns <= looptime_capture::MAX_DECLARED_NS {
+        return Ok(());
+    }
+    Err(fail(
+        LOOPTIME_ERR_INVALID,
+        format!("{name} is {ns} ns; give 0 to 10 s (10000000000 ns), or LOOPTIME_UNDECLARED to leave it undeclared"),
+    ))
+}
+
 /// Declare the compute budget of each cycle's work (ns), written to the
 /// header: work beyond it is a budget overrun, for statistics only.
+/// 0 to 10 s; `LOOPTIME_UNDECLARED` leaves it undeclared.
 ///
 /// # Safety
 /// `b` is NULL or a live builder.
@@ -171,7 +185,9 @@ pub unsafe extern "C" fn looptime_builder_nominal_period_ns(b: *mut Builder, ns:
 pub unsafe extern "C" fn looptime_builder_compute_budget_ns(b: *mut Builder, ns: u64) -> i32 {
     guard("looptime_builder_compute_budget_ns", || {
         // SAFETY: the caller's contract.
-        unsafe { handle(b, "builder") }?.b.compute_budget_ns(ns);
+        let b = unsafe { handle(b, "builder") }?;
+        declared("compute_budget_ns", ns)?;
+        b.b.compute_budget_ns(ns);
         Ok(LOOPTIME_OK)
     })
 }
@@ -186,7 +202,9 @@ pub unsafe extern "C" fn looptime_builder_compute_budget_ns(b: *mut Builder, ns:
 pub unsafe extern "C" fn looptime_builder_deadline_tolerance_ns(b: *mut Builder, ns: u64) -> i32 {
     guard("looptime_builder_deadline_tolerance_ns", || {
         // SAFETY: the caller's contract.
-        unsafe { handle(b, "builder") }?.b.deadline_tolerance_ns(ns);
+        let b = unsafe { handle(b, "builder") }?;
+        declared("deadline_tolerance_ns", ns)?;
+        b.b.deadline_tolerance_ns(ns);
         Ok(LOOPTIME_OK)
     })
 }

@@ -29,6 +29,12 @@ pub const MAX_SPANS_CEILING: usize = 1024;
 pub const DEFAULT_MAX_SAMPLES_PER_CYCLE: usize = 8;
 /// Largest accepted sample slot count per cycle.
 pub const MAX_SAMPLES_CEILING: usize = 256;
+/// Largest compute budget or deadline tolerance a recorder declares: 10 s
+/// (the scheduler's limit, `looptime_runtime::MAX_DECLARED_NS`).
+pub const MAX_DECLARED_NS: u64 = 10_000_000_000;
+/// The sentinel that means "undeclared" wherever a budget or tolerance can
+/// be passed (C's `LOOPTIME_UNDECLARED`, `UINT64_MAX`).
+pub const UNDECLARED_NS: u64 = u64::MAX;
 
 pub(crate) const NAME_TABLE_MAX: usize = u16::MAX as usize - 1;
 
@@ -354,8 +360,12 @@ impl RecorderBuilder {
     /// header): work beyond it is a budget overrun, for statistics only
     /// (the release timeline is the scheduler's). Undeclared, the analyzer
     /// judges work against the period.
+    ///
+    /// 0 to [`MAX_DECLARED_NS`]; [`UNDECLARED_NS`] leaves it undeclared
+    /// (so the scheduler's default can be passed on as it is); any other
+    /// value makes the build fail, naming it.
     pub fn compute_budget_ns(&mut self, ns: u64) -> &mut Self {
-        self.compute_budget_ns = Some(ns);
+        self.compute_budget_ns = (ns != UNDECLARED_NS).then_some(ns);
         self
     }
 
@@ -363,8 +373,11 @@ impl RecorderBuilder {
     /// later than its release plus this is a late start, a finish later
     /// than the next release plus this a completion miss. Undeclared, the
     /// analyzer's late-start threshold is 10 % of the period.
+    ///
+    /// 0 to [`MAX_DECLARED_NS`], or [`UNDECLARED_NS`], as
+    /// [`compute_budget_ns`](Self::compute_budget_ns).
     pub fn deadline_tolerance_ns(&mut self, ns: u64) -> &mut Self {
-        self.deadline_tolerance_ns = Some(ns);
+        self.deadline_tolerance_ns = (ns != UNDECLARED_NS).then_some(ns);
         self
     }
 

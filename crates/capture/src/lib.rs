@@ -71,8 +71,8 @@ pub use recorder::{
     footprint_bytes, AttrKey, AttrValue, PaceKind, PhaseId, Recorder, RecorderBuilder, Release,
     SourceClock, SourceId, SourceSpec, SpanGuard, SpanToken, StageId, ValueId, DEFAULT_MAX_CYCLES,
     DEFAULT_MAX_SAMPLES_PER_CYCLE, DEFAULT_MAX_SPANS_PER_CYCLE, MAX_ATTRS_PER_SPAN,
-    MAX_CYCLES_CEILING, MAX_METADATA_ENTRIES, MAX_SAMPLES_CEILING, MAX_SPANS_CEILING,
-    MAX_SPAN_DEPTH, MAX_VALUES,
+    MAX_CYCLES_CEILING, MAX_DECLARED_NS, MAX_METADATA_ENTRIES, MAX_SAMPLES_CEILING,
+    MAX_SPANS_CEILING, MAX_SPAN_DEPTH, MAX_VALUES, UNDECLARED_NS,
 };
 pub use registry::{Recorders, Registry};
 pub use ring::RingStorage;

@@ -506,3 +506,50 @@ fn values_that_are_not_finite_are_counted_not_dropped_silently() {
     let saved = read_summary(&report.summary_path).unwrap();
     assert_eq!(saved.capture.values_dropped, Some(3));
 }
+
+#[test]
+fn a_budget_or_tolerance_is_declared_up_to_ten_seconds_and_the_sentinel_means_undeclared() {
+    use looptime_capture::{MAX_DECLARED_NS, UNDECLARED_NS};
+    // The sentinel: undeclared (before, 2^64 − 1 ns went to the header
+    // and a healthy loop read every cycle over its budget).
+    let mut b = quiet_builder();
+    b.compute_budget_ns(UNDECLARED_NS)
+        .deadline_tolerance_ns(UNDECLARED_NS);
+    let h = header_of(b);
+    assert!(
+        h.get("compute_budget_ns").is_none_or(|v| v.is_null()),
+        "{h}"
+    );
+    assert!(
+        h.get("deadline_tolerance_ns").is_none_or(|v| v.is_null()),
+        "{h}"
+    );
+    // 10 s exactly: declared.
+    let mut b = quiet_builder();
+    b.compute_budget_ns(MAX_DECLARED_NS);
+    assert_eq!(header_of(b)["compute_budget_ns"], MAX_DECLARED_NS);
+    // Anything else above it: the build fails, naming the field.
+    for (budget, tolerance, name) in [
+        (MAX_DECLARED_NS + 1, None, "compute_budget_ns"),
+        (0, Some(1u64 << 63), "deadline_tolerance_ns"),
+    ] {
+        let mut b = quiet_builder();
+        b.compute_budget_ns(budget);
+        if let Some(t) = tolerance {
+            b.deadline_tolerance_ns(t);
+        }
+        match b.build() {
+            Err(CaptureError::InvalidOption { option, .. }) => assert_eq!(option, name),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
+/// The header a recorder of `b` writes (finished with no cycle).
+fn header_of(b: RecorderBuilder) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = b.build().unwrap();
+    rec.finish(dir.path(), CaptureStatus::Complete).unwrap();
+    let first = lines_of(&dir.path().join("control_timing.jsonl"))[0].clone();
+    serde_json::from_str(&first).unwrap()
+}

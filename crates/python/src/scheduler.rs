@@ -29,7 +29,21 @@ pub struct Scheduler {
 
 /// A declared compute budget or deadline tolerance, in µs, as ns: `None`
 /// is not declared; else 0 to 10,000,000 µs, as serve's config takes.
-fn declared_ns(name: &str, us: Option<f64>) -> PyResult<Option<u64>> {
+fn declared_ns(name: &str, us: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    let us: Option<f64> = match us.filter(|v| !v.is_none()) {
+        None => None,
+        Some(v) => Some(
+            v.extract()
+                .ok()
+                .filter(|_| !v.is_instance_of::<PyBool>())
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "{name} must be a number of microseconds, 0 to 10,000,000 (None: not declared), not {}",
+                        v.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+                    ))
+                })?,
+        ),
+    };
     match us {
         None => Ok(None),
         Some(v) if v.is_finite() && (0.0..=1e7).contains(&v) => Ok(Some((v * 1e3).round() as u64)),
@@ -87,8 +101,8 @@ impl Scheduler {
         max_dt_s: Option<f64>,
         release_gil_during_spin: bool,
         rtf: f64,
-        compute_budget_us: Option<f64>,
-        deadline_tolerance_us: Option<f64>,
+        compute_budget_us: Option<&Bound<'_, PyAny>>,
+        deadline_tolerance_us: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         if !(period_s.is_finite() && period_s > 0.0 && period_s <= 3600.0) {
             return Err(PyValueError::new_err(format!(

@@ -278,5 +278,15 @@ fn forms(ev: &Evidence, file: &str, of: &str) -> Vec<String> {
             ev.blank_lines
         ));
     }
+    for (field, value) in [
+        ("compute_budget_ns", notes.budget_above_limit),
+        ("deadline_tolerance_ns", notes.tolerance_above_limit),
+    ] {
+        if let Some(ns) = value {
+            out.push(format!(
+                "{file}'s header declares {field} = {ns} ns, above the 10 s a recorder declares (an undeclared sentinel written through?): it was read as undeclared, and nothing is judged against it"
+            ));
+        }
+    }
     out
 }

@@ -335,3 +335,48 @@ fn a_card_that_fails_on_its_budget_names_the_budget_on_every_surface() {
         r.stdout
     );
 }
+
+#[test]
+fn a_header_budget_beyond_ten_seconds_is_read_as_undeclared_and_named() {
+    // The scheduler's undeclared sentinel written through as a budget
+    // (2^64 − 1 ns) and a tolerance of 2^63 ns, on 20 healthy cycles (lag
+    // 0, work 1 ms). Before: 20 of 20 cycles over the budget is not
+    // possible, but the tolerance's 2^63 made every completion check
+    // wrap (198 of 200 misses in the run). Now both are read as
+    // undeclared: no budget block figures, the card judged on the period,
+    // and a caveat that names each field.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("v1/serve-episode/control_timing.jsonl")).unwrap();
+    let mut h: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    h["compute_budget_ns"] = json!(u64::MAX);
+    h["deadline_tolerance_ns"] = json!(1u64 << 63);
+    let mut lines = vec![h.to_string()];
+    for i in 0..20 {
+        lines.push(cycle(i, 0, MS, false));
+    }
+    std::fs::write(
+        tmp.path().join("control_timing.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let r = analyze_json(tmp.path(), &[]);
+    let b = &r["budget"];
+    assert!(
+        b.is_null() || (b["compute_budget_ns"].is_null() && b["deadline_tolerance_ns"].is_null()),
+        "{b}"
+    );
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("compute_budget_ns = 18446744073709551615 ns")
+            && caveats.contains("deadline_tolerance_ns = 9223372036854775808 ns")
+            && caveats.contains("read as undeclared"),
+        "{caveats}"
+    );
+    let card = r["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["phase"] == "running")
+        .unwrap();
+    assert_ne!(card["state"], "fail", "{card}");
+}

@@ -65,6 +65,17 @@ static void bad_settings(void) {
     CHECK_ERR(looptime_builder_max_cycles(b, 0), LOOPTIME_ERR_INVALID, "max_cycles is 0");
     CHECK_ERR(looptime_builder_max_spans_per_cycle(b, 0), LOOPTIME_ERR_INVALID,
               "max_spans_per_cycle is 0");
+    /* The scheduler's default budget, LOOPTIME_UNDECLARED, passed on as
+     * docs/c.md says: undeclared, not a budget of 2^64 - 1 ns (before, a
+     * healthy loop then read every cycle over the budget). Above 10 s and
+     * not the sentinel: refused by name at the call. */
+    CHECK(looptime_builder_compute_budget_ns(b, LOOPTIME_UNDECLARED) == LOOPTIME_OK);
+    CHECK(looptime_builder_deadline_tolerance_ns(b, LOOPTIME_UNDECLARED) == LOOPTIME_OK);
+    CHECK(looptime_builder_compute_budget_ns(b, 10000000000ULL) == LOOPTIME_OK);
+    CHECK_ERR(looptime_builder_compute_budget_ns(b, 10000000001ULL), LOOPTIME_ERR_INVALID,
+              "compute_budget_ns is 10000000001 ns");
+    CHECK_ERR(looptime_builder_deadline_tolerance_ns(b, 1ULL << 63), LOOPTIME_ERR_INVALID,
+              "deadline_tolerance_ns is 9223372036854775808 ns");
     looptime_builder_free(b);
 
     cfg.spin_margin_ns = 9000000; /* above half the period */

@@ -22,6 +22,11 @@ pub struct HeaderNotes {
     pub bom: bool,
     /// The header line ended in CRLF (the file's line endings were converted).
     pub crlf: bool,
+    /// The header's `compute_budget_ns` held this value, above the 10 s a
+    /// recorder declares: it was read as undeclared.
+    pub budget_above_limit: Option<u64>,
+    /// The header's `deadline_tolerance_ns`, likewise.
+    pub tolerance_above_limit: Option<u64>,
 }
 
 /// Reads a `control_timing.jsonl` file line by line into the schema types.
@@ -190,6 +195,20 @@ pub fn read_header(path: &Path, reader: &mut impl BufRead) -> Result<(Header, He
         )
     })?;
     check_header_bounds(path, &header)?;
+    let mut header = header;
+    let mut notes = notes;
+    // A budget or tolerance above what a recorder declares (a sentinel
+    // written through, a hand-edited file) is undeclared: no figure is
+    // judged against 2^63 ns, and no arithmetic on it can wrap.
+    let limit = crate::MAX_DECLARED_NS;
+    if let Some(ns) = header.compute_budget_ns.filter(|&ns| ns > limit) {
+        notes.budget_above_limit = Some(ns);
+        header.compute_budget_ns = None;
+    }
+    if let Some(ns) = header.deadline_tolerance_ns.filter(|&ns| ns > limit) {
+        notes.tolerance_above_limit = Some(ns);
+        header.deadline_tolerance_ns = None;
+    }
     Ok((header, notes))
 }
 

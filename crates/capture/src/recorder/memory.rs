@@ -19,8 +19,8 @@ use crate::sys;
 const ANCHOR_EVERY_NS: u64 = 100_000_000;
 
 pub use crate::builder::{
-    PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING,
-    MAX_SPANS_CEILING, MAX_SPAN_DEPTH,
+    PhaseId, RecorderBuilder, Release, StageId, MAX_CYCLES_CEILING, MAX_DECLARED_NS,
+    MAX_SAMPLES_CEILING, MAX_SPANS_CEILING, MAX_SPAN_DEPTH,
 };
 
 /// The recorder's buffers, on the heap or in a ring file.
@@ -138,6 +138,18 @@ impl RecorderBuilder {
                 value: self.max_spans as u64,
                 expected: "1 to 1024 spans",
             });
+        }
+        for (option, declared) in [
+            ("compute_budget_ns", self.compute_budget_ns),
+            ("deadline_tolerance_ns", self.deadline_tolerance_ns),
+        ] {
+            if let Some(ns) = declared.filter(|&ns| ns > MAX_DECLARED_NS) {
+                return Err(CaptureError::InvalidOption {
+                    option,
+                    value: ns,
+                    expected: "0 to 10 s (10,000,000,000 ns), or LOOPTIME_UNDECLARED (u64::MAX) to leave it undeclared",
+                });
+            }
         }
         if self.max_samples == 0 || self.max_samples > MAX_SAMPLES_CEILING {
             return Err(CaptureError::InvalidOption {

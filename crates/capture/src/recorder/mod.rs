@@ -39,8 +39,8 @@ pub use crate::slot::MAX_ATTRS_PER_SPAN;
 pub use crate::builder::{
     footprint_bytes, AttrKey, AttrValue, PaceKind, PhaseId, RecorderBuilder, Release, SourceClock,
     SourceId, SourceSpec, StageId, ValueId, DEFAULT_MAX_CYCLES, DEFAULT_MAX_SAMPLES_PER_CYCLE,
-    DEFAULT_MAX_SPANS_PER_CYCLE, MAX_CYCLES_CEILING, MAX_SAMPLES_CEILING, MAX_SPANS_CEILING,
-    MAX_SPAN_DEPTH,
+    DEFAULT_MAX_SPANS_PER_CYCLE, MAX_CYCLES_CEILING, MAX_DECLARED_NS, MAX_SAMPLES_CEILING,
+    MAX_SPANS_CEILING, MAX_SPAN_DEPTH, UNDECLARED_NS,
 };
 
 mod memory;

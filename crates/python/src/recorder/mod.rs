@@ -137,8 +137,8 @@ impl Recorder {
         target_clock: &str,
         sources: Option<&Bound<'_, PyDict>>,
         command_stage: Option<String>,
-        compute_budget_ns: Option<u64>,
-        deadline_tolerance_ns: Option<u64>,
+        compute_budget_ns: Option<&Bound<'_, PyAny>>,
+        deadline_tolerance_ns: Option<&Bound<'_, PyAny>>,
         live_status: bool,
     ) -> PyResult<Self> {
         let target_clock = target_clock_of(target_clock)?;
@@ -157,7 +157,10 @@ impl Recorder {
             metadata: metadata.map(spec::metadata_text).transpose()?,
             target_clock,
             command_stage,
-            budget: (compute_budget_ns, deadline_tolerance_ns),
+            budget: (
+                spec::declared_ns("compute_budget_ns", compute_budget_ns)?,
+                spec::declared_ns("deadline_tolerance_ns", deadline_tolerance_ns)?,
+            ),
         };
         let (mut b, names) = spec.builder(py)?;
         b.live_status(live_status);

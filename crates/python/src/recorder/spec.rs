@@ -489,3 +489,36 @@ pub(super) fn metadata_text(
     }
     Ok(out)
 }
+
+/// A declared compute budget or deadline tolerance in ns, as `Recorder`
+/// takes it: None, 0 to 10 s, or `2**64 - 1` (C's `LOOPTIME_UNDECLARED`,
+/// the scheduler's "none", passed on as it is) for undeclared. Anything
+/// else is refused with the parameter's name and its range.
+pub(crate) fn declared_ns(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    let range = "0 to 10,000,000,000 ns (10 s), or None (or 2**64 - 1, LOOPTIME_UNDECLARED) to leave it undeclared";
+    let repr = || v.repr().map_or_else(|_| "?".to_string(), |r| r.to_string());
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be an int of nanoseconds, {range}; not {}",
+            repr()
+        )));
+    }
+    let n: i128 = v.extract().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be an int of nanoseconds, {range}; not {}",
+            repr()
+        ))
+    })?;
+    if n == u64::MAX as i128 {
+        return Ok(None);
+    }
+    if !(0..=looptime_capture::MAX_DECLARED_NS as i128).contains(&n) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{name} must be {range}; not {n}"
+        )));
+    }
+    Ok(Some(n as u64))
+}
