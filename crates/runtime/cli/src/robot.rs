@@ -253,21 +253,54 @@ pub fn serve_client(
     wait: Duration,
     stop: &AtomicBool,
 ) -> io::Result<PeerReport> {
-    sock.set_read_timeout(Some(wait))?;
-    let mut hello = [0u8; 64];
-    let (_, client) = sock.recv_from(&mut hello).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "no client sent a datagram within {} s: {e}",
-                wait.as_secs_f64()
-            ),
-        )
-    })?;
+    let client = await_hello(sock, wait)?;
     sock.connect(client)?;
     sock.set_nonblocking(true)?;
     Ok(run_peer(sock, spec, stop, None, None))
 }
+
+/// The client's hello: its first datagram of exactly 8 bytes
+/// (docs/input-paced.md); a datagram of any other length (an empty probe,
+/// a stray packet) is not a hello and is skipped, so that the real client
+/// still gets the states. Waits up to `wait` in all.
+fn await_hello(sock: &UdpSocket, wait: Duration) -> io::Result<std::net::SocketAddr> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut buf = [0u8; 64];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no client sent its 8-byte hello within {} s",
+                    wait.as_secs_f64()
+                ),
+            ));
+        }
+        sock.set_read_timeout(Some(left))?;
+        match sock.recv_from(&mut buf) {
+            Ok((HELLO_BYTES, client)) => return Ok(client),
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("waiting for the client's hello: {e}"),
+                ))
+            }
+        }
+    }
+}
+
+/// A client's hello, in bytes.
+const HELLO_BYTES: usize = 8;
 
 /// The robot's success window: whether each of the last 100 states was
 /// answered before the next one was due.
@@ -421,6 +454,30 @@ mod tests {
         };
         assert_eq!(State::decode(&s.encode()), Some(s));
         assert_eq!(State::decode(&[0u8; 8]), None);
+    }
+
+    #[test]
+    fn only_an_8_byte_datagram_is_a_hello_and_the_real_client_gets_the_states() {
+        // A stray empty datagram and a 100-byte one come first, from
+        // another socket; before, the first of them became the client and
+        // the real one got 0 of the states. Then the client's 8 bytes.
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let stray = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = peer.local_addr().unwrap();
+        stray.send_to(&[], to).unwrap();
+        stray.send_to(&[7u8; 100], to).unwrap();
+        client.send_to(&0u64.to_le_bytes(), to).unwrap();
+        let got = await_hello(&peer, Duration::from_secs(5)).unwrap();
+        assert_eq!(got, client.local_addr().unwrap());
+        // No hello at all: it gives up after the wait, saying what it
+        // waited for.
+        let lonely = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stray
+            .send_to(&[1, 2, 3], lonely.local_addr().unwrap())
+            .unwrap();
+        let e = await_hello(&lonely, Duration::from_millis(200)).unwrap_err();
+        assert!(e.to_string().contains("8-byte hello"), "{e}");
     }
 
     #[test]

@@ -460,7 +460,7 @@ fn the_robot_peer_and_the_robot_section_refuse_what_cannot_run() {
         ),
         (
             vec!["--wait", "0.05"],
-            "no client sent a datagram within 0.05 s",
+            "no client sent its 8-byte hello within 0.05 s",
         ),
     ] {
         let o = run(&[&["robot-peer"][..], &args].concat());
