@@ -185,8 +185,31 @@ pub fn caveats(
             ));
         }
     }
+    out.extend(command_stage_caveat(ev));
     out.extend(file_caveats(ev));
     out
+}
+
+/// A command stage named by `--command-stage` or the header that is no
+/// stage of the evidence: no command can be counted (commands 0, command
+/// Hz `-`), so say which name was looked for, where it came from, and the
+/// stages there are. The default name, absent, is no one's choice and says
+/// nothing (an input-paced phase says it in its own caveat).
+fn command_stage_caveat(ev: &Evidence) -> Option<String> {
+    let (name, from) = &ev.command_stage;
+    if *from == "default" || ev.header.stages.iter().any(|s| &s.name == name) {
+        return None;
+    }
+    let from = if *from == "flag" {
+        "--command-stage"
+    } else {
+        "the header's command_stage"
+    };
+    let stages: Vec<&str> = ev.header.stages.iter().map(|s| s.name.as_str()).collect();
+    Some(format!(
+        "the command stage `{name}` ({from}) is no stage of this evidence, so no command is counted (commands 0, command Hz -); its stages are {}: name the one that sends the command with --command-stage NAME",
+        if stages.is_empty() { "none".to_string() } else { stages.join(", ") }
+    ))
 }
 
 /// What the manifest does or does not say: missing (and what is known of

@@ -1160,3 +1160,26 @@ fn a_blank_first_line_and_a_mistyped_header_field_are_named() {
         assert_eq!(r.stderr.matches("column").count(), 1, "{}", r.stderr);
     }
 }
+
+#[test]
+fn a_command_stage_that_is_no_stage_is_named_with_the_stages_there_are() {
+    // The v1 serve fixture, deadline-paced, its commands sent by
+    // robot_send_command. `--command-stage nope`: before, commands 0 and
+    // command Hz `-` with no word; now a caveat names `nope`, where it came
+    // from, and the stages to choose from.
+    let ep = fixture("v1/serve-episode");
+    let r = analyze_json(&ep, &["--command-stage", "nope"]);
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("the command stage `nope` (--command-stage) is no stage of this evidence")
+            && caveats.contains("robot_send_command"),
+        "{caveats}"
+    );
+    // Its own stage, or none named: no such caveat.
+    for args in [&["--command-stage", "robot_send_command"][..], &[][..]] {
+        let r = analyze_json(&ep, args);
+        assert!(!r["caveats"]
+            .to_string()
+            .contains("is no stage of this evidence"));
+    }
+}
