@@ -119,8 +119,11 @@ def parse(argv: List[str]) -> argparse.Namespace:
     if args.switch_interval is not None and not 0 < args.switch_interval <= 1:
         p.error("--switch-interval must be in (0, 1] s")
     for flag in ("compute_budget_ms", "deadline_tolerance_ms"):
-        if getattr(args, flag) is not None and not getattr(args, flag) > 0:
-            p.error(f"--{flag.replace('_', '-')} must be positive")
+        # 0 < x <= 10 s, checked before anything is opened (inf, nan and
+        # 2e13 would pass "positive" and fail after the rollout opened).
+        v = getattr(args, flag)
+        if v is not None and not 0 < v <= 10_000:
+            p.error(f"--{flag.replace('_', '-')} must be more than 0 and at most 10000 ms (10 s), not {v}")
     return args
 
 

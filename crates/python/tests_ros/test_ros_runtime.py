@@ -78,3 +78,18 @@ def test_three_rollouts_a_side_make_sessions_that_compare_reads(tmp_path):
     assert out.returncode == 0, out.stderr
     c = json.loads(out.stdout)
     assert json.dumps(c).count("rollout-00") >= 6, list(c)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e300", "2e13", "0", "-1"])
+def test_a_budget_it_cannot_declare_is_refused_before_anything_is_opened(tmp_path, value):
+    # Before, inf, 1e300 and 2e13 passed "must be positive" and ended in a
+    # traceback, two of them after the rollout was opened (leaving
+    # `latest` on a `running` rollout). Now a usage error (2), naming the
+    # flag and its range, and no runs directory at all.
+    for flag in ("--compute-budget-ms", "--deadline-tolerance-ms"):
+        out = subprocess.run([sys.executable, str(EXAMPLE), "--control-timing", "--runs-dir", str(tmp_path / "runs"),
+                              flag, value], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"{flag} must be more than 0 and at most 10000 ms" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+        assert not (tmp_path / "runs").exists()
