@@ -58,10 +58,11 @@ def main():
         suite, cs = cases(x)
         failed = [c for c in cs if outcome(c) == "failed"]
         tests = [c for c in cs if not c.name.startswith("pair warning")]
-        assert len(tests) == 12 and all(outcome(c) == "passed" for c in tests), [c.name for c in tests]
+        # 12 metric and rate tests, and the loop's and the commands' Hz.
+        assert len(tests) == 14 and all(outcome(c) == "passed" for c in tests), [c.name for c in tests]
         assert len(failed) == 3 and all(c.name.startswith("pair warning") for c in failed), failed
         assert "has 1 rollout" in failed[1].result[0].message, failed[1].result[0].message
-        assert suite.tests == 15 and suite.failures == 3, suite
+        assert suite.tests == 17 and suite.failures == 3, suite
         print(f"junit: compare --strict, {len(cs)} cases, {len(failed)} failures (the pair's warnings) "
               "read by junitparser")
 
