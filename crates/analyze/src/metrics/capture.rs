@@ -236,6 +236,13 @@ fn manifest_caveats(ev: &Evidence) -> Vec<String> {
             ev.header.nominal_period_ns.unwrap_or(0) as f64 / 1e6
         ));
     }
+    if let Some((m_ns, used, rtf)) = super::diagnosis::effective_contradiction(ev) {
+        out.push(format!(
+            "the manifest's schedule.effective_period_ns ({:.3} ms) contradicts the header's nominal period at rtf {rtf} ({:.3} ms): the header's was used to judge the run, since it is the evidence's own; check the manifest (written for another run, or edited?)",
+            m_ns as f64 / 1e6,
+            used as f64 / 1e6
+        ));
+    }
     // The manifest's cycle count against the evidence's: the recorder's
     // total (its summary's, or the rows read when nothing was dropped).
     let counted = m

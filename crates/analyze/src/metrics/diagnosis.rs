@@ -35,16 +35,47 @@ pub fn pace(ev: &Evidence) -> Pace {
     if rtf == 0.0 || h.clocks.target_ns == ClockDomain::Simulation {
         return Pace::Uncapped;
     }
-    let effective = m
-        .and_then(|m| m.pointer("/schedule/effective_period_ns"))
-        .and_then(|v| v.as_u64())
-        .filter(|&e| e > 0)
-        .unwrap_or(((nominal as f64) / rtf).round().max(1.0) as u64);
+    let derived = ((nominal as f64) / rtf).round().max(1.0) as u64;
+    // The manifest's effective period, unless it contradicts the header's
+    // nominal period at this rtf (then the evidence's own is used, and a
+    // caveat says so: `effective_contradiction`).
+    let effective = manifest_effective(ev)
+        .filter(|&e| !contradicts(e, derived))
+        .unwrap_or(derived);
     Pace::Paced {
         nominal_ns: nominal,
         effective_ns: effective,
         rtf,
     }
+}
+
+/// The manifest's `schedule.effective_period_ns`, when it holds one.
+fn manifest_effective(ev: &Evidence) -> Option<u64> {
+    ev.manifest
+        .as_ref()
+        .and_then(|m| m.pointer("/schedule/effective_period_ns"))
+        .and_then(|v| v.as_u64())
+        .filter(|&e| e > 0)
+}
+
+/// Whether a manifest's effective period is more than 1 % from the
+/// header's nominal period divided by the rtf.
+fn contradicts(manifest_ns: u64, derived_ns: u64) -> bool {
+    (manifest_ns as f64 - derived_ns as f64).abs() > 0.01 * derived_ns as f64
+}
+
+/// The manifest's effective period and the header's nominal / rtf, when
+/// they contradict each other (more than 1 % apart): the pace uses the
+/// header's, and the report's caveat names both.
+pub fn effective_contradiction(ev: &Evidence) -> Option<(u64, u64, f64)> {
+    let Pace::Paced {
+        effective_ns, rtf, ..
+    } = pace(ev)
+    else {
+        return None;
+    };
+    let m = manifest_effective(ev)?;
+    (m != effective_ns).then_some((m, effective_ns, rtf))
 }
 
 /// The phase the diagnosis judges: `running` when it has cycles, else the

@@ -1183,3 +1183,37 @@ fn a_command_stage_that_is_no_stage_is_named_with_the_stages_there_are() {
             .contains("is no stage of this evidence"));
     }
 }
+
+#[test]
+fn a_manifest_period_that_contradicts_the_header_is_named_and_the_header_judges() {
+    // The v1 serve fixture: header 10 ms, rtf 1, its running card PASS.
+    // Its manifest edited to an effective period of 1 ms: before, the run
+    // was judged against 1,000 Hz without a word and FAILed. Now the
+    // header's 10 ms judges it (the evidence's own), the card is as
+    // before, and a caveat names both periods.
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = tmp.path().join("ep");
+    copy_episode(&fixture("v1/serve-episode"), &ep);
+    let path = ep.join("manifest.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    m["schedule"]["effective_period_ns"] = serde_json::json!(1_000_000);
+    std::fs::write(&path, m.to_string()).unwrap();
+    let r = analyze_json(&ep, &[]);
+    let caveats = r["caveats"].to_string();
+    assert!(
+        caveats.contains("schedule.effective_period_ns (1.000 ms) contradicts the header's nominal period at rtf 1 (10.000 ms)"),
+        "{caveats}"
+    );
+    let before = analyze_json(&fixture("v1/serve-episode"), &[]);
+    let state = |r: &Value| {
+        r["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["phase"] == "running")
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state(&r), state(&before));
+    assert_eq!(state(&r), "pass");
+}
