@@ -243,22 +243,66 @@ fn manifest_caveats(ev: &Evidence) -> Vec<String> {
             used as f64 / 1e6
         ));
     }
-    // The manifest's cycle count against the evidence's: the recorder's
-    // total (its summary's, or the rows read when nothing was dropped).
-    let counted = m
-        .pointer("/counts/cycles")
-        .and_then(serde_json::Value::as_u64);
+    out.extend(count_caveat(ev, m));
+    out
+}
+
+/// The manifest's cycle count (`counts.cycles`) against the evidence's:
+/// a value that is not a count is named; a count the evidence falls short
+/// of, where the evidence says why itself (a truncated last line, lines
+/// `--lenient` skipped, cycle indices missing), is the evidence's loss,
+/// not the manifest's error; any other difference is the manifest's (a
+/// count not taken from the rollout's start).
+fn count_caveat(ev: &Evidence, m: &serde_json::Value) -> Option<String> {
+    use looptime_capture::CaptureStatus;
+    let raw = m.pointer("/counts/cycles")?;
     let recorded = ev
         .summary
         .as_ref()
         .map(|s| s.capture.total_cycles)
         .unwrap_or(ev.cycles.len() as u64);
-    if let Some(c) = counted.filter(|&c| c > 0 && c != recorded) {
-        out.push(format!(
-            "the manifest counts {c} cycles but the evidence recorded {recorded}: the manifest's counts are not this rollout's own (a scheduler reused across rollouts whose counts were not taken from the rollout's start?), so trust the evidence's"
+    let Some(c) = raw.as_u64() else {
+        return Some(format!(
+            "the manifest's counts.cycles is {raw}, not a count of cycles (a whole number from 0 to 2^64 − 1): it was ignored, and the evidence's {recorded} cycles stand"
+        ));
+    };
+    let complete = ev
+        .summary
+        .as_ref()
+        .is_some_and(|s| s.status == CaptureStatus::Complete);
+    if c == 0 && complete && recorded > 0 {
+        return Some(format!(
+            "the manifest counts 0 cycles for a complete run that recorded {recorded}: not this rollout's count; it was ignored"
         ));
     }
-    out
+    if c == 0 || c == recorded {
+        return None;
+    }
+    let rows = ev.cycles.len() as u64;
+    let missing = ev.cycles.first().zip(ev.cycles.last()).map_or(0, |(a, b)| {
+        (b.cycle + 1).saturating_sub(a.cycle).saturating_sub(rows)
+    });
+    let mut why = Vec::new();
+    if ev.truncated_last_line {
+        why.push("its last line is truncated".to_string());
+    }
+    if ev.skipped_lines > 0 {
+        why.push(format!("--lenient skipped {} line(s)", ev.skipped_lines));
+    }
+    if missing > 0 {
+        why.push(format!(
+            "{missing} cycle index(es) are missing between its first and last"
+        ));
+    }
+    if c > rows && !why.is_empty() {
+        return Some(format!(
+            "the manifest counts {c} cycles and the evidence holds {rows}: the evidence is short ({}; see the caveats above), so the manifest's count is the run's and the figures cover the {rows} cycles the evidence holds",
+            why.join(", ")
+        ));
+    }
+    Some(format!(
+        "the manifest counts {c} cycles but the evidence recorded {recorded}: the manifest's counts are not this rollout's own (a scheduler reused across rollouts whose counts were not taken from the rollout's start?), so trust the evidence's"
+    ))
 }
 
 /// Caveats about the files themselves rather than the run.

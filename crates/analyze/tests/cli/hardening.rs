@@ -1217,3 +1217,41 @@ fn a_manifest_period_that_contradicts_the_header_is_named_and_the_header_judges(
     assert_eq!(state(&r), state(&before));
     assert_eq!(state(&r), "pass");
 }
+
+#[test]
+fn the_manifest_count_caveat_says_which_side_is_short_and_names_a_count_that_is_not_one() {
+    // The v1 serve fixture (70 cycles, the manifest counts 70) without its
+    // summary, its last cycle line cut in half: the evidence holds 69.
+    // Before, the caveat said the manifest's counts "are not this
+    // rollout's own … so trust the evidence's"; the manifest is right.
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = tmp.path().join("ep");
+    copy_episode(&fixture("v1/serve-episode"), &ep);
+    let _ = std::fs::remove_file(ep.join("control_timing_summary.json"));
+    let jsonl = ep.join("control_timing.jsonl");
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let cut = text.trim_end().rfind('\n').unwrap() + 40;
+    std::fs::write(&jsonl, &text[..cut]).unwrap();
+    let caveats = analyze_json(&ep, &[])["caveats"].to_string();
+    assert!(
+        caveats.contains("the manifest counts 70 cycles and the evidence holds 69: the evidence is short (its last line is truncated"),
+        "{caveats}"
+    );
+    assert!(!caveats.contains("not this rollout's own"), "{caveats}");
+    // counts.cycles that is not a count: named, not silently ignored.
+    let path = ep.join("manifest.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for bad in [
+        serde_json::json!("70"),
+        serde_json::json!(-3),
+        serde_json::json!(69.5),
+    ] {
+        m["counts"]["cycles"] = bad.clone();
+        std::fs::write(&path, m.to_string()).unwrap();
+        let caveats = analyze_json(&ep, &[])["caveats"].to_string();
+        assert!(
+            caveats.contains("not a count of cycles"),
+            "{bad}: {caveats}"
+        );
+    }
+}
