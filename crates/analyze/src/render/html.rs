@@ -12,6 +12,9 @@ use crate::metrics::{CardState, Dist, Lateness, Number, Report, StageReport};
 use crate::render::plots::Plot;
 use crate::render::text::{stage_cells, value_number};
 
+mod test_tables;
+use test_tables::{hz_table, rates_table};
+
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:24px;color:#222;max-width:1100px}\
 h1{font-size:22px;margin-bottom:4px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\
 .path{color:#666;font-family:monospace}table{border-collapse:collapse;font-size:13px;margin:8px 0}\
@@ -480,52 +483,6 @@ pub fn compare_page(c: &Comparison, plots: &[Plot]) -> String {
         (figures(plots, None, None))
     };
     page(&format!("looptime comparison: {} vs {}", c.a, c.b), body)
-}
-
-fn rates_table(c: &Comparison) -> Markup {
-    html! {
-        @if !c.rates.is_empty() {
-            h2 { "Rates (per 1,000 cycles)" }
-            table {
-                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "detectable Δ" } th { "Holm p" } th.l { "verdict" } }
-                @for r in &c.rates {
-                    tr {
-                        td.l { (r.phase) }
-                        td.l { (r.display_name()) }
-                        td { (format!("{:.3}", r.a_per_1000)) } td { (format!("{:.3}", r.b_per_1000)) }
-                        td { (format!("{:+.3}", r.diff_per_1000)) }
-                        td { (format!("[{:.3}, {:.3}]", r.ci_per_1000[0], r.ci_per_1000[1])) }
-                        td { (format!("{:.3}", r.test.detectable)) }
-                        td { (format!("{:.3}", r.p_holm)) }
-                        td.l { (r.verdict.word()) }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn hz_table(c: &Comparison) -> Markup {
-    html! {
-        @if !c.hz.is_empty() {
-            h2 { "Loop and command rates (Hz; lower is worse)" }
-            table {
-                tr { th.l { "phase" } th.l { "rate" } th { "A" } th { "B" } th { "Δ" } th { "95 % CI Δ" } th { "detectable Δ" } th { "Holm p" } th.l { "verdict" } }
-                @for h in &c.hz {
-                    tr {
-                        td.l { (h.phase) }
-                        td.l { (h.display_name()) }
-                        td { (format!("{:.3}", h.a_hz)) } td { (format!("{:.3}", h.b_hz)) }
-                        td { (format!("{:+.3}", h.diff_hz)) }
-                        td { (format!("[{:+.3}, {:+.3}]", h.ci_hz[0], h.ci_hz[1])) }
-                        td { (format!("{:.3}", h.test.detectable)) }
-                        td { (format!("{:.3}", h.p_holm)) }
-                        td.l { (h.verdict.word()) }
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The forest plot: one row per metric, its median difference and 95 %
